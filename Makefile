@@ -1,0 +1,47 @@
+# flagbot: `make test` on a fresh machine installs what it needs and runs every check.
+# `make test-unit` runs the fast tier only.
+
+VENV        ?= .venv
+PYTHON      ?= python3
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.flagbot-installed
+# Debian packages the tests use; installed with apt-get only when missing (root needed then).
+DEB_PACKAGES := postgresql
+
+.PHONY: test test-unit test-component test-integration lint typecheck deps venv clean bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+deps:
+	@./scripts/ensure-debian-packages $(DEB_PACKAGES)
+
+lint: venv
+	$(VENV)/bin/ruff check bot tests bench tools
+	$(VENV)/bin/ruff format --check bot tests bench tools
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+test: deps venv lint typecheck
+	$(VENV)/bin/pytest -q
+
+test-unit: venv
+	$(VENV)/bin/pytest -q -m unit
+
+test-component: deps venv
+	$(VENV)/bin/pytest -q -m component
+
+test-integration: deps venv
+	$(VENV)/bin/pytest -q -m integration
+
+bench: venv
+	$(PY) bench/parse_throughput.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -1,0 +1,5 @@
+"""`python -m bot` is `flagbot`."""
+
+from bot.cli import main
+
+main()

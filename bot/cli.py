@@ -1,0 +1,180 @@
+"""`flagbot`: the command line. Chat commands take the same words as `/flagbot` in Slack.
+
+Chat commands (`flagbot try add --enable-x ...`) receive their raw words and hand them to the
+shared grammar, so SGLang flags are never taken for options of this program. Options of the
+program itself (`--config`) go before the command name.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bot import __version__
+from bot.cli_parse import parse_app
+from bot.commands import COMMANDS, CommandError, describe_invocation, help_text, parse_command
+from bot.config import ConfigError, Secrets, Settings, load_settings
+from bot.sglang.catalog import FlagCatalog
+
+app = typer.Typer(
+    name="flagbot",
+    help="Run the SGLang flag-tuning loop: try, revert, verify, isolate; evidence and a log that lasts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema (SQLite in state/ or PostgreSQL from FLAGBOT_DATABASE_URL).")
+config_app = typer.Typer(help="Check flagbot.toml.")
+app.add_typer(parse_app, name="parse")
+app.add_typer(db_app, name="db")
+app.add_typer(config_app, name="config")
+
+_state: dict[str, Path | None] = {"config": None}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"flagbot {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="flagbot.toml to use (default: $FLAGBOT_CONFIG, then ./flagbot.toml)"
+        ),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    _state["config"] = config
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def settings() -> Settings:
+    try:
+        return load_settings(_state["config"])
+    except ConfigError as exc:
+        raise fail(f"error: {exc}") from None
+
+
+def catalog_for(config: Settings, target: str | None) -> FlagCatalog:
+    """The flag list of the target's SGLang version (the packaged 0.5.10 list when unknown)."""
+    name = target or config.default_target
+    version = config.targets[name].sglang_version if name in config.targets else None
+    try:
+        return FlagCatalog.load(version or "0.5.10")
+    except LookupError:
+        typer.echo(f"note: no flag list for SGLang {version} is packaged; checking against 0.5.10", err=True)
+        return FlagCatalog.load("0.5.10")
+
+
+@config_app.command("check")
+def config_check() -> None:
+    """Validate the config file and print what it defines."""
+    config = settings()
+    secrets = Secrets()
+    typer.echo(f"targets: {', '.join(config.targets) or 'none'} (default: {config.default_target or 'none'})")
+    typer.echo(f"benchmark profiles: {', '.join(config.bench)}")
+    for name in ("slack_bot_token", "slack_app_token", "slack_signing_secret", "database_url"):
+        state = "set" if getattr(secrets, name) is not None else "not set"
+        typer.echo(f"{name.upper() if name != 'database_url' else 'FLAGBOT_DATABASE_URL'}: {state}")
+
+
+def _store() -> Any:
+    from bot.store import Store
+
+    config = settings()
+    url = Secrets().database_url
+    return Store.open(url.get_secret_value() if url else None, sqlite_path=config.database.sqlite_path)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create the database or migrate it to the newest schema."""
+    store = _store()
+    try:
+        revision = store.upgrade()
+    finally:
+        store.close()
+    typer.echo(f"database ({store.backend}) at revision {revision}")
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the schema revision of the database."""
+    store = _store()
+    try:
+        typer.echo(
+            f"database ({store.backend}) at revision {store.revision() or 'none (run flagbot db upgrade)'}"
+        )
+    finally:
+        store.close()
+
+
+@app.command(
+    "explain",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+)
+def explain(ctx: typer.Context, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show how flagbot reads a chat command, without running it: `flagbot explain try --tp 8`."""
+    config = settings()
+    try:
+        invocation = parse_command(ctx.args, catalog=catalog_for(config, None))
+    except CommandError as exc:
+        raise fail(exc.render()) from None
+    description = describe_invocation(invocation)
+    if json_output:
+        typer.echo(json.dumps(description, indent=2))
+    else:
+        for key, value in description.items():
+            typer.echo(f"{key}: {value}")
+
+
+def _chat_command(name: str) -> None:
+    spec = next(spec for spec in COMMANDS if spec.name == name)
+
+    def run(ctx: typer.Context) -> None:
+        if ctx.args in (["--help"], ["-h"]) or name == "help":
+            topic = ctx.args[0] if name == "help" and ctx.args else (None if name == "help" else name)
+            typer.echo(help_text(topic))
+            return
+        config = settings()
+        try:
+            invocation = parse_command([name, *ctx.args], catalog=catalog_for(config, None))
+        except CommandError as exc:
+            raise fail(exc.render()) from None
+        raise fail(
+            f"`{name}` is understood ({invocation.tier}) but not available in flagbot {__version__} yet; "
+            "`flagbot explain` shows how it was read.",
+            code=3,
+        )
+
+    run.__doc__ = spec.summary
+    app.command(
+        name,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    )(run)
+
+
+for _spec in COMMANDS:
+    _chat_command(_spec.name)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except BrokenPipeError:
+        sys.exit(0)

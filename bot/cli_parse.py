@@ -1,0 +1,77 @@
+"""`flagbot parse log|bench|unit FILE|-`: paste what a server printed, get facts back.
+
+The `--json` shapes are an interface (documented in docs/parsers/): keep their keys stable.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO
+
+import typer
+
+parse_app = typer.Typer(help="Parse SGLang output: a server log, a bench_serving result, a launch line.")
+
+Source = Annotated[str, typer.Argument(help="a file, or - for standard input")]
+AsJson = Annotated[bool, typer.Option("--json", help="print the parsed fields as JSON")]
+
+
+def _open_binary(source: str) -> BinaryIO:
+    if source == "-":
+        return sys.stdin.buffer
+    path = Path(source)
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        typer.echo(f"error: {source}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _read_text(source: str) -> str:
+    with _open_binary(source) as stream:
+        return stream.read().decode("utf-8", errors="replace")
+
+
+def _emit(data: Any, summary: str, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False))
+    else:
+        typer.echo(summary)
+
+
+@parse_app.command("log")
+def parse_log(source: Source, as_json: AsJson = False) -> None:
+    """An SGLang server log or journal: parsed vs effective capacity, readiness, errors, warnings."""
+    from bot.sglang.log import parse_log_stream
+
+    with _open_binary(source) as stream:
+        report = parse_log_stream(stream)
+    _emit(report.to_json(), report.summary(), as_json)
+
+
+@parse_app.command("bench")
+def parse_bench(source: Source, as_json: AsJson = False) -> None:
+    """bench_serving output: each result block with bench_serving's own JSON key names."""
+    from bot.sglang.bench_result import parse_bench_text
+
+    results = parse_bench_text(_read_text(source))
+    if not results:
+        typer.echo(f"error: {source}: no `Serving Benchmark Result` block found", err=True)
+        raise typer.Exit(1)
+    data: Any = results[0].to_json() if len(results) == 1 else [r.to_json() for r in results]
+    _emit(data, "\n\n".join(r.summary() for r in results), as_json)
+
+
+@parse_app.command("unit")
+def parse_unit(source: Source, as_json: AsJson = False) -> None:
+    """A systemd unit, launch script, docker wrapper or command line: entrypoint, env, flags."""
+    from bot.sglang.launch import LaunchParseError, parse_launch_text
+
+    try:
+        launch = parse_launch_text(_read_text(source))
+    except LaunchParseError as exc:
+        typer.echo(f"error: {source}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    _emit(launch.to_json(), launch.summary(), as_json)

@@ -1,0 +1,338 @@
+"""The one command grammar for the CLI and Slack (documented in docs/commands.md).
+
+    COMMAND [SUB] [POSITIONAL ...] [CHANGE ...] [EXPECTATION ...] [name=value ...]
+
+- CHANGE (only in commands that change flags): `add --x [V ...]`, `set --x=V` / `set --x V`,
+  `remove --x`, `env set NAME=V`, `env unset NAME`; a bare `--x [V]` means `add`.
+  Flag names are resolved against the target's own SGLang flag list (aliases and unambiguous
+  prefixes become canonical names, as SGLang's argparse would take them) and values are
+  checked the way argparse checks them.
+- EXPECTATION: `metric OP value`, e.g. `max_running_requests>=48`.
+- Options: `name=value`; in commands without flag changes also `--name value`, because there a
+  `--` word cannot be an SGLang flag.
+
+The CLI hands its raw words here, so `--enable-x` is never mistaken for a flagbot option.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
+from bot.commands.tokens import CommandError, tokenize
+from bot.commands.values import check_option
+from bot.sglang.catalog import (
+    AmbiguousFlagError,
+    FlagCatalog,
+    FlagSpec,
+    FlagValueError,
+    UnknownFlagError,
+    typographic_dash_hint,
+)
+from bot.sglang.change import ENV_NAME, Change
+from bot.sglang.expectation import LOOKS_LIKE_EXPECTATION, Expectation, ExpectationError, parse_expectation
+from bot.sglang.flagset import FlagValue
+
+CHANGE_VERBS = frozenset({"add", "set", "remove", "env"})
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_OPTION_WORD = re.compile(r"^(?P<key>[a-z][a-z0-9_-]*)=(?P<value>.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A parsed command, ready for RBAC (via `tier`) and for the service that runs it."""
+
+    spec: CommandSpec
+    sub: str | None = None
+    positionals: dict[str, str | tuple[str, ...]] = field(default_factory=dict)
+    options: dict[str, str] = field(default_factory=dict)
+    changes: tuple[Change, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def tier(self) -> Tier:
+        return self.spec.tier_for(self.sub)
+
+
+def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = None) -> Invocation:
+    """Parse a command text (Slack) or word list (CLI); raise CommandError naming the exact problem."""
+    tokens = tokenize(words) if isinstance(words, str) else list(words)
+    if tokens and tokens[0] in ("/flagbot", "flagbot"):
+        tokens = tokens[1:]
+    if not tokens:
+        raise CommandError("no command given", usage="COMMAND [ARGS]; try `help`", example="status")
+    spec = get_command(tokens[0])
+    if spec is None:
+        _unknown_command(tokens[0])
+    assert spec is not None
+    return _Parser(spec, tokens[1:], catalog).parse()
+
+
+def _unknown_command(word: str) -> None:
+    hint = typographic_dash_hint(word)
+    if hint:
+        raise CommandError(hint)
+    names = [spec.name for spec in COMMANDS]
+    close = difflib.get_close_matches(word.lower(), names, n=1)
+    suggestion = f"; did you mean `{close[0]}`?" if close else ""
+    raise CommandError(
+        f"unknown command {word!r}{suggestion}", usage="COMMAND [ARGS]; commands: " + ", ".join(names)
+    )
+
+
+class _Parser:
+    """One pass over the words; state is local to one command."""
+
+    def __init__(self, spec: CommandSpec, tokens: list[str], catalog: FlagCatalog | None) -> None:
+        self.spec = spec
+        self.tokens = tokens
+        self.pos = 0
+        self._catalog = catalog
+        self.sub: str | None = None
+        self.options: dict[str, str] = {}
+        self.changes: list[Change] = []
+        self.expectations: list[Expectation] = []
+        self.words: list[str] = []
+        self.slots: tuple[Positional, ...] = ()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def fail(self, message: str) -> CommandError:
+        return CommandError(message, usage=self.spec.usage, example=self.spec.examples[0])
+
+    @property
+    def catalog(self) -> FlagCatalog:
+        if self._catalog is None:
+            self._catalog = FlagCatalog.load()
+        return self._catalog
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        token = self.tokens[self.pos]
+        self.pos += 1
+        return token
+
+    def is_option_word(self, token: str) -> bool:
+        match = _OPTION_WORD.match(token)
+        if match is None:
+            return False
+        return self.spec.free_options or self.spec.option(match["key"]) is not None
+
+    def is_value(self, token: str | None) -> bool:
+        """Whether a word can be a flag's value: argparse's rule, plus our own keywords."""
+        if token is None:
+            return False
+        if token.startswith("-") and not _NEGATIVE_NUMBER.match(token):
+            return False
+        if token in CHANGE_VERBS or self.is_option_word(token):
+            return False
+        return not (self.spec.expectations and LOOKS_LIKE_EXPECTATION.match(token))
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def parse(self) -> Invocation:
+        self.slots = positionals = self._sub_and_positionals()
+        while (token := self.peek()) is not None:
+            hint = typographic_dash_hint(token)
+            if hint:
+                raise self.fail(hint)
+            if self.spec.changes and (token in CHANGE_VERBS or token.startswith("-")):
+                self._change()
+            elif token.startswith("--"):
+                self._dashed_option()
+            elif (match := _OPTION_WORD.match(token)) and not match["value"].startswith(("=", ">", "<")):
+                if not self.is_option_word(token):
+                    self._unknown_option(token)
+                self._option(match["key"], match["value"])
+                self.pos += 1
+            elif self.spec.expectations and LOOKS_LIKE_EXPECTATION.match(token):
+                self.expectations.append(self._expectation(self.take()))
+            else:
+                self.words.append(self.take())
+        return self._finish(positionals)
+
+    def _sub_and_positionals(self) -> tuple[Positional, ...]:
+        if not self.spec.subs:
+            return self.spec.positionals
+        first = self.peek()
+        sub = self.spec.sub(first.lower()) if first else None
+        if sub is not None:
+            self.pos += 1
+        elif self.spec.default_sub and (first is None or "=" in first or first.startswith("--")):
+            sub = self.spec.sub(self.spec.default_sub)
+        if sub is None:
+            names = "|".join(s.name for s in self.spec.subs)
+            raise self.fail(f"{self.spec.name} needs one of {names}, got {first!r}")
+        self.sub = sub.name
+        if sub.expectations and not self.spec.expectations:
+            self.spec = _with_expectations(self.spec)
+        return sub.positionals
+
+    def _expectation(self, token: str) -> Expectation:
+        try:
+            return parse_expectation(token)
+        except ExpectationError as exc:
+            raise self.fail(str(exc)) from None
+
+    def _unknown_option(self, token: str) -> None:
+        key = token.split("=", 1)[0]
+        known = ", ".join(opt.name for opt in self.spec.options) or "none"
+        numeric = re.fullmatch(r"[+-]?[\d.]+%?", token.split("=", 1)[1])
+        extra = " (an expectation compares with ==)" if self.spec.expectations and numeric else ""
+        raise self.fail(f"unknown option {key!r} for {self.spec.name}{extra}; options: {known}")
+
+    def _dashed_option(self) -> None:
+        token = self.take()
+        name, has_value, value = token[2:].partition("=")
+        option = self.spec.option(name)
+        if option is None and any(slot.raw for slot in self.slots):
+            self.words.append(token)  # `grep --enable-x`: a pattern may look like a flag
+            return
+        if option is None:
+            known = ", ".join(f"--{opt.name}" for opt in self.spec.options) or "none"
+            raise self.fail(f"unknown option {token.split('=')[0]!r} for {self.spec.name}; options: {known}")
+        if not has_value:
+            if self.peek() is None:
+                raise self.fail(f"--{name} needs a value")
+            value = self.take()
+        self._option(name, value)
+
+    def _option(self, key: str, value: str) -> None:
+        if key in self.options:
+            raise self.fail(f"option {key!r} is given twice")
+        option = self.spec.option(key)
+        if option is not None:
+            value = self._checked(option, value)
+        self.options[key] = value
+
+    def _checked(self, option: Option, value: str) -> str:
+        try:
+            return check_option(option, value)
+        except ValueError as exc:
+            raise self.fail(f"{option.name}={value!r}: {exc}") from None
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def _change(self) -> None:
+        token = self.peek()
+        assert token is not None
+        if token == "env":  # noqa: S105 (a keyword, not a password)
+            self.pos += 1
+            self.changes.append(self._env_change())
+        elif token in ("add", "set", "remove"):
+            self.pos += 1
+            self.changes.append(self._flag_change(token))
+        else:
+            self.changes.append(self._flag_change("add"))
+        self._no_repeats()
+
+    def _env_change(self) -> Change:
+        verb = self.take() if self.peek() in ("set", "unset") else None
+        if verb is None:
+            raise self.fail("env needs `set NAME=VALUE` or `unset NAME`")
+        word = self.take() if self.peek() is not None else ""
+        name, equals, value = word.partition("=")
+        if not ENV_NAME.match(name):
+            raise self.fail(
+                f"env {verb}: {name!r} is not a variable name (letters, digits, _; not first a digit)"
+            )
+        if verb == "set":
+            if not equals:
+                raise self.fail(f"env set {name}: write NAME=VALUE, e.g. env set {name}=1")
+            return Change("env-set", env_name=name, env_value=value)
+        if equals:
+            raise self.fail(f"env unset {name}: takes a name only, not a value")
+        return Change("env-unset", env_name=name)
+
+    def _flag_change(self, verb: str) -> Change:
+        word = self.take() if self.peek() is not None else ""
+        if not word.startswith("--"):
+            hint = typographic_dash_hint(word)
+            raise self.fail(hint or f"{verb} expects an SGLang flag such as --enable-metrics, got {word!r}")
+        written, has_inline, inline = word.partition("=")
+        spec = self._resolve(written)
+        if verb == "remove":
+            if has_inline or self.is_value(self.peek()):
+                raise self.fail(f"remove {written}: takes no value")
+            return Change("remove", spec.name, written=written)
+        value = self._values(spec, inline if has_inline else None)
+        if verb == "set" and not spec.takes_value:
+            raise self.fail(
+                f"set {written}: {spec.name} is a switch; use `add {spec.name}` or `remove {spec.name}`"
+            )
+        try:
+            self.catalog.check_value(spec, value)
+        except FlagValueError as exc:
+            raise self.fail(str(exc)) from None
+        return Change("add" if verb == "add" else "set", spec.name, value, written=written)
+
+    def _resolve(self, written: str) -> FlagSpec:
+        try:
+            return self.catalog.resolve(written)
+        except UnknownFlagError as exc:
+            raise self.fail(str(exc)) from None
+        except AmbiguousFlagError as exc:
+            raise self.fail(str(exc)) from None
+
+    def _values(self, spec: FlagSpec, inline: str | None) -> FlagValue:
+        """Collect values the way argparse would for this flag's nargs (see module doc)."""
+        values: list[str] = [] if inline is None else [inline]
+        if not spec.takes_value:
+            return inline
+        many = spec.nargs in ("+", "*") or (isinstance(spec.nargs, int) and spec.nargs > 1)
+        limit = spec.nargs if isinstance(spec.nargs, int) else (None if many else 1)
+        while (limit is None or len(values) < limit) and self.is_value(self.peek()):
+            values.append(self.take())
+        if many:
+            return tuple(values)
+        return values[0] if values else None
+
+    def _no_repeats(self) -> None:
+        last = self.changes[-1]
+        key = last.flag or last.env_name
+        if sum(1 for change in self.changes if (change.flag or change.env_name) == key) > 1:
+            raise self.fail(f"{key} appears twice in this command; give each flag one change")
+
+    # -- finish ------------------------------------------------------------------------------
+
+    def _finish(self, slots: tuple[Positional, ...]) -> Invocation:
+        values: dict[str, str | tuple[str, ...]] = {}
+        words = list(self.words)
+        for slot in slots:
+            if slot.repeat:
+                values[slot.name] = tuple(words)
+                words = []
+            elif words:
+                values[slot.name] = words.pop(0)
+            elif slot.required:
+                raise self.fail(
+                    f"{self.spec.name}{' ' + self.sub if self.sub else ''} needs {slot.name.upper()}"
+                    f" ({slot.help})"
+                )
+        if words:
+            raise self.fail(
+                f"unexpected {words[0]!r}"
+                + ("; flag changes start with add, set, remove or env" if self.spec.changes else "")
+            )
+        if self.spec.changes and not self.changes:
+            raise self.fail(f"{self.spec.name} needs at least one change, e.g. add --enable-metrics")
+        if self.spec.needs_expectation and not self.expectations:
+            raise self.fail(f"{self.spec.name} needs an expectation, e.g. max_running_requests>=48")
+        return Invocation(
+            self.spec, self.sub, values, dict(self.options), tuple(self.changes), tuple(self.expectations)
+        )
+
+
+def _with_expectations(spec: CommandSpec) -> CommandSpec:
+    from dataclasses import replace
+
+    return replace(spec, expectations=True)

@@ -1,0 +1,323 @@
+"""The one registry of commands: name, arguments, help and risk tier.
+
+The CLI, the Slack slash command, the help text and (later) RBAC all read this table, so a
+command cannot exist in one place and be missing or differently described in another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Tier = Literal["read-only", "mutating"]
+"""read-only never touches a target's configuration or load; mutating restarts, edits or loads it."""
+
+OptionKind = Literal["text", "int", "duration", "week", "choice", "id", "list"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A flagbot option, written `name=value` (or `--name value` in commands without flag changes)."""
+
+    name: str
+    kind: OptionKind
+    help: str
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Positional:
+    name: str
+    help: str
+    required: bool = True
+    repeat: bool = False
+    raw: bool = False
+    """Takes any word, even one starting with `--` (a grep pattern)."""
+
+
+@dataclass(frozen=True)
+class Sub:
+    """A subcommand (`hypothesis add`, `checks pause`), with its own positionals and tier."""
+
+    name: str
+    help: str
+    tier: Tier = "read-only"
+    positionals: tuple[Positional, ...] = ()
+    expectations: bool = False
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: str
+    summary: str
+    tier: Tier
+    usage: str
+    examples: tuple[str, ...]
+    positionals: tuple[Positional, ...] = ()
+    options: tuple[Option, ...] = ()
+    subs: tuple[Sub, ...] = ()
+    default_sub: str | None = None
+    changes: bool = False
+    expectations: bool = False
+    needs_expectation: bool = False
+    free_options: bool = False
+    """`run` passes any `key=value` to the playbook, which validates its own parameters."""
+    chat: bool = True
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    def option(self, name: str) -> Option | None:
+        return next((opt for opt in self.options if opt.name == name), None)
+
+    def sub(self, name: str) -> Sub | None:
+        return next((sub for sub in self.subs if sub.name == name), None)
+
+    def tier_for(self, sub: str | None) -> Tier:
+        """A subcommand can be riskier than its command (`checks pause` vs `checks list`)."""
+        found = self.sub(sub) if sub else None
+        return found.tier if found else self.tier
+
+
+TARGET = Option("target", "text", "target name from flagbot.toml; default_target when omitted")
+PROFILE = Option("profile", "text", "benchmark profile from [bench] in flagbot.toml")
+BECAUSE = Option("because", "text", "why: the hypothesis in words, kept in the log")
+EXPERIMENT = Positional("experiment", "experiment id (default: the latest on the target)", required=False)
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        "help",
+        "Show commands, or one command's usage.",
+        "read-only",
+        "help [COMMAND]",
+        ("help", "help try"),
+        positionals=(Positional("command", "a command name", required=False),),
+    ),
+    CommandSpec(
+        "status",
+        "Target state: unit, invocation, flags, lease, running experiment.",
+        "read-only",
+        "status [target=NAME]",
+        ("status", "status target=sglang-qwen"),
+        options=(TARGET,),
+    ),
+    CommandSpec(
+        "observe",
+        "Re-read the running server (journal of this start, /server_info) without a restart.",
+        "read-only",
+        "observe [target=NAME]",
+        ("observe",),
+        options=(TARGET,),
+    ),
+    CommandSpec(
+        "grep",
+        "Search the journal of the current start (or since=) for a pattern.",
+        "read-only",
+        "grep PATTERN [since=DURATION] [lines=N] [target=NAME]",
+        ("grep max_running_requests", 'grep "Not enough memory" since=2h'),
+        positionals=(Positional("pattern", "text to search for (fixed string)", raw=True),),
+        options=(
+            TARGET,
+            Option("since", "duration", "look back this far instead of this start"),
+            Option("lines", "int", "at most this many lines"),
+        ),
+    ),
+    CommandSpec(
+        "try",
+        "Apply a flag change, restart, observe, measure, and judge it.",
+        "mutating",
+        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY]",
+        (
+            "try add --enable-fused-moe-sum-all-reduce",
+            "try --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce max_running_requests>=48",
+            'try set --mem-fraction-static=0.85 output_throughput>=-2% because="more KV cache"',
+            "try remove --disable-piecewise-cuda-graph target=sglang-qwen",
+            "try add --cuda-graph-bs 4 8 16 add --chunked-prefill-size -1",
+            "try env set NCCL_DEBUG=INFO",
+        ),
+        options=(
+            TARGET,
+            PROFILE,
+            BECAUSE,
+            Option(
+                "keep",
+                "choice",
+                "keep the change: auto (by verdict), always, never",
+                ("auto", "always", "never"),
+            ),
+            Option("hypothesis", "id", "hypothesis this experiment tests"),
+        ),
+        changes=True,
+        expectations=True,
+    ),
+    CommandSpec(
+        "revert",
+        "Undo an experiment's change (default: the latest kept one).",
+        "mutating",
+        "revert [EXPERIMENT] [target=NAME]",
+        ("revert", "revert 12"),
+        positionals=(EXPERIMENT,),
+        options=(TARGET,),
+    ),
+    CommandSpec(
+        "verify",
+        "Check expectations against the running server (benchmarks if a metric needs one).",
+        "mutating",
+        "verify EXPECTATION [EXPECTATION ...] [target=NAME] [profile=NAME]",
+        ("verify max_running_requests>=48", "verify output_throughput>=-2% median_ttft_ms<500"),
+        options=(TARGET, PROFILE),
+        expectations=True,
+        needs_expectation=True,
+    ),
+    CommandSpec(
+        "bench",
+        "Benchmark the running server with a profile.",
+        "mutating",
+        "bench [profile=NAME] [concurrency=LIST] [target=NAME]",
+        ("bench", "bench profile=quick concurrency=1,64"),
+        options=(TARGET, PROFILE, Option("concurrency", "list", "comma-separated concurrency levels")),
+    ),
+    CommandSpec(
+        "baseline",
+        "Show, pin or diff the target's baseline (snapshot + measurement).",
+        "read-only",
+        "baseline [show|pin|diff] [target=NAME] [profile=NAME]",
+        ("baseline", "baseline pin", "baseline diff"),
+        options=(TARGET, PROFILE),
+        subs=(
+            Sub("show", "the pinned baseline"),
+            Sub("pin", "measure now and pin it", tier="mutating"),
+            Sub("diff", "current flags and capacity against the baseline"),
+        ),
+        default_sub="show",
+    ),
+    CommandSpec(
+        "hypothesis",
+        "Keep the hypothesis log: add, list, show, close.",
+        "read-only",
+        "hypothesis add TEXT [EXPECTATION] | list [status=STATUS] | show ID | close ID VERDICT [because=TEXT]",
+        (
+            'hypothesis add "fused MoE sum costs KV memory" max_running_requests>=48',
+            "hypothesis list status=open",
+            "hypothesis show 3",
+            'hypothesis close 3 refuted because="48 was only the parsed value"',
+        ),
+        options=(
+            TARGET,
+            BECAUSE,
+            Option("status", "choice", "filter by status", ("open", "confirmed", "refuted", "inconclusive")),
+        ),
+        subs=(
+            Sub(
+                "add",
+                "record a falsifiable statement",
+                positionals=(Positional("text", "the statement"),),
+                expectations=True,
+            ),
+            Sub("list", "hypotheses on the target"),
+            Sub(
+                "show",
+                "one hypothesis with its experiments",
+                positionals=(Positional("id", "hypothesis id"),),
+            ),
+            Sub(
+                "close",
+                "record the outcome",
+                positionals=(
+                    Positional("id", "hypothesis id"),
+                    Positional("verdict", "confirmed|refuted|inconclusive"),
+                ),
+            ),
+        ),
+        default_sub="list",
+    ),
+    CommandSpec(
+        "isolate",
+        "Find which changed flag caused a regression, with as few restarts as possible.",
+        "mutating",
+        "isolate EXPECTATION [since=BASELINE] [target=NAME] [profile=NAME]",
+        ("isolate max_running_requests>=48", "isolate output_throughput>=-3% since=baseline"),
+        options=(
+            TARGET,
+            PROFILE,
+            Option("since", "text", "the known-good reference: baseline or an experiment id"),
+        ),
+        expectations=True,
+        needs_expectation=True,
+    ),
+    CommandSpec(
+        "run",
+        "Run any playbook, built-in or your own, with key=value parameters.",
+        "mutating",
+        "run PLAYBOOK [key=value ...]",
+        ("run baseline", "run verify expect=max_running_requests>=48"),
+        positionals=(Positional("playbook", "playbook name (see playbooks)"),),
+        free_options=True,
+    ),
+    CommandSpec(
+        "playbooks", "List playbooks and their parameters.", "read-only", "playbooks", ("playbooks",)
+    ),
+    CommandSpec(
+        "log",
+        "The experiment and hypothesis log of a target.",
+        "read-only",
+        "log [limit=N] [target=NAME]",
+        ("log", "log limit=20"),
+        options=(TARGET, Option("limit", "int", "at most this many entries")),
+    ),
+    CommandSpec(
+        "cancel",
+        "Stop a running experiment; the target is rolled back to its last known-good flags.",
+        "mutating",
+        "cancel [EXPERIMENT] [target=NAME]",
+        ("cancel",),
+        positionals=(EXPERIMENT,),
+        options=(TARGET,),
+    ),
+    CommandSpec(
+        "rollback",
+        "Restore the flags of the last verified start (the drop-in's backup).",
+        "mutating",
+        "rollback [target=NAME]",
+        ("rollback",),
+        options=(TARGET,),
+    ),
+    CommandSpec(
+        "checks",
+        "Scheduled verification checks: list, pause, resume, run now, delete.",
+        "read-only",
+        "checks [list|pause ID|resume ID|run ID|delete ID]",
+        ("checks", "checks pause 4", "checks run 4"),
+        subs=(
+            Sub("list", "checks with last result and next run"),
+            *(
+                Sub(name, text, tier="mutating", positionals=(Positional("id", "check id"),))
+                for name, text in (
+                    ("pause", "stop running a check"),
+                    ("resume", "run it again"),
+                    ("run", "run it now"),
+                    ("delete", "remove it"),
+                )
+            ),
+        ),
+        default_sub="list",
+    ),
+    CommandSpec(
+        "digest",
+        "The weekly post-mortem digest, now.",
+        "read-only",
+        "digest [week=YYYY-Www]",
+        ("digest", "digest week=2026-W48", "digest --week 2026-W48"),
+        options=(Option("week", "week", "ISO week, e.g. 2026-W48"),),
+    ),
+)
+
+_BY_NAME = {spec.name: spec for spec in COMMANDS} | {
+    alias: spec for spec in COMMANDS for alias in spec.aliases
+}
+
+
+def get_command(name: str) -> CommandSpec | None:
+    return _BY_NAME.get(name.lower())
+
+
+def command_names() -> list[str]:
+    return [spec.name for spec in COMMANDS]

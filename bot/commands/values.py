@@ -1,0 +1,43 @@
+"""Checks for flagbot's own option values (`limit=20`, `since=2h`, `week=2026-W48`)."""
+
+from __future__ import annotations
+
+import re
+
+from bot.commands.registry import Option
+from bot.config.schema import parse_duration
+
+_WEEK = re.compile(r"^(?P<year>\d{4})-W(?P<week>0[1-9]|[1-4]\d|5[0-3])$")
+_ID = re.compile(r"^#?(?P<id>[1-9]\d{0,17})$")
+
+
+def check_option(option: Option, value: str) -> str:
+    """Return the value in its canonical text form, or raise ValueError saying what is expected."""
+    if option.kind == "int":
+        if not re.fullmatch(r"[1-9]\d{0,8}", value):
+            raise ValueError("expected a positive whole number")
+        return value
+    if option.kind == "id":
+        match = _ID.match(value)
+        if not match:
+            raise ValueError("expected an id such as 12")
+        return match["id"]
+    if option.kind == "duration":
+        parse_duration(value)
+        return value
+    if option.kind == "week":
+        if not _WEEK.match(value):
+            raise ValueError("expected an ISO week such as 2026-W48")
+        return value
+    if option.kind == "choice":
+        if value not in option.choices:
+            raise ValueError(f"expected one of {', '.join(option.choices)}")
+        return value
+    if option.kind == "list":
+        parts = [part.strip() for part in value.split(",")]
+        if not parts or not all(re.fullmatch(r"[1-9]\d{0,5}", part) for part in parts):
+            raise ValueError("expected comma-separated positive numbers, e.g. 1,16,64")
+        return ",".join(parts)
+    if not value:
+        raise ValueError("expected a value")
+    return value

@@ -1,0 +1,216 @@
+"""The shape of `flagbot.toml`: every section later features fill, published now so configs stay valid.
+
+Every model forbids unknown keys: a typo in a config must fail loudly at start, not silently
+fall back to a default on a production GPU host.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(value: object) -> object:
+    """Accept `90`, `"90s"`, `"10m"`, `"24h"`, `"1d"`; humans write durations, not seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration, e.g. 90s, 10m, 24h")
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise ValueError(f"{value!r} is not a duration; write e.g. 90s, 10m, 24h or 1d")
+        return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class Strict(BaseModel):
+    """Base for every section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Node(Strict):
+    """One host of a target. Node 0 of a target serves HTTP and prints the capacity line."""
+
+    host: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str = "flagbot"
+
+
+class JumpHost(Strict):
+    host: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str = "flagbot"
+
+
+class SSHSettings(Strict):
+    """How flagbot reaches a target's nodes. Host keys are always verified against `known_hosts`."""
+
+    key_path: Path = Path("~/.ssh/flagbot_ed25519")
+    known_hosts: Path = Path("~/.ssh/known_hosts")
+    jump_host: JumpHost | None = None
+    sudo: bool = True
+    connect_timeout: Duration = timedelta(seconds=10)
+    command_timeout: Duration = timedelta(seconds=60)
+
+
+class TargetTimeouts(Strict):
+    """Upper bounds, not waits: readiness is detected from the journal and /health."""
+
+    ready: Duration = timedelta(minutes=30)
+    stop: Duration = timedelta(minutes=3)
+    benchmark: Duration = timedelta(minutes=30)
+
+
+class TargetPolicy(Strict):
+    """What flagbot may do to this target on its own."""
+
+    on_regression: Literal["revert", "keep", "ask"] = "revert"
+    on_failed_start: Literal["rollback", "leave"] = "rollback"
+    require_approval: bool = False
+    max_restarts_per_hour: int = Field(6, ge=0)
+
+
+class Target(Strict):
+    """One SGLang deployment: a systemd unit on one or more nodes."""
+
+    unit: str = Field(pattern=r"^[A-Za-z0-9:_.@-]+\.service$")
+    nodes: list[Node] = Field(min_length=1)
+    base_url: str | None = Field(None, description="node 0's HTTP base, e.g. http://10.0.0.1:30000")
+    sglang_version: str | None = None
+    benchmark_profile: str = "quick"
+    ssh: SSHSettings = SSHSettings()
+    timeouts: TargetTimeouts = TargetTimeouts()
+    policy: TargetPolicy = TargetPolicy()
+
+    def http_base(self) -> str:
+        """Node 0 serves HTTP; the default port is SGLang's 30000."""
+        return self.base_url or f"http://{self.nodes[0].host}:30000"
+
+
+class BenchProfile(Strict):
+    """A named benchmark shape (bench_serving's random dataset with fixed lengths)."""
+
+    concurrency: list[int] = Field(default_factory=lambda: [1, 64], min_length=1)
+    request_rate: float | None = Field(None, gt=0)
+    input_len: int = Field(1024, ge=1)
+    output_len: int = Field(256, ge=1)
+    num_requests: int = Field(64, ge=1)
+    duration: Duration | None = None
+    warmup_requests: int = Field(2, ge=0)
+    repeats: int = Field(3, ge=1)
+    endpoint: Literal["chat", "completions"] = "completions"
+
+
+class SlackRBAC(Strict):
+    """Slack user or group ids per role; read-only commands are open to `viewers`."""
+
+    admins: list[str] = Field(default_factory=list)
+    operators: list[str] = Field(default_factory=list)
+    viewers: list[str] = Field(default_factory=lambda: ["*"])
+
+
+class SlackSettings(Strict):
+    channels: list[str] = Field(default_factory=list, description="channels flagbot answers in; empty: any")
+    investigation_channel: str | None = None
+    confirm_mutating: bool = True
+    rbac: SlackRBAC = SlackRBAC()
+
+
+def _valid_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r}; use an IANA name such as Europe/Berlin") from None
+    return value
+
+
+def _valid_cron(value: str) -> str:
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"{value!r} is not a crontab expression (minute hour day month weekday): {exc}"
+        ) from None
+    return value
+
+
+TimeZoneName = Annotated[str, AfterValidator(_valid_timezone)]
+Cron = Annotated[str, AfterValidator(_valid_cron)]
+
+
+class Schedules(Strict):
+    timezone: TimeZoneName = "UTC"
+    check_after: list[Duration] = Field(default_factory=lambda: [timedelta(minutes=10), timedelta(hours=24)])
+    drift_cron: Cron = "*/30 * * * *"
+    digest_cron: Cron = "0 9 * * MON"
+    digest_channel: str | None = None
+
+
+class DatabaseSettings(Strict):
+    """SQLite by default; `FLAGBOT_DATABASE_URL` (environment only) selects PostgreSQL."""
+
+    sqlite_path: Path = Path("state/flagbot.db")
+
+
+class Settings(BaseSettings):
+    """The whole of `flagbot.toml`.
+
+    Only the values given to the constructor count (the loader passes the TOML file's tables):
+    no environment variable can change a setting behind the file's back. Secrets live in
+    `Secrets`, which reads the environment only.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    default_target: str | None = None
+    playbook_dirs: list[Path] = Field(default_factory=list)
+    targets: dict[str, Target] = Field(default_factory=dict)
+    bench: dict[str, BenchProfile] = Field(default_factory=lambda: {"quick": BenchProfile()})
+    slack: SlackSettings = SlackSettings()
+    schedules: Schedules = Schedules()
+    database: DatabaseSettings = DatabaseSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> Settings:
+        for name in self.targets:
+            if not TARGET_NAME.match(name):
+                raise ValueError(
+                    f"target name {name!r}: use letters, digits, '-' and '_' (it is typed in chat)"
+                )
+        if self.default_target is not None and self.default_target not in self.targets:
+            known = ", ".join(sorted(self.targets)) or "none"
+            raise ValueError(f"default_target {self.default_target!r} is not a target (targets: {known})")
+        for name, target in self.targets.items():
+            if target.benchmark_profile not in self.bench:
+                raise ValueError(
+                    f"targets.{name}.benchmark_profile {target.benchmark_profile!r} is not in [bench]"
+                )
+        return self

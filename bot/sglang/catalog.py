@@ -1,0 +1,506 @@
+"""SGLang's flag list as a typed catalog: resolve what a human typed, check values like argparse.
+
+Why: a flag change must be refused in chat, with a useful message, before a server is
+restarted with it. SGLang's own parser would exit with code 2 only after the restart, and the
+bot cannot import SGLang (it needs torch). So the flag list is shipped as data
+(`data/sglang-<version>-flags.json`, made by `tools/gen_flag_catalog.py`) and the two checks
+SGLang's argparse would make are repeated here *with argparse itself*:
+
+- name matching (`resolve`): exact option strings, then argparse's unambiguous-prefix rule
+  (`allow_abbrev` is on in SGLang, so `--tp 8` means `--tp-size 8`). Rather than re-implement
+  that rule, the catalog builds an `ArgumentParser` whose options are the flags and asks it;
+  so the answer is whatever this Python's argparse does.
+- value checking (`check_value`): a one-flag `ArgumentParser` with the flag's nargs, type and
+  choices parses `[flag, *values]`, so counts, `-1` versus `-x`, and messages are argparse's.
+
+Canonical names: each flag is shown by the option string that spells the `ServerArgs` field it
+sets (`--tp-size` for `--tensor-parallel-size`/`--tp-size`, field `tp_size`), because that is
+what the server's `server_args=ServerArgs(...)` startup line shows and what the bot diffs;
+when no option string spells the field, SGLang's first one (the one `--help` lists first).
+
+`--no-X` of an `argparse.BooleanOptionalAction` flag is a spec of its own (`negates="--X"`),
+so canonicalising it can never silently turn "off" into "on".
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from importlib import resources
+from typing import Any, NoReturn
+
+from . import data as _data
+from .flagset import FlagValue
+
+DEFAULT_VERSION = "0.5.10"
+
+_TYPOGRAPHIC_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+"""Hyphen, non-breaking hyphen, figure dash, en dash, em dash, horizontal bar, minus sign and
+their small/full-width forms: what autocorrect and Slack put where a `-` was typed."""
+_TO_HYPHEN = str.maketrans(dict.fromkeys(_TYPOGRAPHIC_DASHES, "-"))
+_AMBIGUOUS = re.compile(r"ambiguous option: (?P<option>.*) could match (?P<matches>.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One SGLang flag as argparse declares it.
+
+    `takes_value` is False for switches (store_true, DeprecatedAction, `--no-X`, ...), whose
+    `nargs` is 0. Otherwise `nargs` is argparse's: None for exactly one value, an int, or
+    `"?"`, `"*"`, `"+"` (so `"?"`/`"*"` flags take a value but may also stand alone).
+    `type_name` names the converter SGLang gives argparse (`int`, `float`, `json.loads`, ...);
+    `choices` are shown as strings and compared after conversion, as argparse does.
+    `field` is the `ServerArgs` field the flag sets (None when it sets none, e.g. deprecated
+    no-ops); `negates` is set on the generated `--no-X` spec of a BooleanOptionalAction.
+    """
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    takes_value: bool = True
+    nargs: str | int | None = None
+    type_name: str | None = None
+    choices: tuple[str, ...] | None = None
+    default: Any = None
+    help: str = ""
+    deprecated: bool = False
+    action: str = "store"
+    field: str | None = None
+    negates: str | None = None
+
+    def __post_init__(self) -> None:
+        for option in (self.name, *self.aliases):
+            if len(option) < 2 or not option.startswith("-"):
+                raise ValueError(f"flag option {option!r} must start with '-' and have a name")
+        if not self.takes_value:
+            if self.nargs not in (None, 0):
+                raise ValueError(
+                    f"{self.name}: a switch (takes_value=False) cannot have nargs={self.nargs!r}"
+                )
+            object.__setattr__(self, "nargs", 0)
+        elif self.nargs == 0:
+            raise ValueError(f"{self.name}: nargs=0 means takes_value=False")
+
+    @property
+    def option_strings(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+class UnknownFlagError(ValueError):
+    """No flag of this SGLang version is, or uniquely starts with, what was typed."""
+
+    def __init__(self, flag: str, suggestions: Sequence[str] = (), version: str | None = None) -> None:
+        self.flag = flag
+        self.suggestions = tuple(suggestions)
+        self.version = version
+        self.hint = typographic_dash_hint(flag)
+        where = f" for SGLang {version}" if version else ""
+        message = f"unknown flag {flag}{where}"
+        if self.hint:
+            message += f": {self.hint}"
+            if self.suggestions:
+                message += f" (that is {self.suggestions[0]})"
+        elif self.suggestions:
+            message += f"; did you mean {_or_list(self.suggestions)}?"
+        super().__init__(message)
+
+
+class AmbiguousFlagError(ValueError):
+    """What was typed is a prefix of several flags; argparse refuses it, and so do we."""
+
+    def __init__(self, flag: str, candidates: Sequence[str], version: str | None = None) -> None:
+        self.flag = flag
+        self.candidates = tuple(candidates)
+        self.version = version
+        where = f" for SGLang {version}" if version else ""
+        super().__init__(f"ambiguous flag {flag}{where}: could match {', '.join(self.candidates)}")
+
+
+class FlagValueError(ValueError):
+    """A value argparse would refuse; the message reads like argparse's (`argument --x: ...`)."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        self.flag = flag
+        super().__init__(message)
+
+
+def typographic_dash_hint(token: str) -> str | None:
+    """A hint when `token` starts with a typographic dash, e.g. Slack's `—` for a typed `--`.
+
+    Returns None for ordinary words and flags, and for a lone dash (no name after it).
+    """
+    name = token.lstrip("-" + _TYPOGRAPHIC_DASHES)
+    lead = token[: len(token) - len(name)]
+    if not any(ch in _TYPOGRAPHIC_DASHES for ch in lead) or not name[:1].isalnum():
+        return None
+    fixed = "--" + name.translate(_TO_HYPHEN)
+    return f"`{token}` starts with a typographic dash (Slack turns `--` into `—`); did you mean `{fixed}`?"
+
+
+class FlagCatalog:
+    """The flags of one SGLang version: name resolution and value checks, as argparse does them.
+
+    Immutable after construction; the two argparse parsers are built lazily and cached.
+    """
+
+    def __init__(self, version: str, specs: Iterable[FlagSpec]) -> None:
+        self.version = version
+        self._specs = tuple(specs)
+        self._by_option: dict[str, FlagSpec] = {}
+        for spec in self._specs:
+            for option in spec.option_strings:
+                other = self._by_option.setdefault(option, spec)
+                if other is not spec:
+                    raise ValueError(f"{option} is declared by both {other.name} and {spec.name}")
+        self._matcher: _Parser | None = None
+        self._value_parsers: dict[str, _Parser] = {}
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, version: str = DEFAULT_VERSION) -> FlagCatalog:
+        """The catalog packaged for `version` (cached; raises LookupError if none is shipped)."""
+        return _load_packaged(version)
+
+    @classmethod
+    def from_specs(cls, version: str, specs: Iterable[FlagSpec]) -> FlagCatalog:
+        """A catalog from explicit specs: for tests, and for hosts that report their own flags."""
+        return cls(version, specs)
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> FlagCatalog:
+        """A catalog from the generator's JSON document (see `tools/gen_flag_catalog.py`)."""
+        specs: list[FlagSpec] = []
+        for flag in document["flags"]:
+            nargs = flag["nargs"]
+            choices = flag["choices"]
+            specs.append(
+                FlagSpec(
+                    name=flag["name"],
+                    aliases=tuple(flag["aliases"]),
+                    takes_value=nargs != 0,
+                    nargs=nargs,
+                    type_name=flag["type"],
+                    choices=None if choices is None else tuple(str(c) for c in choices),
+                    default=flag["default"],
+                    help=flag["help"],
+                    deprecated=flag["deprecated"],
+                    action=flag["action"],
+                    field=flag["field"],
+                )
+            )
+            for negative in flag.get("negative_option_strings", ()):
+                specs.append(
+                    FlagSpec(
+                        name=negative,
+                        takes_value=False,
+                        help=f"Turns {flag['name']} off (argparse BooleanOptionalAction negation).",
+                        deprecated=flag["deprecated"],
+                        action=flag["action"],
+                        field=flag["field"],
+                        negates=flag["name"],
+                    )
+                )
+        return cls(str(document["sglang_version"]), specs)
+
+    # -- container protocol ---------------------------------------------------------------------
+
+    def __contains__(self, name: object) -> bool:
+        """True when SGLang's argparse would accept `name` as a flag (prefixes included)."""
+        if not isinstance(name, str):
+            return False
+        try:
+            self.resolve(name)
+        except (UnknownFlagError, AmbiguousFlagError):
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[FlagSpec]:
+        """Specs in SGLang's source order (each `--no-X` right after its `--X`)."""
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __repr__(self) -> str:
+        return f"FlagCatalog(version={self.version!r}, flags={len(self._specs)})"
+
+    # -- names ----------------------------------------------------------------------------------
+
+    def get(self, option: str) -> FlagSpec | None:
+        """Exact lookup of a name or alias; no prefix matching."""
+        return self._by_option.get(option)
+
+    def resolve(self, name: str) -> FlagSpec:
+        """The spec `name` means to SGLang: exact option string, else a unique argparse prefix.
+
+        `name` is a flag name only; split `--x=value` first (`--tp=8` is refused here with
+        `--tp-size` as the suggestion). Raises UnknownFlagError or AmbiguousFlagError.
+        """
+        exact = self._by_option.get(name)
+        if exact is not None:
+            return exact
+        if "=" not in name:
+            found = self._match(name)
+            if found is not None:
+                return found
+        raise UnknownFlagError(name, self._suggestions(name), self.version)
+
+    def canonical(self, name: str) -> str:
+        """The name flagbot shows for `name` (see the module docstring for the rule)."""
+        return self.resolve(name).name
+
+    def _match(self, token: str) -> FlagSpec | None:
+        """Ask argparse which flag `token` selects; None when it selects none."""
+        namespace = argparse.Namespace()
+        try:
+            self._matching_parser().parse_known_args([token], namespace)
+        except _ParserError as complaint:
+            candidates = self._ambiguity(token, complaint.message)
+            if candidates:
+                raise AmbiguousFlagError(token, candidates, self.version) from None
+            return None
+        index: int | None = getattr(namespace, _HIT, None)
+        return None if index is None else self._specs[index]
+
+    def _ambiguity(self, token: str, message: str) -> tuple[str, ...]:
+        """The option strings argparse listed as matches; () when the complaint is another one."""
+        match = _AMBIGUOUS.fullmatch(message)
+        if match is None:
+            return ()
+        listed = tuple(option for option in match["matches"].split(", ") if option in self._by_option)
+        if listed:
+            return listed
+        return tuple(option for option in self._by_option if option.startswith(token))
+
+    def _suggestions(self, name: str) -> tuple[str, ...]:
+        """Canonical names worth offering: a repaired spelling first, then close matches."""
+        found: list[str] = []
+        head = name.partition("=")[0]
+        stripped = head.lstrip("-" + _TYPOGRAPHIC_DASHES).translate(_TO_HYPHEN)
+        if not any(ch.isalnum() for ch in stripped):
+            return ()
+        repairs = [head, "--" + stripped, "--" + stripped.replace("_", "-").lower()]
+        for repair in dict.fromkeys(r for r in repairs if r not in ("", "--")):
+            spec = self._by_option.get(repair)
+            if spec is None and repair != name and "=" not in repair:
+                try:
+                    spec = self._match(repair)
+                except AmbiguousFlagError:
+                    spec = None
+            if spec is not None:
+                found.append(spec.name)
+                break
+        for close in difflib.get_close_matches("--" + stripped, list(self._by_option), n=6, cutoff=0.6):
+            found.append(self._by_option[close].name)
+        return tuple(dict.fromkeys(found))[:3]
+
+    def _matching_parser(self) -> _Parser:
+        if self._matcher is None:
+            parser = _Parser(prog="sglang serve", add_help=False, allow_abbrev=True)
+            for index, spec in enumerate(self._specs):
+                parser.add_argument(
+                    *spec.option_strings,
+                    action=_Hit,
+                    nargs=0,
+                    dest=_HIT,
+                    const=index,
+                    default=argparse.SUPPRESS,
+                )
+            self._matcher = parser
+        return self._matcher
+
+    # -- values ---------------------------------------------------------------------------------
+
+    def check_value(self, spec: FlagSpec, value: FlagValue) -> None:
+        """Raise FlagValueError unless SGLang's argparse would take `spec.name` with `value`.
+
+        `value` is None for no value, a string for one, a tuple for several (an empty tuple
+        for a `*` flag given none).
+        """
+        values: tuple[str, ...] = () if value is None else (value,) if isinstance(value, str) else value
+        if not spec.takes_value:
+            if values:
+                shown = " ".join(repr(v) for v in values)
+                raise FlagValueError(
+                    spec.name, f"argument {spec.name}: takes no value (it is a switch), got {shown}"
+                )
+            return
+        try:
+            _, extras = self._value_parser(spec).parse_known_args([spec.name, *values])
+        except _ParserError as complaint:
+            message = complaint.message
+            if message.startswith(f"argument {spec.name}: expected") and any(
+                v.startswith("-") for v in values
+            ):
+                message += _DASH_NOTE
+            raise FlagValueError(spec.name, message) from None
+        if extras:
+            dashed = [extra for extra in extras if extra.startswith("-")]
+            if dashed:
+                message = (
+                    f"argument {spec.name}: {dashed[0]!r} would be read as a flag, not a value{_DASH_NOTE}"
+                )
+            else:
+                message = f"argument {spec.name}: {_expects(spec.nargs)}, got {len(values)}"
+            raise FlagValueError(spec.name, message)
+
+    def _value_parser(self, spec: FlagSpec) -> _Parser:
+        parser = self._value_parsers.get(spec.name)
+        if parser is None:
+            parser = _Parser(prog="sglang serve", add_help=False, allow_abbrev=False)
+            converter = _CONVERTERS.get(spec.type_name or "str", str)
+            kwargs: dict[str, Any] = {"dest": "value", "type": converter}
+            if spec.nargs is not None:
+                kwargs["nargs"] = spec.nargs
+            if spec.choices is not None:
+                kwargs["choices"] = [_as_choice(converter, choice) for choice in spec.choices]
+            parser.add_argument(spec.name, **kwargs)
+            self._value_parsers[spec.name] = parser
+        return parser
+
+
+# -- argparse plumbing ----------------------------------------------------------------------------
+
+_HIT = "flagbot_matched_spec"
+_DASH_NOTE = " (argparse reads a word starting with '-' as a flag unless it is a negative number)"
+
+
+class _ParserError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of printing usage and exiting the bot."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ParserError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _ParserError(message or f"exit {status}")
+
+
+class _Hit(argparse.Action):
+    """Records which spec argparse selected (its index is the action's `const`)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, self.const)
+
+
+def _expects(nargs: str | int | None) -> str:
+    if nargs is None or nargs == 1:
+        return "expected one argument"
+    if nargs == "?":
+        return "expected at most one argument"
+    return f"expected {nargs} arguments"
+
+
+def _or_list(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _as_choice(converter: Callable[[str], Any], choice: str) -> Any:
+    """Choices are compared after conversion (`--max-lora-chunk-size` has int choices)."""
+    try:
+        return converter(choice)
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return choice
+
+
+# SGLang's argparse `type=` callables, re-implemented (importing SGLang needs torch). argparse
+# names the type in its message by `__name__` ("invalid int value"), so the names match SGLang's.
+
+
+def _json_loads(value: str) -> Any:
+    """`type=json.loads`: any JSON text."""
+    return json.loads(value)
+
+
+def _json_list_type(value: str) -> Any:
+    """SGLang's `json_list_type`: any JSON text (despite the name), with its own message."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid JSON list: {value}. Please provide a valid JSON list."
+        ) from None
+
+
+def _nullable_str(value: str) -> str | None:
+    """SGLang's `nullable_str`: "" and "None" mean None; never fails."""
+    return None if not value or value == "None" else value
+
+
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
+
+
+def _human_readable_int(value: str) -> int:
+    """SGLang's `human_readable_int`: an int, or a number with an SI (1k, 25.6k) or IEC (1Ki)
+    suffix; IEC suffixes take integers only."""
+    text = value.strip()
+    match = _HUMAN_INT.fullmatch(text)
+    if match:
+        number, suffix = match.groups()
+        if suffix in _IEC:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'; use an integer "
+                    f"such as '{int(Decimal(number))}{suffix}' or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * _IEC[suffix]
+        return int(Decimal(number) * _SI[suffix])
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{value}'. Use a plain integer, SI suffixes (1k, 1M), "
+            "or IEC suffixes (1Ki, 1Mi)."
+        ) from None
+
+
+_json_loads.__name__ = "loads"
+_json_list_type.__name__ = "json_list_type"
+_nullable_str.__name__ = "nullable_str"
+_human_readable_int.__name__ = "human_readable_int"
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "json.loads": _json_loads,
+    "json_list_type": _json_list_type,
+    "nullable_str": _nullable_str,
+    "human_readable_int": _human_readable_int,
+}
+"""Type names the shipped catalogs use; any other name is checked as plain text."""
+
+
+@cache
+def _load_packaged(version: str) -> FlagCatalog:
+    resource = resources.files(_data).joinpath(f"sglang-{version}-flags.json")
+    if not resource.is_file():
+        shipped = sorted(
+            entry.name.removeprefix("sglang-").removesuffix("-flags.json")
+            for entry in resources.files(_data).iterdir()
+            if entry.name.startswith("sglang-") and entry.name.endswith("-flags.json")
+        )
+        raise LookupError(f"no flag catalog for SGLang {version}; shipped: {', '.join(shipped) or 'none'}")
+    document = json.loads(resource.read_text(encoding="utf-8"))
+    if document.get("sglang_version") != version:
+        raise LookupError(f"{resource.name} describes SGLang {document.get('sglang_version')}, not {version}")
+    return FlagCatalog.from_json(document)

@@ -1,0 +1,108 @@
+"""The store's API: one object the CLI, Slack and the scheduler all use the same way.
+
+`Store` is synchronous (SQLAlchemy sessions); `AsyncStore` runs the same calls on a worker
+thread so database work never blocks the bot's event loop. SQLite gets one worker thread
+(it serialises writers anyway); PostgreSQL gets a few.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from bot.store.database import DEFAULT_SQLITE_PATH, database_url, make_engine
+from bot.store.migrate import current_revision, head_revision, upgrade
+from bot.store.models import Measurement, Snapshot
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class StoreNotReadyError(RuntimeError):
+    """The schema is older than this flagbot; the message says to run `flagbot db upgrade`."""
+
+
+class Store:
+    """Repository functions over one engine. Every write is committed before it returns."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None, *, sqlite_path: Path = DEFAULT_SQLITE_PATH) -> Store:
+        return cls(make_engine(database_url(url, sqlite_path)))
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    def upgrade(self) -> str | None:
+        """Migrate to the newest revision; returns it."""
+        upgrade(self.engine)
+        return current_revision(self.engine)
+
+    def revision(self) -> str | None:
+        return current_revision(self.engine)
+
+    def check_ready(self) -> None:
+        """Refuse to run on a schema that is missing or behind, instead of failing mid-experiment."""
+        current, head = current_revision(self.engine), head_revision(self.engine)
+        if current != head:
+            raise StoreNotReadyError(
+                f"database schema is at {current or 'nothing'}, this flagbot needs {head}: run `flagbot db upgrade`"
+            )
+
+    def add(self, row: R) -> R:
+        """Insert or update one row and return it refreshed (ids filled in)."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            session.add(row)
+            session.commit()
+            session.refresh(row)
+            return row
+
+    def latest_snapshot(self, target: str) -> Snapshot | None:
+        with Session(self.engine) as session:
+            query = select(Snapshot).where(Snapshot.target == target).order_by(col(Snapshot.id).desc())
+            return session.exec(query.limit(1)).first()
+
+    def snapshots(self, target: str, *, limit: int = 50) -> Sequence[Snapshot]:
+        with Session(self.engine) as session:
+            query = select(Snapshot).where(Snapshot.target == target).order_by(col(Snapshot.id).desc())
+            return session.exec(query.limit(limit)).all()
+
+    def measurements(self, *, snapshot_id: int) -> Sequence[Measurement]:
+        with Session(self.engine) as session:
+            query = (
+                select(Measurement)
+                .where(Measurement.snapshot_id == snapshot_id)
+                .order_by(col(Measurement.concurrency), col(Measurement.repeat))
+            )
+            return session.exec(query).all()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class AsyncStore:
+    """The same Store, awaited: each call runs on the store's own worker thread(s)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        workers = 1 if store.backend == "sqlite" else 4
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flagbot-db")
+
+    async def run(self, func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run any Store method (or a function of the store) off the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+
+    async def aclose(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.store.close()

@@ -1,0 +1,37 @@
+"""Tier markers come from the directory a test lives in, so a test cannot forget its tier."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "component", "integration")
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier in TIERS:
+            if tier in parts:
+                item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """The corpus copies and other recorded real output the tests read."""
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL for the whole session (see tests/support/postgres.py)."""
+    from tests.support.postgres import running_postgres, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_postgres() as url:
+        yield url
