@@ -1,0 +1,147 @@
+"""The installed `flagbot` console script, run as a user runs it, on real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bot
+
+ROOT = Path(__file__).parents[2]
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
+
+
+def flagbot(*args: str, cwd: Path = ROOT, stdin: bytes | None = None, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "FLAGBOT_CONFIG"} | (env or {})
+    return subprocess.run(
+        [FLAGBOT, *args], cwd=cwd, input=stdin.decode() if stdin else None, capture_output=True, text=True,
+        env=environment, timeout=60, check=False,
+    )
+
+
+def test_version() -> None:
+    result = flagbot("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"flagbot {bot.__version__}"
+
+
+def test_help_lists_every_command_with_its_tier() -> None:
+    result = flagbot("help")
+    assert result.returncode == 0
+    assert "try" in result.stdout
+    assert "[mutating]" in result.stdout
+    assert "usage: try CHANGE" in flagbot("help", "try").stdout
+    assert "usage: try CHANGE" in flagbot("try", "--help").stdout
+
+
+def test_raw_words_reach_the_grammar_not_the_cli_parser() -> None:
+    result = flagbot("explain", "--json", "try", "--tp", "2", "--enable-metrics", "max_running_requests>=48")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["changes"] == [
+        {"op": "add", "flag": "--tp-size", "value": "2"},
+        {"op": "add", "flag": "--enable-metrics", "value": None},
+    ]
+    assert data["expectations"] == ["max_running_requests>=48"]
+    assert data["tier"] == "mutating"
+
+
+def test_a_usage_error_is_specific_and_exits_2() -> None:
+    result = flagbot("try", "add", "--enable-metricz")
+    assert result.returncode == 2
+    assert "error: unknown flag --enable-metricz" in result.stderr
+    assert "usage: try CHANGE" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_command_not_built_yet_says_so_honestly() -> None:
+    result = flagbot("try", "add", "--enable-metrics")
+    assert result.returncode == 3
+    assert "not available" in result.stderr
+
+
+def test_config_check_and_malformed_config(tmp_path: Path) -> None:
+    good = flagbot("--config", str(ROOT / "flagbot.example.toml"), "config", "check")
+    assert good.returncode == 0
+    assert "targets: sglang-qwen (default: sglang-qwen)" in good.stdout
+    bad = tmp_path / "flagbot.toml"
+    bad.write_text("[targets.q]\nunit = 'q.service'\nnodes = [{host = 'h'}]\nsudo_pasword = 'x'\n")
+    result = flagbot("--config", str(bad), "config", "check")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {bad}: targets.q.sudo_pasword: unknown key"
+
+
+def test_db_upgrade_creates_sqlite_in_state(tmp_path: Path) -> None:
+    result = flagbot("db", "upgrade", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "database (sqlite) at revision 0001" in result.stdout
+    assert (tmp_path / "state" / "flagbot.db").is_file()
+    assert "revision 0001" in flagbot("db", "current", cwd=tmp_path).stdout
+
+
+def test_db_upgrade_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    result = flagbot("db", "upgrade", cwd=tmp_path, env={"FLAGBOT_DATABASE_URL": postgres_url})
+    assert result.returncode == 0, result.stderr
+    assert "database (postgresql) at revision 0001" in result.stdout
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "sglang-logs").glob("*.log")), ids=lambda p: p.name)
+def test_parse_log_json_has_the_documented_keys(path: Path) -> None:
+    result = flagbot("parse", "log", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert {"server_args", "parsed", "effective", "per_rank", "ready", "startup_error", "warnings", "starts"} <= set(data)
+    assert set(data["effective"]) >= {"max_running_requests", "max_total_num_tokens", "context_len",
+                                      "chunked_prefill_size", "max_prefill_tokens", "available_gpu_mem_gb"}
+    expected = next(e for e in json.loads((CORPUS / "sglang-logs" / "index.json").read_text())
+                    if e["file"] == path.name)["expected"]
+    assert data["effective"]["max_running_requests"] == expected["max_running_requests"]
+    assert data["parsed"]["max_running_requests"] == expected["server_args_max_running_requests"]
+
+
+def test_parse_log_from_stdin_and_human_summary() -> None:
+    text = (CORPUS / "sglang-logs" / "014.log").read_bytes()
+    result = flagbot("parse", "log", "-", stdin=text)
+    assert result.returncode == 0, result.stderr
+    assert "48" in result.stdout
+
+
+def test_parse_bench_json() -> None:
+    result = flagbot("parse", "bench", "--json", str(CORPUS / "sglang-bench" / "001.log"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["completed"] == 120
+    assert data["output_throughput"] == pytest.approx(1953.01)
+    assert data["max_concurrency"] == 120
+
+
+def test_parse_unit_json() -> None:
+    result = flagbot("parse", "unit", "--json", str(CORPUS / "sglang-units" / "001.service"))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["entrypoint"] == "/home/tchen19/LLM/.venv/bin/python -m sglang.launch_server"
+    assert data["flags"][0] == {"flag": "--model-path", "value": "Qwen/Qwen3-14B"}
+
+
+def test_parse_of_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    result = flagbot("parse", "log", str(tmp_path / "nope.log"))
+    assert result.returncode == 2
+    assert "No such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_parse_bench_without_a_block_fails_clearly(tmp_path: Path) -> None:
+    empty = tmp_path / "x.txt"
+    empty.write_text("nothing here\n")
+    result = flagbot("parse", "bench", str(empty))
+    assert result.returncode == 1
+    assert "no `Serving Benchmark Result` block" in result.stderr
