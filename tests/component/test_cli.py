@@ -18,12 +18,19 @@ CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
 
 
-def flagbot(*args: str, cwd: Path = ROOT, stdin: bytes | None = None, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
+def flagbot(
+    *args: str, cwd: Path = ROOT, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "FLAGBOT_CONFIG"} | (env or {})
     return subprocess.run(
-        [FLAGBOT, *args], cwd=cwd, input=stdin.decode() if stdin else None, capture_output=True, text=True,
-        env=environment, timeout=60, check=False,
+        [FLAGBOT, *args],
+        cwd=cwd,
+        input=stdin.decode() if stdin else None,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=False,
     )
 
 
@@ -99,11 +106,27 @@ def test_parse_log_json_has_the_documented_keys(path: Path) -> None:
     result = flagbot("parse", "log", "--json", str(path))
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert {"server_args", "parsed", "effective", "per_rank", "ready", "startup_error", "warnings", "starts"} <= set(data)
-    assert set(data["effective"]) >= {"max_running_requests", "max_total_num_tokens", "context_len",
-                                      "chunked_prefill_size", "max_prefill_tokens", "available_gpu_mem_gb"}
-    expected = next(e for e in json.loads((CORPUS / "sglang-logs" / "index.json").read_text())
-                    if e["file"] == path.name)["expected"]
+    assert {
+        "server_args",
+        "parsed",
+        "effective",
+        "per_rank",
+        "ready",
+        "startup_error",
+        "warnings",
+        "starts",
+    } <= set(data)
+    assert set(data["effective"]) >= {
+        "max_running_requests",
+        "max_total_num_tokens",
+        "context_len",
+        "chunked_prefill_size",
+        "max_prefill_tokens",
+        "available_gpu_mem_gb",
+    }
+    expected = next(
+        e for e in json.loads((CORPUS / "sglang-logs" / "index.json").read_text()) if e["file"] == path.name
+    )["expected"]
     assert data["effective"]["max_running_requests"] == expected["max_running_requests"]
     assert data["parsed"]["max_running_requests"] == expected["server_args_max_running_requests"]
 
