@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ import typer
 
 from bot import __version__
 from bot.cli_parse import parse_app
-from bot.commands import COMMANDS, CommandError, describe_invocation, help_text, parse_command
+from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import ConfigError, Secrets, Settings, load_settings
 from bot.sglang.catalog import FlagCatalog
 
@@ -69,9 +70,17 @@ def settings() -> Settings:
         raise fail(f"error: {exc}") from None
 
 
-def catalog_for(config: Settings, target: str | None) -> FlagCatalog:
-    """The flag list of the target's SGLang version (the packaged 0.5.10 list when unknown)."""
-    name = target or config.default_target
+def catalog_for(config: Settings, words: list[str]) -> FlagCatalog:
+    """The flag list of the SGLang version the command's target runs (`target=` or default_target).
+
+    Flags are validated against the target's own version; without a configured version, the
+    packaged 0.5.10 list is used. A `target=` naming no configured target is refused here, before
+    any flag is judged against the wrong list.
+    """
+    named = next((word.split("=", 1)[1] for word in words if word.startswith("target=")), None)
+    if named is not None and config.targets and named not in config.targets:
+        raise fail(f"error: unknown target {named!r}; targets: {', '.join(sorted(config.targets))}")
+    name = named or config.default_target
     version = config.targets[name].sglang_version if name in config.targets else None
     try:
         return FlagCatalog.load(version or "0.5.10")
@@ -97,30 +106,45 @@ def _store() -> Any:
 
     config = settings()
     url = Secrets().database_url
-    return Store.open(url.get_secret_value() if url else None, sqlite_path=config.database.sqlite_path)
+    try:
+        return Store.open(url.get_secret_value() if url else None, sqlite_path=config.database.sqlite_path)
+    except Exception as exc:  # a malformed URL or a missing driver: one line, never the password
+        raise fail(f"error: FLAGBOT_DATABASE_URL: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """SQLAlchemy messages carry the statement and a help link; the first line says what failed."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _with_store(action: str, run: Callable[[Any], str]) -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    store = _store()
+    try:
+        typer.echo(run(store))
+    except SQLAlchemyError as exc:
+        raise fail(f"error: {action}: database ({store.backend}) unavailable: {_first_line(exc)}") from None
+    finally:
+        store.close()
 
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Create the database or migrate it to the newest schema."""
-    store = _store()
-    try:
-        revision = store.upgrade()
-    finally:
-        store.close()
-    typer.echo(f"database ({store.backend}) at revision {revision}")
+    _with_store("db upgrade", lambda store: f"database ({store.backend}) at revision {store.upgrade()}")
 
 
 @db_app.command("current")
 def db_current() -> None:
     """Print the schema revision of the database."""
-    store = _store()
-    try:
-        typer.echo(
+    _with_store(
+        "db current",
+        lambda store: (
             f"database ({store.backend}) at revision {store.revision() or 'none (run flagbot db upgrade)'}"
-        )
-    finally:
-        store.close()
+        ),
+    )
 
 
 @app.command(
@@ -129,9 +153,12 @@ def db_current() -> None:
 )
 def explain(ctx: typer.Context, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show how flagbot reads a chat command, without running it: `flagbot explain try --tp 8`."""
+    if ctx.args in (["--help"], ["-h"], []):
+        typer.echo("usage: flagbot explain [--json] COMMAND [ARGS]...  (shows how a chat command is read)")
+        return
     config = settings()
     try:
-        invocation = parse_command(ctx.args, catalog=catalog_for(config, None))
+        invocation = parse_command(ctx.args, catalog=catalog_for(config, ctx.args))
     except CommandError as exc:
         raise fail(exc.render()) from None
     description = describe_invocation(invocation)
@@ -148,11 +175,13 @@ def _chat_command(name: str) -> None:
     def run(ctx: typer.Context) -> None:
         if ctx.args in (["--help"], ["-h"]) or name == "help":
             topic = ctx.args[0] if name == "help" and ctx.args else (None if name == "help" else name)
+            if topic is not None and get_command(topic) is None:
+                raise fail(help_text(topic))
             typer.echo(help_text(topic))
             return
         config = settings()
         try:
-            invocation = parse_command([name, *ctx.args], catalog=catalog_for(config, None))
+            invocation = parse_command([name, *ctx.args], catalog=catalog_for(config, ctx.args))
         except CommandError as exc:
             raise fail(exc.render()) from None
         raise fail(

@@ -53,14 +53,18 @@ def parse_log(source: Source, as_json: AsJson = False) -> None:
 
 @parse_app.command("bench")
 def parse_bench(source: Source, as_json: AsJson = False) -> None:
-    """bench_serving output: each result block with bench_serving's own JSON key names."""
+    """bench_serving output with bench_serving's own JSON key names.
+
+    The JSON is always one object: the last result block's keys at the top (the run a user
+    usually means) and every block, in order, under `runs`.
+    """
     from bot.sglang.bench_result import parse_bench_text
 
     results = parse_bench_text(_read_text(source))
     if not results:
         typer.echo(f"error: {source}: no `Serving Benchmark Result` block found", err=True)
         raise typer.Exit(1)
-    data: Any = results[0].to_json() if len(results) == 1 else [r.to_json() for r in results]
+    data: Any = results[-1].to_json() | {"runs": [result.to_json() for result in results]}
     _emit(data, "\n\n".join(r.summary() for r in results), as_json)
 
 

@@ -12,11 +12,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
     for item in items:
-        parts = Path(str(item.fspath)).parts
-        for tier in TIERS:
-            if tier in parts:
-                item.add_marker(getattr(pytest.mark, tier))
+        try:
+            parts = Path(str(item.fspath)).relative_to(root).parts
+        except ValueError:
+            continue
+        if parts and parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
 
 
 @pytest.fixture

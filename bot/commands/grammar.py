@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
 from bot.commands.tokens import CommandError, tokenize
-from bot.commands.values import check_option
+from bot.commands.values import check_option, check_positional
 from bot.sglang.catalog import (
     AmbiguousFlagError,
     FlagCatalog,
@@ -35,6 +35,7 @@ from bot.sglang.catalog import (
 from bot.sglang.change import ENV_NAME, Change
 from bot.sglang.expectation import LOOKS_LIKE_EXPECTATION, Expectation, ExpectationError, parse_expectation
 from bot.sglang.flagset import FlagValue
+from bot.sglang.metrics import unknown_metric_message
 
 CHANGE_VERBS = frozenset({"add", "set", "remove", "env"})
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -179,9 +180,13 @@ class _Parser:
 
     def _expectation(self, token: str) -> Expectation:
         try:
-            return parse_expectation(token)
+            expectation = parse_expectation(token)
         except ExpectationError as exc:
             raise self.fail(str(exc)) from None
+        problem = unknown_metric_message(expectation.metric)
+        if problem:
+            raise self.fail(f"expectation {token!r}: {problem}")
+        return expectation
 
     def _unknown_option(self, token: str) -> None:
         key = token.split("=", 1)[0]
@@ -302,6 +307,12 @@ class _Parser:
         if sum(1 for change in self.changes if (change.flag or change.env_name) == key) > 1:
             raise self.fail(f"{key} appears twice in this command; give each flag one change")
 
+    def _positional(self, slot: Positional, word: str) -> str:
+        try:
+            return check_positional(slot, word)
+        except ValueError as exc:
+            raise self.fail(f"{slot.name.upper()} {word!r}: {exc}") from None
+
     # -- finish ------------------------------------------------------------------------------
 
     def _finish(self, slots: tuple[Positional, ...]) -> Invocation:
@@ -312,7 +323,7 @@ class _Parser:
                 values[slot.name] = tuple(words)
                 words = []
             elif words:
-                values[slot.name] = words.pop(0)
+                values[slot.name] = self._positional(slot, words.pop(0))
             elif slot.required:
                 raise self.fail(
                     f"{self.spec.name}{' ' + self.sub if self.sub else ''} needs {slot.name.upper()}"

@@ -33,6 +33,8 @@ class Positional:
     repeat: bool = False
     raw: bool = False
     """Takes any word, even one starting with `--` (a grep pattern)."""
+    kind: Literal["text", "id", "name"] = "text"
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ class CommandSpec:
 TARGET = Option("target", "text", "target name from flagbot.toml; default_target when omitted")
 PROFILE = Option("profile", "text", "benchmark profile from [bench] in flagbot.toml")
 BECAUSE = Option("because", "text", "why: the hypothesis in words, kept in the log")
-EXPERIMENT = Positional("experiment", "experiment id (default: the latest on the target)", required=False)
+EXPERIMENT = Positional(
+    "experiment", "experiment id (default: the latest on the target)", required=False, kind="id"
+)
 
 COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
@@ -89,7 +93,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "read-only",
         "help [COMMAND]",
         ("help", "help try"),
-        positionals=(Positional("command", "a command name", required=False),),
+        positionals=(Positional("command", "a command name", required=False, kind="name"),),
     ),
     CommandSpec(
         "status",
@@ -124,7 +128,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "try",
         "Apply a flag change, restart, observe, measure, and judge it.",
         "mutating",
-        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY]",
+        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY] [hypothesis=ID]",
         (
             "try add --enable-fused-moe-sum-all-reduce",
             "try --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce max_running_requests>=48",
@@ -216,14 +220,18 @@ COMMANDS: tuple[CommandSpec, ...] = (
             Sub(
                 "show",
                 "one hypothesis with its experiments",
-                positionals=(Positional("id", "hypothesis id"),),
+                positionals=(Positional("id", "hypothesis id", kind="id"),),
             ),
             Sub(
                 "close",
                 "record the outcome",
                 positionals=(
-                    Positional("id", "hypothesis id"),
-                    Positional("verdict", "confirmed|refuted|inconclusive"),
+                    Positional("id", "hypothesis id", kind="id"),
+                    Positional(
+                        "verdict",
+                        "confirmed|refuted|inconclusive",
+                        choices=("confirmed", "refuted", "inconclusive"),
+                    ),
                 ),
             ),
         ),
@@ -249,7 +257,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "mutating",
         "run PLAYBOOK [key=value ...]",
         ("run baseline", "run verify expect=max_running_requests>=48"),
-        positionals=(Positional("playbook", "playbook name (see playbooks)"),),
+        positionals=(Positional("playbook", "playbook name (see playbooks)", kind="name"),),
         free_options=True,
     ),
     CommandSpec(
@@ -289,7 +297,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         subs=(
             Sub("list", "checks with last result and next run"),
             *(
-                Sub(name, text, tier="mutating", positionals=(Positional("id", "check id"),))
+                Sub(name, text, tier="mutating", positionals=(Positional("id", "check id", kind="id"),))
                 for name, text in (
                     ("pause", "stop running a check"),
                     ("resume", "run it again"),
@@ -317,7 +325,3 @@ _BY_NAME = {spec.name: spec for spec in COMMANDS} | {
 
 def get_command(name: str) -> CommandSpec | None:
     return _BY_NAME.get(name.lower())
-
-
-def command_names() -> list[str]:
-    return [spec.name for spec in COMMANDS]

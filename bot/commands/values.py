@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
-from bot.commands.registry import Option
+from bot.commands.registry import Option, Positional
 from bot.config.schema import parse_duration
 
 _WEEK = re.compile(r"^(?P<year>\d{4})-W(?P<week>0[1-9]|[1-4]\d|5[0-3])$")
 _ID = re.compile(r"^#?(?P<id>[1-9]\d{0,17})$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 def check_option(option: Option, value: str) -> str:
@@ -26,8 +28,13 @@ def check_option(option: Option, value: str) -> str:
         parse_duration(value)
         return value
     if option.kind == "week":
-        if not _WEEK.match(value):
-            raise ValueError("expected an ISO week such as 2026-W48")
+        match = _WEEK.match(value)
+        try:
+            if not match:
+                raise ValueError(value)
+            date.fromisocalendar(int(match["year"]), int(match["week"]), 1)
+        except ValueError:
+            raise ValueError("expected an ISO week such as 2026-W48 (and one that exists)") from None
         return value
     if option.kind == "choice":
         if value not in option.choices:
@@ -40,4 +47,18 @@ def check_option(option: Option, value: str) -> str:
         return ",".join(parts)
     if not value:
         raise ValueError("expected a value")
+    return value
+
+
+def check_positional(slot: Positional, value: str) -> str:
+    """Ids are numbers (`12` or `#12`), names are lower-case words, choices are choices."""
+    if slot.choices and value not in slot.choices:
+        raise ValueError(f"expected one of {', '.join(slot.choices)}")
+    if slot.kind == "id":
+        match = _ID.match(value)
+        if not match:
+            raise ValueError("expected an id such as 12")
+        return match["id"]
+    if slot.kind == "name" and not _NAME.match(value):
+        raise ValueError("expected a name of lower-case letters, digits, '-' and '_'")
     return value

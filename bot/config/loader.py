@@ -56,6 +56,8 @@ def load_settings(path: Path | None = None, *, required: bool = False) -> Settin
             tomllib.load(handle)  # for the syntax error's line and column
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{chosen}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{chosen}: not UTF-8 text (byte {exc.start}); TOML files are UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{chosen}: cannot read: {exc.strerror}") from None
     data = TomlConfigSettingsSource(Settings, toml_file=chosen)()
@@ -90,6 +92,8 @@ def _explain(error: Mapping[str, Any]) -> str:
         return "required key is missing"
     message = str(error["msg"])
     message = message.removeprefix("Value error, ")
+    if not error["loc"]:
+        return message  # a check across keys: its message names them; the input is the whole file
     if "input" in error and kind not in ("model_type", "dict_type"):
         return f"{message} (got {error['input']!r})"
     return message

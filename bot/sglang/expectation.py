@@ -37,7 +37,9 @@ class Expectation:
     def __str__(self) -> str:
         if isinstance(self.value, str):
             return f"{self.metric}{self.op}{self.value}"
-        number = f"{self.value:+g}%" if self.relative else f"{self.value:g}"
+        number = _exact(self.value)
+        if self.relative:
+            number = f"{'+' if self.value >= 0 else ''}{number}%"
         return f"{self.metric}{self.op}{number}"
 
     def holds(self, actual: float | str | None, reference: float | None = None) -> bool:
@@ -55,6 +57,12 @@ class Expectation:
                 return False
             return _compare((actual - reference) / abs(reference) * 100.0, self.op, self.value)
         return _compare(float(actual), self.op, self.value)
+
+
+def _exact(value: float) -> str:
+    """The shortest text that reads back as the same float (`1234567`, `0.85`), never rounded."""
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _compare(left: float | str, op: Operator, right: float | str) -> bool:

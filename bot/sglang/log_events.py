@@ -35,6 +35,7 @@ KEYWORDS: tuple[str, ...] = (
     "because",
     "Started ",
     "Main process exited",
+    "Use the profiled value",
 )
 """Every line any extractor below can match contains at least one of these (all ASCII)."""
 
@@ -79,7 +80,8 @@ _WEAK_FATAL_RE = re.compile(
 )
 _AUTO_ADJUST_RE = re.compile(
     r"\b(?:reset|adjusted) to\b|\bdeprecated\b|not specified\. Use\b|"
-    r"\b(?:[Dd]isabl|[Ee]nabl)\w* [^.]{0,120}?\bbecause\b"
+    r"\b(?:[Dd]isabl|[Ee]nabl)\w* [^.]{0,120}?\bbecause\b|"
+    r"is larger than the profiled value .*Use the profiled value instead"
 )
 _STARTED_UNIT_RE = re.compile(r"Started \S.*")
 
@@ -163,7 +165,7 @@ def fatal(line: LogLine) -> str | None:
     msg = line.message
     if not msg or msg[0] in " \t" or line.fmt == "glog":
         return None
-    if line.fmt == "bare" and (_EXCEPTION_RE.fullmatch(msg) or _ARGPARSE_RE.fullmatch(msg)):
+    if line.fmt in ("bare", "logger") and (_EXCEPTION_RE.fullmatch(msg) or _ARGPARSE_RE.fullmatch(msg)):
         return "fatal"
     if _KNOWN_FATAL_RE.search(msg) and "NCCL WARN" not in msg:
         return "fatal"

@@ -5,7 +5,7 @@ A line read from a journal or a container can carry several layers, outermost fi
 * a `docker compose logs` service column (`sglang-1  | `);
 * Docker's RFC3339Nano timestamp (`2025-03-09T21:45:34.123456789Z `, from `docker logs -t`);
 * journald's own prefix (`Mar 09 21:45:34 host ident[pid]: `, or the `-o short-iso`,
-  `short-precise`, `short-iso-precise` and `short-full` forms);
+  `short-precise`, `short-iso-precise`, `short-full`, `short-unix` and `short-monotonic` forms);
 * raw `\\r` progress-bar redraws (tqdm) and ANSI colour escapes;
 * a Python `logging` wrapper (`2025-03-07 23:50:27,531 - __main__ - INFO - `);
 * SGLang's own `[YYYY-mm-dd HH:MM:SS(.mmm) <ranks>] ` (or time-only `[HH:MM:SS] `), sometimes glued
@@ -29,6 +29,8 @@ _JOURNAL_RE = re.compile(
     rf"{_MONTH} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{{1,9}})?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?[+-]\d\d:?\d\d"
     r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? [A-Za-z][\w+-]{0,9}"
+    r"|\d{9,11}\.\d{1,9}"  # -o short-unix
+    r"|\[ *\d{1,10}\.\d{1,9}\]"  # -o short-monotonic
     r") (?P<host>[^\s\[\]]+) (?P<ident>[^\s\[\]:]+)(?:\[(?P<pid>\d{1,10})\])?: ?"
 )
 _DOCKER_TS_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z ")
@@ -134,6 +136,9 @@ def _strip_outer(line: str) -> tuple[str, str | None, str | None, int | None]:
         ident = jmatch.group("ident")
         pid = int(jmatch.group("pid")) if jmatch.group("pid") else None
         line = line[jmatch.end() :]
+        match = _DOCKER_TS_RE.match(line)  # a container's output forwarded into the journal
+        if match:
+            line = line[match.end() :]
     return line, ts, ident, pid
 
 

@@ -69,6 +69,35 @@ def test_a_usage_error_is_specific_and_exits_2() -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_help_of_an_unknown_command_fails() -> None:
+    result = flagbot("help", "nosuch")
+    assert result.returncode == 2
+    assert "unknown command 'nosuch'" in result.stderr
+
+
+def test_an_unknown_target_is_refused_before_flags_are_judged() -> None:
+    result = flagbot(
+        "--config", str(ROOT / "flagbot.example.toml"), "explain", "try", "add", "--tp", "2", "target=nope"
+    )
+    assert result.returncode == 2
+    assert "unknown target 'nope'; targets: sglang-qwen" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgresql://u:hunter2@127.0.0.1:1/x", "database (postgresql) unavailable: connection failed"),
+        ("nosuchdialect://x", "FLAGBOT_DATABASE_URL: Can't load plugin"),
+    ],
+)
+def test_a_bad_database_url_is_one_line_without_the_password(tmp_path: Path, url: str, says: str) -> None:
+    result = flagbot("db", "upgrade", cwd=tmp_path, env={"FLAGBOT_DATABASE_URL": url})
+    assert result.returncode == 2
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "hunter2" not in result.stderr
+
+
 def test_a_command_not_built_yet_says_so_honestly() -> None:
     result = flagbot("try", "add", "--enable-metrics")
     assert result.returncode == 3
@@ -145,6 +174,18 @@ def test_parse_bench_json() -> None:
     assert data["completed"] == 120
     assert data["output_throughput"] == pytest.approx(1953.01)
     assert data["max_concurrency"] == 120
+    assert [run["completed"] for run in data["runs"]] == [120]
+
+
+def test_parse_bench_with_several_runs_keeps_one_shape(tmp_path: Path) -> None:
+    both = tmp_path / "two.log"
+    both.write_bytes(
+        (CORPUS / "sglang-bench" / "001.log").read_bytes()
+        + (CORPUS / "sglang-bench" / "002.log").read_bytes()
+    )
+    data = json.loads(flagbot("parse", "bench", "--json", str(both)).stdout)
+    assert data["completed"] == 64  # the last run on top
+    assert [run["completed"] for run in data["runs"]] == [120, 64]
 
 
 def test_parse_unit_json() -> None:

@@ -59,6 +59,15 @@ def test_typographic_quotes_are_mended() -> None:
     assert tokenize("hypothesis add “a b” max_running_requests>=48")[2] == "a b"
 
 
+def test_ids_and_parsed_fields() -> None:
+    invocation = parse_command("hypothesis close #3 refuted")
+    assert invocation.positionals == {"id": "3", "verdict": "refuted"}
+    assert str(parse_command("verify parsed.max_running_requests==48").expectations[0]) == (
+        "parsed.max_running_requests==48"
+    )
+    assert parse_command("digest week=2026-W53").options == {"week": "2026-W53"}
+
+
 def test_tiers_follow_subcommands() -> None:
     assert parse_command("checks").tier == "read-only"
     assert parse_command("checks pause 4").tier == "mutating"
@@ -114,6 +123,13 @@ MALFORMED = [
     ("revert 1 2", "unexpected '2'"),
     ('grep "unclosed', "quote is not closed"),
     ("status \x00", "NUL"),
+    ("verify max_runing_requests>=48", "did you mean max_running_requests"),
+    ("try add --enable-metrics throughput>=1", "unknown metric 'throughput'"),
+    ("hypothesis close 3 maybe", "expected one of confirmed, refuted, inconclusive"),
+    ("revert abc", "expected an id"),
+    ("checks run -1", "expected an id"),
+    ("run ../../etc/passwd", "expected a name"),
+    ("digest week=2025-W53", "ISO week"),
 ]
 
 

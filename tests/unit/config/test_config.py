@@ -20,7 +20,7 @@ nodes = [{ host = "10.200.0.2" }]
 
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "flagbot.toml"
-    path.write_text(text)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
     return path
 
 
@@ -75,6 +75,7 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
         ("[targets.q]\nunit = 'a.service'\n", "targets.q.nodes: required key is missing"),
         ("[targets.'a b']\nunit = 'a.service'\nnodes = [{host='h'}]\n", "target name 'a b'"),
         ("x = [", "not valid TOML"),
+        ("x = '\udcff'", "not UTF-8"),
     ],
 )
 def test_malformed_config_names_file_key_and_problem(tmp_path: Path, text: str, says: str) -> None:
@@ -85,6 +86,7 @@ def test_malformed_config_names_file_key_and_problem(tmp_path: Path, text: str, 
     assert message.startswith(str(path))
     assert says in message
     assert "Traceback" not in message
+    assert "{" not in message  # never the whole parsed file echoed back
 
 
 def test_path_from_environment_and_missing_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

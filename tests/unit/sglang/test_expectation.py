@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bot.sglang.expectation import Expectation, ExpectationError, parse_expectation
 
@@ -52,3 +54,13 @@ def test_holds_absolute_relative_and_words() -> None:
 def test_str_round_trips() -> None:
     for text in ("max_running_requests>=48", "output_throughput>=-2%", "startup_error==none", "a<0.5"):
         assert str(parse_expectation(text)) == text
+
+
+@given(
+    st.sampled_from([">=", "<=", "==", "!=", ">", "<"]),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.booleans(),
+)
+def test_numbers_read_back_exactly(op: str, value: float, relative: bool) -> None:
+    expectation = Expectation("max_total_num_tokens", op, value, relative)  # type: ignore[arg-type]
+    assert parse_expectation(str(expectation)) == expectation

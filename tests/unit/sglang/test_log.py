@@ -150,8 +150,9 @@ def test_docker_timestamp_prefixed_copy_gives_same_report(fixtures_dir: Path, na
     assert parse_log_text(_prefixed(text, DOCKER)).to_json() == parse_log_text(text).to_json()
 
 
-def test_python_logger_wrapped_copy_gives_same_values(fixtures_dir: Path) -> None:
-    text = _text(fixtures_dir, "012.log")
+@pytest.mark.parametrize("name", ["012.log", "026.log", "010.log", "014.log"])
+def test_python_logger_wrapped_copy_gives_same_values(fixtures_dir: Path, name: str) -> None:
+    text = _text(fixtures_dir, name)
     wrapped = _prefixed(text, "2025-03-07 23:50:27,531 - __main__ - INFO - ")
     assert _observed(parse_log_text(wrapped)) == _observed(parse_log_text(text))
 
@@ -631,3 +632,12 @@ def test_traceback_source_line_quoting_server_args_is_not_a_new_start() -> None:
     assert len(report.starts) == 1
     assert report.parsed["model_path"] == "m"
     assert report.startup_error == "RuntimeError: boom"
+
+
+def test_the_profiled_value_adjustment_is_a_warning_not_capacity() -> None:
+    report = parse_log_text(
+        "[2026-01-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value -561981. "
+        "Use the profiled value instead.\n"
+    ).to_json()
+    assert report["effective"]["max_total_num_tokens"] is None
+    assert [w["text"][:40] for w in report["warnings"]] == ["max_total_tokens=131072 is larger than t"]

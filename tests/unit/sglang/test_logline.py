@@ -38,6 +38,14 @@ def _assert_inner(line: LogLine) -> None:
             4550,
         ),
         ("Mon 2026-03-09 21:45:34 CET llm-two python3[77]: ", "Mon 2026-03-09 21:45:34 CET", "python3", 77),
+        ("1773092734.123456 llm-two python3[77]: ", "1773092734.123456", "python3", 77),
+        ("[  123.456789] llm-two python3[77]: ", "[  123.456789]", "python3", 77),
+        (
+            "Mar 09 21:45:34 llm-two dockerd[9]: 2026-03-09T21:45:34.123456789Z ",
+            "Mar 09 21:45:34",
+            "dockerd",
+            9,
+        ),
     ],
 )
 def test_journald_prefix_forms(prefix: str, outer_ts: str, unit: str, pid: int) -> None:
