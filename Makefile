@@ -6,7 +6,7 @@ PYTHON      ?= python3
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.flagbot-installed
 # Debian packages the tests use; installed with apt-get only when missing (root needed then).
-DEB_PACKAGES := postgresql
+DEB_PACKAGES := postgresql openssh-server sudo systemd-container iproute2
 
 .PHONY: test test-unit test-component test-integration lint typecheck deps venv clean bench
 

@@ -17,6 +17,7 @@ import typer
 
 from bot import __version__
 from bot.cli_parse import parse_app
+from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import ConfigError, Secrets, Settings, load_settings
 from bot.sglang.catalog import FlagCatalog
@@ -33,6 +34,7 @@ config_app = typer.Typer(help="Check flagbot.toml.")
 app.add_typer(parse_app, name="parse")
 app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
+app.add_typer(twin_app, name="twin")
 
 _state: dict[str, Path | None] = {"config": None}
 

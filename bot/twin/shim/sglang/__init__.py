@@ -1,0 +1,8 @@
+"""The SGLang twin's stand-in for the `sglang` package on a test node (flagbot docs/twin.md).
+
+Installed as the top-level package `sglang` in the node's dist-packages, next to the twin's
+engine `sglang_twin`. Importing it is cheap on purpose: `python -c 'import sglang;
+print(sglang.__version__)'` is how tools ask a host which SGLang it runs.
+"""
+
+__version__ = "0.5.10"

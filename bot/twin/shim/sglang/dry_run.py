@@ -1,0 +1,25 @@
+"""`python -m sglang.dry_run <flags>`: print the `server_args=` a start would log, load nothing.
+
+Why: flagbot's preflight asks "what would SGLang make of these flags?" before restarting a
+server. On a real host it runs `sglang.srt.server_args.prepare_server_args` in a Python one-liner;
+on a twin node that works too (see `sglang.srt.server_args`), and this module is the same call
+as a command: bare post-init WARNINGs on stderr, then one line `server_args=ServerArgs(...)` on
+stdout, exit 0; a bad command line exits 2 with argparse's message (`sglang serve: error: ...`).
+This entry point is the twin's own; real SGLang has no `sglang.dry_run`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .srt.server_args import prepare_server_args
+
+
+def main(argv: list[str]) -> int:
+    server_args = prepare_server_args(argv)
+    print(f"{server_args=}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
