@@ -79,3 +79,67 @@ class Measurement(SQLModel, table=True):
     metrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     client_bound: bool = False
     source: str = Field(default="flagbot", max_length=64)
+    set_id: int | None = Field(default=None, foreign_key="measurement_set.id", index=True, ondelete="CASCADE")
+
+
+class DropinBackup(SQLModel, table=True):
+    """A drop-in's content before flagbot overwrote it, kept in the store as well as on the host."""
+
+    __tablename__ = "dropin_backup"
+
+    id: int | None = Field(default=None, primary_key=True)
+    target: str = Field(index=True, max_length=200)
+    node: str = Field(max_length=255)
+    taken_at: datetime = _timestamp()
+    path: str = Field(max_length=1024)
+    content: str = ""
+    sha256: str = Field(max_length=64)
+    reason: str = Field(default="", max_length=200)
+
+
+class TargetState(SQLModel, table=True):
+    """What flagbot last saw of a target: per-node checksums, divergence and the known-good start."""
+
+    __tablename__ = "target_state"
+
+    target: str = Field(primary_key=True, max_length=200)
+    updated_at: datetime = _timestamp()
+    diverged: bool = False
+    diverged_nodes: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    diverged_reason: str | None = None
+    unit_sha256: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    """node -> checksum of `systemctl cat` as flagbot last left it (detects hand edits)."""
+    known_good_snapshot_id: int | None = Field(default=None, foreign_key="snapshot.id", ondelete="SET NULL")
+
+
+class MeasurementSet(SQLModel, table=True):
+    """One benchmark run of a configuration: its measurements, client health and summary."""
+
+    __tablename__ = "measurement_set"
+
+    id: int | None = Field(default=None, primary_key=True)
+    target: str = Field(index=True, max_length=200)
+    created_at: datetime = _timestamp()
+    snapshot_id: int | None = Field(default=None, foreign_key="snapshot.id", index=True, ondelete="SET NULL")
+    profile: str = Field(default="", max_length=200)
+    backend: str = Field(default="builtin", max_length=32)
+    label: str = Field(default="", max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    client: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    client_bound: bool = False
+    summary: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class Comparison(SQLModel, table=True):
+    """A verdict between two measurement sets (A = reference, B = candidate), per metric and overall."""
+
+    __tablename__ = "comparison"
+
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = _timestamp()
+    reference_set_id: int = Field(foreign_key="measurement_set.id", index=True, ondelete="CASCADE")
+    candidate_set_id: int = Field(foreign_key="measurement_set.id", index=True, ondelete="CASCADE")
+    verdict: str = Field(max_length=32)
+    guarded_by: str | None = Field(default=None, max_length=200)
+    metrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

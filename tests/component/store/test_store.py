@@ -16,6 +16,7 @@ from sqlmodel import SQLModel
 
 from bot.store import AsyncStore, Measurement, Snapshot, Store, StoreNotReadyError
 from bot.store.database import database_url
+from bot.store.migrate import head_revision, upgrade
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -34,14 +35,27 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def test_a_fresh_database_is_refused_until_upgraded(store: Store) -> None:
     with pytest.raises(StoreNotReadyError, match="run `flagbot db upgrade`"):
         store.check_ready()
-    assert store.upgrade() == "0001"
+    assert store.upgrade() == head_revision(store.engine)
     store.check_ready()
     assert {"snapshot", "measurement", "alembic_version"} <= set(inspect(store.engine).get_table_names())
 
 
 def test_upgrade_is_idempotent(store: Store) -> None:
     store.upgrade()
-    assert store.upgrade() == "0001"
+    assert store.upgrade() == head_revision(store.engine)
+
+
+def test_every_revision_downgrades_and_upgrades_again(store: Store) -> None:
+    from alembic import command
+
+    from bot.store.migrate import alembic_config
+
+    store.upgrade()
+    command.downgrade(alembic_config(store.engine), "base")
+    assert set(inspect(store.engine).get_table_names()) <= {"alembic_version"}
+    upgrade(store.engine, "0001")
+    assert store.revision() == "0001"
+    assert store.upgrade() == head_revision(store.engine)
 
 
 def test_models_and_migrations_agree(store: Store) -> None:
