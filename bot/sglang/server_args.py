@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from typing import Any
 
 _MARKER = "server_args="
@@ -51,7 +52,9 @@ def parse_server_args_status(text: str) -> tuple[dict[str, Any] | None, bool]:
     else:
         return None, False
     try:
-        tree = ast.parse(expr, mode="eval")
+        with warnings.catch_warnings():  # odd text (`1e`, `0x`) makes the compiler warn, not fail
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(expr, mode="eval")
     except _PARSE_ERRORS:
         return _salvage(expr, kind)
     body = tree.body
@@ -133,7 +136,9 @@ def _salvage(expr: str, kind: str) -> tuple[dict[str, Any] | None, bool]:
 def _literal_or_raw(text: str) -> Any:
     text = text.strip()
     try:
-        return jsonable(ast.literal_eval(text))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return jsonable(ast.literal_eval(text))
     except _PARSE_ERRORS:
         return {"raw": text}
 
