@@ -39,7 +39,7 @@ class Expectation:
             return f"{self.metric}{self.op}{self.value}"
         number = _exact(self.value)
         if self.relative:
-            number = f"{'+' if self.value >= 0 else ''}{number}%"
+            number = f"{'' if number.startswith('-') else '+'}{number}%"
         return f"{self.metric}{self.op}{number}"
 
     def holds(self, actual: float | str | None, reference: float | None = None) -> bool:
