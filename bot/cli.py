@@ -16,7 +16,9 @@ from typing import Annotated, Any
 import typer
 
 from bot import __version__
+from bot.cli_bench import register_bench
 from bot.cli_parse import parse_app
+from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
 from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import ConfigError, Secrets, Settings, load_settings
@@ -182,10 +184,13 @@ def _chat_command(name: str) -> None:
             typer.echo(help_text(topic))
             return
         config = settings()
+        words, json_output = split_json(ctx.args) if name in TARGET_COMMANDS else (ctx.args, False)
         try:
-            invocation = parse_command([name, *ctx.args], catalog=catalog_for(config, ctx.args))
+            invocation = parse_command([name, *words], catalog=catalog_for(config, words))
         except CommandError as exc:
             raise fail(exc.render()) from None
+        if name in TARGET_COMMANDS:
+            run_target_command(name, invocation, config, json_output=json_output)
         raise fail(
             f"`{name}` is understood ({invocation.tier}) but not available in flagbot {__version__} yet; "
             "`flagbot explain` shows how it was read.",
@@ -201,6 +206,7 @@ def _chat_command(name: str) -> None:
 
 for _spec in COMMANDS:
     _chat_command(_spec.name)
+register_bench(app)  # `bench` runs for real (bot/cli_bench.py); last registration wins
 
 
 def main() -> None:

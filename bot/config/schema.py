@@ -12,8 +12,18 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from bot.config.verdicts import Verdicts
 
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -85,6 +95,32 @@ class TargetPolicy(Strict):
     max_restarts_per_hour: int = Field(6, ge=0)
 
 
+_NODE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]{1,255}$")
+
+
+def _node_path(value: str) -> str:
+    """An absolute path on a node without `.`/`..` parts or shell characters: it is run there."""
+    if not _NODE_PATH.match(value) or any(part in (".", "..") for part in value.split("/")):
+        raise ValueError(f"{value!r}: give an absolute path of letters, digits and . _ + - / (no .. parts)")
+    return value
+
+
+NodePath = Annotated[str, AfterValidator(_node_path)]
+
+
+class BenchServingCommand(Strict):
+    """How `python -m sglang.bench_serving` is started on node 0 (`backend = "bench_serving"`)."""
+
+    python: NodePath = "/usr/bin/python3"
+    module: Literal["sglang.bench_serving", "sglang.benchmark.serving"] = "sglang.bench_serving"
+    backend: Literal["sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat", "sglang"] | None = None
+    """bench_serving's `--backend`; default from the profile's endpoint (sglang-oai / sglang-oai-chat)."""
+    base_url: str | None = Field(
+        None, description="the URL bench_serving uses on node 0; default the target's"
+    )
+    tokenizer: NodePath | None = None
+
+
 class Target(Strict):
     """One SGLang deployment: a systemd unit on one or more nodes."""
 
@@ -93,6 +129,7 @@ class Target(Strict):
     base_url: str | None = Field(None, description="node 0's HTTP base, e.g. http://10.0.0.1:30000")
     sglang_version: str | None = None
     benchmark_profile: str = "quick"
+    bench_serving: BenchServingCommand = BenchServingCommand()
     ssh: SSHSettings = SSHSettings()
     timeouts: TargetTimeouts = TargetTimeouts()
     policy: TargetPolicy = TargetPolicy()
@@ -103,17 +140,43 @@ class Target(Strict):
 
 
 class BenchProfile(Strict):
-    """A named benchmark shape (bench_serving's random dataset with fixed lengths)."""
+    """A named benchmark shape: bench_serving's random dataset with fixed lengths (docs/bench.md).
 
-    concurrency: list[int] = Field(default_factory=lambda: [1, 64], min_length=1)
+    Levels are `concurrency` values: closed loop (each slot sends its next request when its last
+    one ends), or with `request_rate` Poisson arrivals capped at that many in flight, exactly as
+    bench_serving's `--request-rate` with `--max-concurrency`. Each level runs
+    `max(num_requests, rounds * concurrency)` requests (or `duration`), `repeats` times, levels
+    interleaved within each repeat so slow drift spreads over all of them.
+    """
+
+    concurrency: list[Annotated[int, Field(ge=1, le=100_000)]] = Field(
+        default_factory=lambda: [1, 64], min_length=1
+    )
     request_rate: float | None = Field(None, gt=0)
     input_len: int = Field(1024, ge=1)
     output_len: int = Field(256, ge=1)
-    num_requests: int = Field(64, ge=1)
+    num_requests: int = Field(16, ge=1)
+    rounds: int = Field(2, ge=1, description="each level sends at least rounds x concurrency requests")
     duration: Duration | None = None
     warmup_requests: int = Field(2, ge=0)
     repeats: int = Field(3, ge=1)
     endpoint: Literal["chat", "completions"] = "completions"
+    backend: Literal["builtin", "bench_serving"] = "builtin"
+    seed: int = Field(1, ge=0)
+    request_timeout: Duration = timedelta(minutes=10)
+    level_timeout: Duration = timedelta(minutes=20)
+    client_workers: int = Field(1, ge=1, le=64)
+
+    def requests_at(self, concurrency: int) -> int:
+        """Requests one level sends: enough that every slot is refilled `rounds` times."""
+        return max(self.num_requests, self.rounds * concurrency)
+
+
+def _shipped_profiles() -> dict[str, BenchProfile]:
+    return {
+        "quick": BenchProfile(),
+        "full": BenchProfile(concurrency=[1, 2, 4, 8, 16, 32, 64, 128], repeats=3),
+    }
 
 
 class SlackRBAC(Strict):
@@ -182,10 +245,11 @@ class Settings(BaseSettings):
     default_target: str | None = None
     playbook_dirs: list[Path] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)
-    bench: dict[str, BenchProfile] = Field(default_factory=lambda: {"quick": BenchProfile()})
+    bench: dict[str, BenchProfile] = Field(default_factory=_shipped_profiles)
     slack: SlackSettings = SlackSettings()
     schedules: Schedules = Schedules()
     database: DatabaseSettings = DatabaseSettings()
+    verdicts: Verdicts = Verdicts()
 
     @classmethod
     def settings_customise_sources(
@@ -197,6 +261,12 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+    @field_validator("bench", mode="after")
+    @classmethod
+    def _keep_shipped_profiles(cls, value: dict[str, BenchProfile]) -> dict[str, BenchProfile]:
+        """`quick` and `full` exist unless the file redefines them: a `[bench.soak]` adds, never removes."""
+        return {**_shipped_profiles(), **value}
 
     @model_validator(mode="after")
     def _references_exist(self) -> Settings:

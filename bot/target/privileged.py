@@ -45,6 +45,10 @@ PROGRAMS: Final[Mapping[str, str]] = {
     "tee": "/usr/bin/tee",
     "mkdir": "/usr/bin/mkdir",
     "nvidia-smi": "/usr/bin/nvidia-smi",
+    "busctl": "/usr/bin/busctl",
+    "cat": "/usr/bin/cat",
+    "env": "/usr/bin/env",
+    "rm": "/usr/bin/rm",
 }
 """Absolute paths as on Debian/Ubuntu (merged /usr). Used for privileged commands, where sudo
 matches the path; unprivileged commands run by bare name through the login PATH, as an operator
@@ -63,6 +67,13 @@ def dropin_dir(unit: str) -> PurePosixPath:
 def dropin_path(unit: str) -> PurePosixPath:
     """The one drop-in flagbot writes; the vendor unit file is never edited."""
     return dropin_dir(unit) / DROPIN_NAME
+
+
+def unit_bus_path(unit: str) -> str:
+    """The unit's D-Bus object path: every byte outside `[A-Za-z0-9]` as `_xx` (sd_bus_path_encode)."""
+    name = unit_name(unit)
+    escaped = "".join(ch if ch.isascii() and ch.isalnum() else f"_{ord(ch):02x}" for ch in name)
+    return f"/org/freedesktop/systemd1/unit/{escaped}"
 
 
 def dropin_backup_path(unit: str) -> PurePosixPath:
@@ -131,6 +142,63 @@ def _switch(value: object) -> str:
     return ""
 
 
+_PYTHON_PATH = re.compile(r"^/(?:[A-Za-z0-9_+-][A-Za-z0-9._+-]*/)*python[0-9.]*$")
+
+
+def _python(value: object) -> str:
+    """An absolute interpreter path as a unit's ExecStart names it (`/opt/venv/bin/python3`)."""
+    if not isinstance(value, str) or not _PYTHON_PATH.match(value) or "/../" in value or "/./" in value:
+        raise ParamError(f"python: {value!r} is not an absolute path to a python interpreter")
+    return value
+
+
+def _pattern(value: object) -> str:
+    """A journalctl `--grep` pattern (PCRE2): one line of printable text, at most 512 characters."""
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= 512
+        or any(ord(ch) < 32 or ord(ch) == 127 for ch in value)
+    ):
+        raise ParamError(f"pattern: {value!r} is not one line of 1-512 printable characters")
+    return value
+
+
+# bench_serving on node 0 (bot/bench/remote.py): every value typed, the output file's place fixed.
+
+BENCH_OUTPUT: Final = re.compile(r"^/tmp/flagbot-bench-[0-9a-f]{32}\.jsonl$")
+"""bench_serving appends to `--output-file`; flagbot names a fresh file under /tmp, reads it, removes it."""
+_BASE_URL = re.compile(r"^https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?$")
+_MODEL = re.compile(r"^[A-Za-z0-9_/][A-Za-z0-9._/:+-]{0,254}$")
+"""A served model name, an HF id or a path; never starting with `-` (it would read as an option)."""
+
+
+def _int_in(name: str, low: int, high: int) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ParamError(f"{name}: {value!r} is not a whole number from {low} to {high}")
+        return str(value)
+
+    return check
+
+
+def _rate(value: object) -> str:
+    """Requests per second (`inf`: all at once, bench_serving's default)."""
+    if value == "inf" or value == float("inf"):
+        return "inf"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e6:
+        raise ParamError(f"request_rate: {value!r} is not a positive rate or inf")
+    return repr(float(value))
+
+
+def _matching(name: str, pattern: re.Pattern[str], what: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not pattern.match(value) or "/../" in value or value.endswith("/.."):
+            raise ParamError(f"{name}: {value!r} is not {what}")
+        return value
+
+    return check
+
+
 PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "unit": unit_name,
     "properties": _names(r"^[A-Z][A-Za-z0-9]{0,63}$", "properties"),
@@ -141,11 +209,29 @@ PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "output": _choice("short-iso", "short-precise", "cat", "json", "export"),
     "all": _switch,
     "gpu_fields": _names(r"^[a-z][a-z0-9_.]{0,63}$", "gpu_fields"),
+    "python": _python,
+    "pattern": _pattern,
+    "bus_property": _choice("ExecStart", "Environment"),
+    "timestamp": _choice("us+utc", "utc", "unix", "pretty"),
+    "bench_module": _choice("sglang.bench_serving", "sglang.benchmark.serving"),
+    "bench_backend": _choice("sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat", "sglang"),
+    "base_url": _matching("base_url", _BASE_URL, "an http(s)://host[:port][/path] URL"),
+    "bench_model": _matching("bench_model", _MODEL, "a model name or path"),
+    "bench_tokenizer": _matching("bench_tokenizer", _MODEL, "a tokenizer name or path"),
+    "input_len": _int_in("input_len", 1, 10_000_000),
+    "output_len": _int_in("output_len", 1, 10_000_000),
+    "num_prompts": _int_in("num_prompts", 1, 10_000_000),
+    "max_concurrency": _int_in("max_concurrency", 1, 1_000_000),
+    "request_rate": _rate,
+    "seed": _int_in("seed", 0, 2**31 - 1),
+    "warmup_requests": _int_in("warmup_requests", 0, 1000),
+    "bench_output": _matching("bench_output", BENCH_OUTPUT, "/tmp/flagbot-bench-<32 hex>.jsonl"),  # noqa: S108
 }
 DERIVED: Final[Mapping[str, Callable[[str], str]]] = {
     "dropin": lambda unit: str(dropin_path(unit)),
     "dropin_backup": lambda unit: str(dropin_backup_path(unit)),
     "dropin_dir": lambda unit: str(dropin_dir(unit)),
+    "unit_bus_path": unit_bus_path,
 }
 """Values computed from `unit`, never given by a caller: the paths sudo allows are fixed."""
 
@@ -250,7 +336,8 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "{unit}",
             "-p",
             "{properties}",
-            doc="unit properties, `Key=value` per line",
+            Opt("--timestamp", "timestamp"),
+            doc="unit properties, `Key=value` per line (`timestamp='us+utc'`: parseable times)",
         ),
         _cmd(
             "journal",
@@ -283,6 +370,141 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="GPU facts, one CSV line per GPU",
         ),
         _cmd("gpu-list", "nvidia-smi", "-L", doc="GPU names and UUIDs"),
+        _cmd(
+            "journal-grep",
+            "journalctl",
+            "-u",
+            "{unit}",
+            "--no-pager",
+            "--all",
+            "-o",
+            "short-iso-precise",
+            "--grep",
+            "{pattern}",
+            Opt("--since", "since"),
+            Opt("-n", "lines"),
+            doc="the unit's journal lines matching a PCRE2 pattern, filtered by journalctl on the host",
+        ),
+        _cmd(
+            "journal-grep-invocation",
+            "journalctl",
+            "INVOCATION_ID={invocation}",
+            "+",
+            "_SYSTEMD_INVOCATION_ID={invocation}",
+            "--no-pager",
+            "--all",
+            "-o",
+            "short-iso-precise",
+            "--grep",
+            "{pattern}",
+            Opt("-n", "lines"),
+            doc="matching lines of one invocation: the service's own and systemd's about it",
+        ),
+        _cmd(
+            "journal-starts",
+            "journalctl",
+            "-u",
+            "{unit}",
+            "MESSAGE_ID=39f53479d3a045ac8e11786248231fbf",
+            "--no-pager",
+            "-o",
+            "json",
+            "--output-fields=INVOCATION_ID",
+            "--reverse",
+            "-n",
+            "{lines}",
+            doc="the unit's last starts (systemd's `Started` message), newest first, with their InvocationID",
+        ),
+        _cmd(
+            "sglang-help",
+            "env",
+            "{python}",
+            "-m",
+            "sglang.launch_server",
+            "--help",
+            doc="SGLang's own flag list, from the interpreter the unit's ExecStart names",
+        ),
+        _cmd(
+            "sglang-version",
+            "env",
+            "{python}",
+            "-c",
+            "import sglang; print(sglang.__version__)",
+            doc="the installed SGLang version (the server may be down; /server_info needs it up)",
+        ),
+        _cmd(
+            "journal-follow",
+            "journalctl",
+            "-u",
+            "{unit}",
+            "--follow",
+            "--no-pager",
+            Opt("-o", "output"),
+            Opt("--all", "all"),
+            Opt("--since", "since"),
+            Opt("-n", "lines"),
+            doc="follow the unit's journal (streamed; flagbot ends it by closing the stream)",
+        ),
+        _cmd(
+            "unit-property",
+            "busctl",
+            "--json=short",
+            "get-property",
+            "org.freedesktop.systemd1",
+            "{unit_bus_path}",
+            "org.freedesktop.systemd1.Service",
+            "{bus_property}",
+            doc="one unit property as JSON: the exact argv of ExecStart, which `systemctl show` "
+            "prints joined by spaces (ambiguous for arguments holding spaces)",
+        ),
+        _cmd(
+            "read-dropin",
+            "cat",
+            "{dropin}",
+            doc="flagbot's drop-in as it is on disk (exits 1 when there is none yet)",
+        ),
+        _cmd(
+            "read-dropin-backup",
+            "cat",
+            "{dropin_backup}",
+            doc="the backup of the drop-in's previous content",
+        ),
+        _cmd(
+            "bench-serving",
+            "env",
+            "{python}",
+            "-m",
+            "{bench_module}",
+            "--backend",
+            "{bench_backend}",
+            "--base-url",
+            "{base_url}",
+            "--dataset-name",
+            "random-ids",
+            "--random-input-len",
+            "{input_len}",
+            "--random-output-len",
+            "{output_len}",
+            "--random-range-ratio",
+            "1.0",
+            "--num-prompts",
+            "{num_prompts}",
+            "--request-rate",
+            "{request_rate}",
+            Opt("--max-concurrency", "max_concurrency"),
+            Opt("--model", "bench_model"),
+            Opt("--tokenizer", "bench_tokenizer"),
+            "--seed",
+            "{seed}",
+            "--warmup-requests",
+            "{warmup_requests}",
+            "--output-file",
+            "{bench_output}",
+            "--output-details",
+            doc="SGLang's own benchmark client on node 0, fixed lengths (random-ids needs no download)",
+        ),
+        _cmd("read-bench-output", "cat", "{bench_output}", doc="the JSONL bench-serving appended to"),
+        _cmd("remove-bench-output", "rm", "-f", "{bench_output}", doc="remove bench-serving's output file"),
     ]
 )
 
@@ -351,6 +573,13 @@ def render(
     `a password is required` instead of hanging) and the program's absolute path, the form the
     sudoers line names. `sudo=False` is for a target that logs in as root.
     """
+    return render_params(name, params, sudo=sudo, programs=programs)
+
+
+def render_params(
+    name: str, params: Mapping[str, object], *, sudo: bool = True, programs: Mapping[str, str] = PROGRAMS
+) -> Rendered:
+    """`render` with the parameters as a mapping (for callers that pass them through)."""
     command = COMMANDS.get(name)
     if command is None:
         raise ParamError(f"no node command {name!r}; known: {', '.join(COMMANDS)}")

@@ -115,3 +115,48 @@ def test_secrets_come_from_the_environment_only(monkeypatch: pytest.MonkeyPatch)
     assert secrets.slack_bot_token.get_secret_value() == "xoxb-test"
     assert "xoxb-test" not in repr(secrets)
     assert secrets.database_url is None
+
+
+def test_verdicts_section_defaults_example_and_docs(tmp_path: Path) -> None:
+    example = load_settings(ROOT / "flagbot.example.toml").verdicts
+    default = load_settings(write(tmp_path, MINIMAL)).verdicts
+    assert example == default
+    assert (default.min_effect, default.confidence, default.max_repeats) == (3.0, 95.0, 10)
+    assert default.guarded["output_throughput"] == "higher"
+    assert default.capacity == {
+        "max_running_requests": "exact",
+        "max_total_num_tokens": "2%",
+        "available_gpu_mem_gb": "0.5",
+    }
+    assert "[verdicts]" in (ROOT / "docs" / "config.md").read_text()
+    custom = load_settings(
+        write(
+            tmp_path,
+            '[verdicts]\nmin_effect = 5\nconfidence = "90%"\n[verdicts.capacity]\nmax_running_requests = 0\n',
+        )
+    ).verdicts
+    assert (custom.min_effect, custom.confidence, custom.capacity) == (
+        5.0,
+        90.0,
+        {"max_running_requests": "exact"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[verdicts]\nmin_effect = 'lots'\n", "verdicts.min_effect"),
+        ("[verdicts]\nconfidence = 100\n", "verdicts.confidence"),
+        ("[verdicts]\nmin_repeats = 5\nmax_repeats = 4\n", "max_repeats 4 is below min_repeats 5"),
+        ("[verdicts.guarded]\noutput_thruput = 'higher'\n", "'output_thruput' is not a bench_serving metric"),
+        ("[verdicts.guarded]\noutput_throughput = 'up'\n", "verdicts.guarded.output_throughput"),
+        ("[verdicts.min_effect_for]\np99_itl_ms = 10\n", "min_effect_for.p99_itl_ms: not a guarded metric"),
+        ("[verdicts.capacity]\nmax_running_requests = 'close'\n", "is not a tolerance"),
+        ("[verdicts.capacity]\ncontext_length = 'exact'\n", "'context_length' is not one of"),
+        ("[verdicts]\nspending = 'haybittle'\n", "verdicts.spending"),
+    ],
+)
+def test_malformed_verdicts_are_refused(tmp_path: Path, text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text))
+    assert says in str(caught.value)

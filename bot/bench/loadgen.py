@@ -1,0 +1,253 @@
+"""flagbot's load generator: one benchmark level, run in spawned worker processes.
+
+    result = run_load(LoadSpec(base_url="http://10.0.0.1:30000", concurrency=64, num_requests=128))
+    result.metrics["output_throughput"], result.client_bound
+
+What it does, and why (docs/bench.md has the whole story):
+
+* requests stream from `/v1/completions` or `/v1/chat/completions` with
+  `stream_options.include_usage`, `ignore_eos` and a fixed `max_tokens`, so every request
+  produces exactly `output_len` tokens, as bench_serving's random dataset does;
+* load is closed-loop (`concurrency` slots, each sending its next request when the last one
+  ends) or open-loop (seeded Poisson arrivals at `request_rate`, optionally capped by
+  `concurrency` exactly like bench_serving's `--request-rate` with `--max-concurrency`); a level
+  ends after `num_requests` or after `duration_s` (then in-flight requests finish);
+* warmup requests run first in every worker and are never measured;
+* the work is split over `workers` spawned processes that start together on the shared
+  monotonic clock; never in the caller's event loop (`run_load_async` waits in a thread);
+* metrics carry bench_serving's names and definitions (`metrics.summarize`) and the level is
+  judged for client saturation (`client_health.judge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from typing import Any, Literal
+
+import httpx
+
+from bot.bench.client_health import ClientHealth, WorkerStats, judge
+from bot.bench.metrics import RequestRecord, summarize
+from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
+
+__all__ = ["LevelResult", "LoadError", "LoadSpec", "discover_model", "run_load", "run_load_async"]
+
+START_MARGIN_S = 0.05
+"""Workers are all ready before the start time is chosen; this margin only covers the pipe."""
+EXIT_GRACE_S = 60.0
+
+
+class LoadError(RuntimeError):
+    """The level could not run at all (server unreachable, warmup failed, a worker crashed)."""
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    base_url: str
+    endpoint: Literal["chat", "completions"] = "completions"
+    model: str | None = None
+    """None: the first model of `/v1/models`, as bench_serving picks it."""
+    input_len: int = 1024
+    output_len: int = 256
+    num_requests: int | None = 64
+    duration_s: float | None = None
+    concurrency: int | None = 1
+    """Closed loop: the slots. With `request_rate`: the cap on requests in flight (None: no cap)."""
+    request_rate: float | None = None
+    warmup_requests: int = 2
+    seed: int = 1
+    request_timeout_s: float = 600.0
+    level_timeout_s: float = 1800.0
+    workers: int = 1
+    client: ClientKind = "aiohttp"
+    extra_cost_us: float = 0.0
+    api_key: str | None = None
+
+    def check(self) -> None:
+        if self.num_requests is None and self.duration_s is None:
+            raise ValueError("give num_requests or duration_s")
+        if self.request_rate is None and not self.concurrency:
+            raise ValueError("a closed loop needs a concurrency")
+        if self.request_rate is not None and self.request_rate <= 0:
+            raise ValueError("request_rate must be positive (None for a closed loop)")
+        if self.workers < 1 or self.input_len < 1 or self.output_len < 1:
+            raise ValueError("workers, input_len and output_len must be at least 1")
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+
+@dataclass
+class LevelResult:
+    """One level: bench_serving-named `metrics`, the client's health, and the raw records."""
+
+    spec: LoadSpec
+    metrics: dict[str, Any]
+    health: ClientHealth
+    records: list[RequestRecord]
+    prompt_words: int
+    source: str = "flagbot"
+    """Who measured: flagbot's generator, or `bench_serving` on node 0 (`remote`)."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def client_bound(self) -> bool:
+        return self.health.client_bound
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.spec.concurrency,
+            "request_rate": self.spec.request_rate,
+            "source": self.source,
+            "client_bound": self.client_bound,
+            "metrics": self.metrics,
+            "client": self.health.to_json(),
+            "warnings": [*self.health.warnings, *self.warnings],
+        }
+
+
+def discover_model(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> str:
+    """The first model id the server lists (what bench_serving uses when `--model` is absent)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(
+            f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=timeout, trust_env=False
+        )
+        response.raise_for_status()
+        return str(response.json()["data"][0]["id"])
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise LoadError(
+            f"{base_url}/v1/models: cannot read a model id ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _shares(total: int | None, parts: int) -> list[int | None]:
+    if total is None:
+        return [None] * parts
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
+    """Each worker's share: slots, requests and rate split evenly (Poisson streams superpose)."""
+    workers = min(spec.workers, spec.concurrency or spec.workers)
+    if spec.num_requests is not None:
+        workers = max(1, min(workers, spec.num_requests))
+    headers = (("Authorization", f"Bearer {spec.api_key}"),) if spec.api_key else ()
+    out = []
+    for index, (slots, count) in enumerate(
+        zip(_shares(spec.concurrency, workers), _shares(spec.num_requests, workers), strict=True)
+    ):
+        out.append(
+            WorkerPlan(
+                index=index,
+                url=spec.base_url.rstrip("/") + spec.path,
+                endpoint=spec.endpoint,
+                model=model,
+                input_len=spec.input_len,
+                output_len=spec.output_len,
+                num_requests=count,
+                duration_s=spec.duration_s,
+                concurrency=slots,
+                request_rate=spec.request_rate / workers if spec.request_rate else None,
+                warmup_requests=spec.warmup_requests if index == 0 else min(spec.warmup_requests, 1),
+                seed=spec.seed,
+                request_timeout_s=spec.request_timeout_s,
+                level_timeout_s=spec.level_timeout_s,
+                client=spec.client,
+                extra_cost_us=spec.extra_cost_us,
+                headers=headers,
+            )
+        )
+    return out
+
+
+def run_load(spec: LoadSpec) -> LevelResult:
+    """Run one level and return its result. Blocks; from async code use `run_load_async`."""
+    spec.check()
+    model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
+    spec = replace(spec, model=model)
+    context = multiprocessing.get_context("spawn")
+    procs: list[Any] = []
+    conns: list[Connection] = []
+    try:
+        for plan in plans(spec, model):
+            parent, child = context.Pipe()
+            proc = context.Process(
+                target=worker_main, args=(plan, child), daemon=True, name=f"flagbot-load-{plan.index}"
+            )
+            proc.start()
+            child.close()
+            procs.append(proc)
+            conns.append(parent)
+        warmup_budget = spec.request_timeout_s * max(1, spec.warmup_requests) + 120.0
+        ready = [_receive(conn, "ready", warmup_budget) for conn in conns]
+        start = time.perf_counter() + START_MARGIN_S
+        for conn in conns:
+            conn.send(("start", start))
+        results: list[WorkerResult] = [
+            _receive(conn, "done", spec.level_timeout_s + spec.request_timeout_s + EXIT_GRACE_S)
+            for conn in conns
+        ]
+    finally:
+        for conn in conns:
+            conn.close()
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    return _merge(spec, start, results, ready)
+
+
+async def run_load_async(spec: LoadSpec) -> LevelResult:
+    """`run_load` from an event loop: the loop only waits; the load runs in other processes."""
+    return await asyncio.to_thread(run_load, spec)
+
+
+def _receive(conn: Connection, expected: str, timeout: float) -> Any:
+    if not conn.poll(timeout):
+        raise LoadError(f"a load worker sent no {expected!r} within {timeout:g} s")
+    try:
+        kind, payload = conn.recv()
+    except EOFError:
+        raise LoadError("a load worker exited without a result") from None
+    if kind == "error":
+        raise LoadError(f"load worker failed: {str(payload).strip().splitlines()[-1]}\n{payload}")
+    if kind != expected:
+        raise LoadError(f"a load worker sent {kind!r}, expected {expected!r}")
+    return payload
+
+
+def _merge(
+    spec: LoadSpec, start: float, results: list[WorkerResult], ready: list[dict[str, Any]]
+) -> LevelResult:
+    records = [record for result in results for record in result.records]
+    metrics = summarize(
+        records,
+        start=start,
+        requested_input_len=spec.input_len,
+        request_rate=spec.request_rate,
+        max_concurrency=spec.concurrency,
+    )
+    health = judge(
+        [WorkerStats(r.cpu_s, r.wall_s, r.events, r.lag_s, r.idle_s) for r in results],
+        median_itl_ms=metrics.get("median_itl_ms"),
+        open_loop=spec.request_rate is not None,
+        capped=spec.concurrency is not None,
+        request_rate=spec.request_rate,
+        p90_dispatch_delay_ms=metrics.get("p90_dispatch_delay_ms"),
+    )
+    health.figures["prompt_words"] = ready[0].get("prompt_words") if ready else None
+    health.figures["warmup_prompt_tokens"] = ready[0].get("warmup_prompt_tokens") if ready else None
+    warnings = []
+    if metrics["output_tokens_source"] not in (None, "usage"):
+        warnings.append(
+            "the server sent no usage for some requests: their output tokens are counted from chunks"
+        )
+    words = int(ready[0].get("prompt_words") or spec.input_len) if ready else spec.input_len
+    return LevelResult(spec, metrics, health, records, words, warnings=warnings)

@@ -1,0 +1,174 @@
+"""bench_serving's metrics, computed from per-request timelines, under bench_serving's own names.
+
+Definitions (SGLang `bench_serving.calculate_metrics`, reference §5.3; docs/bench.md):
+
+* per request, `send` is the client's clock just before the request is written, `chunks` the
+  arrival times of the chunks carrying non-empty text, `end` the arrival of the stream's last
+  line (`[DONE]` included);
+* TTFT = `chunks[0] - send`; E2E = `end - send`; N = `usage.completion_tokens` (chunks counted
+  only when the server sent no usage, and then `output_tokens_source` says so);
+  TPOT = (E2E - TTFT) / (N - 1) over requests with N > 1; ITL = every gap between consecutive
+  content chunks, pooled over all requests (per chunk, not per token);
+* `duration` runs from the first send to the last response end; throughputs are sums over
+  completed requests divided by it; `concurrency` = sum(E2E) / duration;
+* `request_rate` is the string `"inf"` for a closed loop (strict JSON has no infinity; the
+  foundation's bench parser writes it the same way);
+* statistics: mean, median, std (population, as numpy's default), p90, p95, p99 (numpy's
+  linear interpolation) and, for ITL, max; in milliseconds, keys `<stat>_<metric>_ms`.
+
+Failed requests count in `failed` (errors grouped by kind and message) and in nothing else.
+flagbot's additions next to bench_serving's keys: `failed`, `errors`, `output_tokens_source`,
+`total_output_chunks`, and the dispatch delay (scheduled versus actual send, open loop).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["STATS", "RequestRecord", "group_error", "peak_concurrency", "summarize"]
+
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+LATENCIES = ("e2e_latency", "ttft", "tpot", "itl")
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request's timeline on the client's monotonic clock (seconds)."""
+
+    scheduled: float
+    send: float
+    end: float = 0.0
+    ok: bool = False
+    chunks: array[float] = field(default_factory=lambda: array("d"))
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    """From the server's `usage`; None when the stream carried none."""
+    error: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        return self.completion_tokens if self.completion_tokens is not None else len(self.chunks)
+
+    @property
+    def ttft(self) -> float:
+        return self.chunks[0] - self.send
+
+    @property
+    def e2e(self) -> float:
+        return self.end - self.send
+
+
+_VOLATILE = re.compile(r"0x[0-9a-f]+|[0-9a-f]{16,}|\d+\.\d+|\d{4,}", re.IGNORECASE)
+"""Ids, addresses, timings and long counts; short numbers (an HTTP status) stay."""
+
+
+def group_error(error: str) -> str:
+    """An error's group: its first line (a traceback's last), numbers and ids replaced, so alike
+    errors count together."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return "unknown error"
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return _VOLATILE.sub("N", line.strip())[:200]
+
+
+def _stats(
+    values: Sequence[float] | np.ndarray[Any, Any], name: str, *, with_max: bool = False
+) -> dict[str, float | None]:
+    keys = [*STATS, "max"] if with_max else list(STATS)
+    if len(values) == 0:
+        return {f"{stat}_{name}_ms": None for stat in keys}
+    ms = np.asarray(values, dtype=float) * 1000.0
+    p90, p95, p99 = np.percentile(ms, [90, 95, 99])
+    out: dict[str, float | None] = {
+        f"mean_{name}_ms": float(ms.mean()),
+        f"median_{name}_ms": float(np.median(ms)),
+        f"std_{name}_ms": float(ms.std()),
+        f"p90_{name}_ms": float(p90),
+        f"p95_{name}_ms": float(p95),
+        f"p99_{name}_ms": float(p99),
+    }
+    if with_max:
+        out[f"max_{name}_ms"] = float(ms.max())
+    return out
+
+
+def peak_concurrency(intervals: Iterable[tuple[float, float]]) -> int:
+    """The most requests in flight at one instant (an end at the same instant as a start frees first)."""
+    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    peak = running = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def _peak_output_per_s(records: Sequence[RequestRecord], start: float) -> float:
+    """Most content chunks in one whole second since the start (bench_serving's "peak output
+    token throughput" also counts chunks, so it under-counts multi-token chunks)."""
+    times = [t for r in records for t in r.chunks]
+    if not times:
+        return 0.0
+    bins = np.floor(np.asarray(times) - start).astype(np.int64)
+    return float(np.bincount(bins - bins.min()).max())
+
+
+def summarize(
+    records: Sequence[RequestRecord],
+    *,
+    start: float,
+    end: float | None = None,
+    requested_input_len: int,
+    request_rate: float | None,
+    max_concurrency: int | None,
+) -> dict[str, Any]:
+    """The result of one benchmark level, as bench_serving would write it (plus flagbot's keys)."""
+    ok = [r for r in records if r.ok]
+    failed = [r for r in records if not r.ok]
+    last = end if end is not None else max((r.end for r in records), default=start)
+    duration = max(last - start, 1e-9)
+    input_tokens = sum(r.prompt_tokens if r.prompt_tokens is not None else requested_input_len for r in ok)
+    output_tokens = sum(r.output_tokens for r in ok)
+    from_usage = sum(1 for r in ok if r.completion_tokens is not None)
+    source = "usage" if from_usage == len(ok) else ("chunks" if from_usage == 0 else "mixed")
+    e2e = [r.e2e for r in ok]
+    ttft = [r.ttft for r in ok]
+    tpot = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]
+    itl: Sequence[float] | np.ndarray[Any, Any] = (
+        np.concatenate([np.diff(np.frombuffer(r.chunks, dtype=float)) for r in ok]) if ok else []
+    )
+    delays = [r.send - r.scheduled for r in records]
+    metrics: dict[str, Any] = {
+        "request_rate": "inf" if request_rate is None else request_rate,
+        "max_concurrency": max_concurrency,
+        "duration": duration,
+        "completed": len(ok),
+        "failed": len(failed),
+        "total_input_tokens": input_tokens,
+        "total_output_tokens": output_tokens,
+        "total_output_chunks": sum(len(r.chunks) for r in ok),
+        "output_tokens_source": source if ok else None,
+        "request_throughput": len(ok) / duration,
+        "input_throughput": input_tokens / duration,
+        "output_throughput": output_tokens / duration,
+        "total_throughput": (input_tokens + output_tokens) / duration,
+        **_stats(e2e, "e2e_latency"),
+        **_stats(ttft, "ttft"),
+        **_stats(tpot, "tpot"),
+        **_stats(itl, "itl", with_max=True),
+        "concurrency": sum(e2e) / duration,
+        "max_output_tokens_per_s": _peak_output_per_s(ok, start),
+        "max_concurrent_requests": peak_concurrency((r.send, r.end) for r in records),
+        "mean_dispatch_delay_ms": float(np.mean(delays)) * 1000.0 if delays else None,
+        "p90_dispatch_delay_ms": float(np.percentile(delays, 90)) * 1000.0 if delays else None,
+        "p99_dispatch_delay_ms": float(np.percentile(delays, 99)) * 1000.0 if delays else None,
+        "errors": dict(Counter(group_error(r.error or "unknown error") for r in failed).most_common()),
+    }
+    return metrics

@@ -1,0 +1,247 @@
+"""Run a benchmark profile (levels x repeats) and store it as one `MeasurementSet`.
+
+Order: repeats outermost, levels inside (`1, 64, 1, 64, 1, 64`), so a slow drift of the server
+or the machine spreads over every level instead of landing on the last one. Each level and
+repeat becomes one `Measurement` row (`concurrency`, `request_rate`, `repeat`, bench_serving's
+key names in `metrics`, `client_bound`, `source`), all pointing at the set, whose `summary`
+holds per-level means for display and whose `client` holds what the client measured about
+itself. The statistics that judge a set against another live in `bot.bench.stats` and
+`bot.bench.verdict`; they read these rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bot.bench.loadgen import LevelResult, LoadSpec, run_load_async
+from bot.bench.remote import NodeRunner, run_remote
+from bot.config.schema import BenchProfile, BenchServingCommand
+from bot.store import AsyncStore, Store
+from bot.store.bench_repo import add_measurements, save_set
+from bot.store.models import Measurement, MeasurementSet
+
+__all__ = ["KEY_METRICS", "BenchPlan", "BenchRun", "jsonable", "run_plan"]
+
+Backend = Literal["builtin", "bench_serving"]
+KEY_METRICS = (
+    "output_throughput",
+    "request_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "median_e2e_latency_ms",
+)
+"""What the set summary, the table and the chart show per level."""
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """Everything one `flagbot bench` needs, resolved from the profile and the command's options."""
+
+    target: str
+    base_url: str
+    profile_name: str
+    profile: BenchProfile
+    concurrency: tuple[int, ...]
+    repeats: int
+    backend: Backend = "builtin"
+    label: str = ""
+    snapshot_id: int | None = None
+    model: str | None = None
+    bench_serving: BenchServingCommand = field(default_factory=BenchServingCommand)
+    extra_cost_us: float = 0.0
+    """Artificial client CPU per event (tests and demonstrations of a client-bound run)."""
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        target: str,
+        base_url: str,
+        profile_name: str,
+        profile: BenchProfile,
+        concurrency: Sequence[int] | None = None,
+        repeats: int | None = None,
+        backend: Backend | None = None,
+        **extra: Any,
+    ) -> BenchPlan:
+        return cls(
+            target=target,
+            base_url=base_url,
+            profile_name=profile_name,
+            profile=profile,
+            concurrency=tuple(concurrency or profile.concurrency),
+            repeats=repeats or profile.repeats,
+            backend=backend or profile.backend,
+            **extra,
+        )
+
+    def spec(self, concurrency: int) -> LoadSpec:
+        """The load of one level, identical for both backends."""
+        p = self.profile
+        return LoadSpec(
+            base_url=self.base_url,
+            endpoint=p.endpoint,
+            model=self.model,
+            input_len=p.input_len,
+            output_len=p.output_len,
+            num_requests=None if p.duration is not None else p.requests_at(concurrency),
+            duration_s=p.duration.total_seconds() if p.duration is not None else None,
+            concurrency=concurrency,
+            request_rate=p.request_rate,
+            warmup_requests=p.warmup_requests,
+            seed=p.seed,
+            request_timeout_s=p.request_timeout.total_seconds(),
+            level_timeout_s=p.level_timeout.total_seconds(),
+            workers=p.client_workers,
+            extra_cost_us=self.extra_cost_us,
+        )
+
+    def params(self) -> dict[str, Any]:
+        """What the set records about how it was measured (to refuse comparing unlike sets)."""
+        p = self.profile
+        return {
+            "profile": self.profile_name,
+            "backend": self.backend,
+            "base_url": self.base_url,
+            "concurrency": list(self.concurrency),
+            "repeats": self.repeats,
+            "request_rate": p.request_rate,
+            "input_len": p.input_len,
+            "output_len": p.output_len,
+            "num_requests": {str(c): p.requests_at(c) for c in self.concurrency}
+            if p.duration is None
+            else None,
+            "duration_s": p.duration.total_seconds() if p.duration is not None else None,
+            "warmup_requests": p.warmup_requests,
+            "endpoint": p.endpoint,
+            "seed": p.seed,
+        }
+
+
+@dataclass
+class BenchRun:
+    set: MeasurementSet
+    measurements: list[Measurement]
+    levels: list[tuple[int, LevelResult]]
+    """(repeat, result) in the order they ran."""
+
+
+def jsonable(value: Any) -> Any:
+    """Strict JSON (PostgreSQL refuses NaN/Infinity): non-finite floats become "inf"/"nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+async def _call(store: Store | AsyncStore, func: Callable[..., Any], *args: Any) -> Any:
+    """A repository call on the store, off the event loop when the store is an AsyncStore."""
+    if isinstance(store, AsyncStore):
+        return await store.run(func, store.store, *args)
+    return func(store, *args)
+
+
+async def run_plan(
+    plan: BenchPlan,
+    *,
+    store: Store | AsyncStore | None = None,
+    node: NodeRunner | None = None,
+    on_level: Callable[[int, LevelResult], None] | None = None,
+) -> BenchRun:
+    """Run every level and repeat; each `Measurement` is stored as soon as it exists (one
+    transaction each, `bot.store.bench_repo`), so an interrupted run keeps what it measured."""
+    if plan.backend == "bench_serving" and node is None:
+        raise ValueError("backend bench_serving needs a session to the target's node 0")
+    mset = MeasurementSet(
+        target=plan.target,
+        snapshot_id=plan.snapshot_id,
+        profile=plan.profile_name,
+        backend=plan.backend,
+        label=plan.label,
+        params=jsonable(plan.params()),
+    )
+    if store is not None:
+        mset = (await _call(store, save_set, mset)).set
+    measurements: list[Measurement] = []
+    levels: list[tuple[int, LevelResult]] = []
+    for repeat in range(plan.repeats):
+        for concurrency in plan.concurrency:
+            spec = plan.spec(concurrency)
+            if plan.backend == "bench_serving":
+                assert node is not None
+                url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server
+                result = await run_remote(node, spec, command=plan.bench_serving, base_url=url)
+            else:
+                result = await run_load_async(spec)
+            levels.append((repeat, result))
+            if on_level is not None:
+                on_level(repeat, result)
+            row = Measurement(
+                target=plan.target,
+                snapshot_id=plan.snapshot_id,
+                profile=plan.profile_name,
+                concurrency=concurrency,
+                request_rate=plan.profile.request_rate,
+                repeat=repeat,
+                metrics=jsonable({**result.metrics, "client": result.health.to_json()}),
+                client_bound=result.client_bound,
+                source=result.source,
+                set_id=mset.id,
+            )
+            if store is not None and mset.id is not None:
+                await _call(store, add_measurements, mset.id, [row])
+            measurements.append(row)
+    mset.summary = jsonable(summarize_levels(levels))
+    mset.client = jsonable(client_summary(levels))
+    mset.client_bound = any(result.client_bound for _, result in levels)
+    if store is not None:
+        mset = await _call(store, Store.add, mset)
+    return BenchRun(mset, measurements, levels)
+
+
+def summarize_levels(levels: Sequence[tuple[int, LevelResult]]) -> dict[str, Any]:
+    """Per concurrency: repeats, failed requests, client-bound repeats and the mean of each key metric."""
+    by_level: dict[int | None, list[LevelResult]] = {}
+    for _, result in levels:
+        by_level.setdefault(result.spec.concurrency, []).append(result)
+    rows = []
+    for concurrency, results in by_level.items():
+        row: dict[str, Any] = {
+            "concurrency": concurrency,
+            "repeats": len(results),
+            "completed": sum(int(r.metrics.get("completed") or 0) for r in results),
+            "failed": sum(int(r.metrics.get("failed") or 0) for r in results),
+            "client_bound": sum(1 for r in results if r.client_bound),
+        }
+        for key in KEY_METRICS:
+            values = [v for r in results if isinstance(v := r.metrics.get(key), int | float)]
+            row[key] = sum(values) / len(values) if values else None
+        rows.append(row)
+    return {"levels": rows}
+
+
+def client_summary(levels: Sequence[tuple[int, LevelResult]]) -> dict[str, Any]:
+    """The worst the client saw in any level, and which levels it limited."""
+    figures = [result.health.figures for _, result in levels]
+    utils = [f["cpu_util"] for f in figures if isinstance(f.get("cpu_util"), int | float)]
+    lags = [f["loop_lag_p90_ms"] for f in figures if isinstance(f.get("loop_lag_p90_ms"), int | float)]
+    return {
+        "client": levels[0][1].source if levels else None,
+        "max_cpu_util": max(utils, default=None),
+        "max_loop_lag_p90_ms": max(lags, default=None),
+        "bound": [
+            {"concurrency": r.spec.concurrency, "repeat": repeat, "reasons": r.health.reasons}
+            for repeat, r in levels
+            if r.client_bound
+        ],
+    }

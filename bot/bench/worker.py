@@ -1,0 +1,392 @@
+"""The load generator's worker: one spawned process, one asyncio loop, one HTTP client.
+
+Why a process of its own: a Python client costs CPU per streamed token (plain httpx ~380 µs,
+httpx over the aiohttp transport ~90 µs: ../shared/reference/bench-peers.md §3). Inside the
+bot's event loop that cost would both slow the bot and stretch every timestamp the benchmark
+takes. Here nothing else competes for the loop, and the worker measures its own CPU time and
+loop lag so a saturated client is reported as such (`client_health`).
+
+Protocol with the parent (`loadgen`), over a `multiprocessing` pipe:
+worker -> `("ready", info)` after its warmup; parent -> `("start", t0)` (a time on the shared
+monotonic clock, the same for every worker); worker -> `("done", WorkerResult)` or
+`("error", text)`. Warmup requests are never part of the result.
+
+The client is aiohttp directly by default, httpx over the `httpx-aiohttp` transport on request
+(`client="httpx"`): measured with `bench/loadgen_capacity.py` on this machine kind, aiohttp costs
+~24 µs of CPU per streamed event at the margin against httpx's ~40 µs, reads ~26 k events/s
+(httpx ~14 k) with mean and median figures within 5 % of the twin's truth, and adds half the
+TTFT (~1.5 ms against ~3 ms) — the httpx layer's request and response objects are the difference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import json
+import math
+import random
+import time
+import traceback
+from array import array
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, Literal
+
+from bot.bench.metrics import RequestRecord
+from bot.bench.prompts import calibrate, make_prompt
+from bot.bench.sse import SSEDecoder, interpret
+
+__all__ = ["WorkerPlan", "WorkerResult", "worker_main"]
+
+ClientKind = Literal["httpx", "aiohttp"]
+LAG_PERIOD = 0.005
+"""The loop-lag probe's period: short enough to see a busy loop, long enough to cost nothing."""
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """This worker's share of one benchmark level."""
+
+    index: int
+    url: str
+    endpoint: Literal["chat", "completions"]
+    model: str
+    input_len: int
+    output_len: int
+    num_requests: int | None
+    duration_s: float | None
+    concurrency: int | None
+    request_rate: float | None
+    warmup_requests: int
+    seed: int
+    request_timeout_s: float
+    level_timeout_s: float
+    client: ClientKind = "aiohttp"
+    extra_cost_us: float = 0.0
+    """Artificial CPU per event: lets tests and docs show what a saturated client looks like."""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class WorkerResult:
+    records: list[RequestRecord]
+    cpu_s: float
+    wall_s: float
+    events: int
+    lag_s: array[float]
+    idle_s: float | None
+    """Time the loop spent waiting in its selector (nothing to do); None when not measurable."""
+    prompt_words: int
+    warmup_prompt_tokens: int | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def worker_main(plan: WorkerPlan, conn: Connection) -> None:
+    """Process entry point (spawned): run the plan and send the outcome on `conn`."""
+    try:
+        asyncio.run(_Worker(plan, conn).main())
+    except BaseException:
+        conn.send(("error", traceback.format_exc(limit=8)))
+    finally:
+        conn.close()
+
+
+def _spin(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+class _Worker:
+    def __init__(self, plan: WorkerPlan, conn: Connection) -> None:
+        self.plan = plan
+        self.conn = conn
+        self.rng = random.Random(plan.seed * 1009 + plan.index)  # noqa: S311 - benchmark data
+        self.words = plan.input_len
+        self.events = 0
+        self.records: list[RequestRecord] = []
+        self.headers = {"Content-Type": "application/json", **dict(plan.headers)}
+        self._stream: Callable[[RequestRecord, bytes], Any]
+        self._close: Callable[[], Any]
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def main(self) -> None:
+        await self._open_client()
+        try:
+            reported = await self._warmup()
+            self.conn.send(("ready", {"prompt_words": self.words, "warmup_prompt_tokens": reported}))
+            command, t0 = self.conn.recv()
+            if command != "start":
+                return
+            bodies = self._bodies()
+            gc.collect()
+            gc.freeze()  # the run allocates records, not garbage: keep collector pauses out of the timings
+            await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
+            result = await self._measured(t0, bodies)
+            result.warmup_prompt_tokens = reported
+            self.conn.send(("done", result))
+        finally:
+            await self._close()
+
+    async def _warmup(self) -> int | None:
+        """Sequential requests: the server is warm, connections exist, prompt length calibrated.
+
+        A failed warmup request is retried (up to twice the warmup count): a server that fails
+        a share of its requests is a thing to measure, not a reason to refuse. None succeeding
+        is: the level would measure nothing.
+        """
+        reported: int | None = None
+        wanted = self.plan.warmup_requests
+        succeeded = 0
+        error = None
+        for _ in range(2 * wanted + 1 if wanted else 0):
+            record = RequestRecord(scheduled=0.0, send=0.0)
+            await self._one(record, self._body(min(self.plan.output_len, 32)))
+            if not record.ok:
+                error = record.error
+                continue
+            succeeded += 1
+            reported = record.prompt_tokens
+            self.words = calibrate(self.plan.input_len, self.words, reported)
+            if succeeded == wanted:
+                break
+        if wanted and not succeeded:
+            raise RuntimeError(f"every warmup request failed: {error}")
+        return reported
+
+    def _body(self, max_tokens: int | None = None) -> bytes:
+        plan = self.plan
+        prompt = make_prompt(self.rng, self.words)
+        body: dict[str, Any] = {
+            "model": plan.model,
+            "max_tokens": max_tokens or plan.output_len,
+            "temperature": 0.0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if plan.endpoint == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return json.dumps(body).encode()
+
+    def _bodies(self) -> Callable[[int], bytes]:
+        """Bodies made before the clock starts when the count is known; else on demand."""
+        if self.plan.num_requests is None:
+            return lambda _: self._body()
+        made = [self._body() for _ in range(self.plan.num_requests)]
+        return made.__getitem__
+
+    async def _measured(self, t0: float, body: Callable[[int], bytes]) -> WorkerResult:
+        plan = self.plan
+        stop = asyncio.Event()
+        lags = array("d")
+        probe = asyncio.create_task(_lag_probe(stop, lags))
+        idle = _IdleMeter(asyncio.get_running_loop())
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        deadline = t0 + plan.duration_s if plan.duration_s is not None else math.inf
+        try:
+            async with asyncio.timeout(plan.level_timeout_s):
+                if plan.request_rate is None:
+                    await self._closed(body, deadline)
+                else:
+                    await self._open(t0, body, deadline)
+        except TimeoutError:
+            pass  # records of unfinished requests say so; the level result shows them as failed
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        idle_s = idle.stop()
+        stop.set()
+        await probe
+        for record in self.records:
+            if not record.ok and record.error is None:
+                record.error = f"level timeout after {plan.level_timeout_s:g} s"
+                record.end = record.end or time.perf_counter()
+        return WorkerResult(self.records, cpu, wall, self.events, lags, idle_s, self.words, None)
+
+    async def _closed(self, body: Callable[[int], bytes], deadline: float) -> None:
+        """Fixed concurrency: each slot sends its next request the moment its last one ends."""
+        counter = itertools.count()
+        limit = self.plan.num_requests
+
+        async def slot() -> None:
+            while True:
+                index = next(counter)
+                now = time.perf_counter()
+                if (limit is not None and index >= limit) or now >= deadline:
+                    return
+                record = RequestRecord(scheduled=now, send=now)
+                self.records.append(record)
+                await self._one(record, body(index))
+
+        await asyncio.gather(*(slot() for _ in range(self.plan.concurrency or 1)))
+
+    async def _open(self, t0: float, body: Callable[[int], bytes], deadline: float) -> None:
+        """Poisson arrivals (seeded); a concurrency cap delays sends as bench_serving's semaphore does,
+        and the delay is kept (`send - scheduled`) instead of hidden."""
+        plan = self.plan
+        assert plan.request_rate is not None
+        arrivals = random.Random(plan.seed * 7919 + plan.index)  # noqa: S311 - benchmark schedule
+        cap = asyncio.Semaphore(plan.concurrency) if plan.concurrency else None
+        tasks: list[asyncio.Task[None]] = []
+        when = t0
+        for index in itertools.count():
+            if (plan.num_requests is not None and index >= plan.num_requests) or when >= deadline:
+                break
+            await asyncio.sleep(max(0.0, when - time.perf_counter()))
+            record = RequestRecord(scheduled=when, send=when)
+            self.records.append(record)
+            tasks.append(asyncio.create_task(self._capped(cap, record, body(index))))
+            when += arrivals.expovariate(plan.request_rate)
+        await asyncio.gather(*tasks)
+
+    async def _capped(self, cap: asyncio.Semaphore | None, record: RequestRecord, body: bytes) -> None:
+        if cap is None:
+            await self._one(record, body)
+            return
+        async with cap:
+            await self._one(record, body)
+
+    # -- one request -------------------------------------------------------------------------
+
+    async def _one(self, record: RequestRecord, body: bytes) -> None:
+        record.send = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.plan.request_timeout_s):
+                await self._stream(record, body)
+        except TimeoutError:
+            record.error = f"request timeout after {self.plan.request_timeout_s:g} s"
+        except asyncio.CancelledError:
+            record.error = "cancelled (level timeout)"
+            record.end = time.perf_counter()
+            raise
+        except Exception as exc:  # every transport error is a failed request, grouped by kind
+            record.error = f"{type(exc).__name__}: {exc}"
+        if not record.end:
+            record.end = time.perf_counter()
+        if record.error is None and not record.chunks:
+            record.error = "stream ended without generated text"
+        record.ok = record.error is None
+
+    async def _consume(self, record: RequestRecord, reads: AsyncIterator[bytes]) -> None:
+        decoder = SSEDecoder()
+        cost = self.plan.extra_cost_us / 1e6
+        chunks = record.chunks
+        async for data in reads:
+            now = time.perf_counter()
+            for payload in decoder.feed(data):
+                self.events += 1
+                if cost:
+                    _spin(cost)
+                chunk = interpret(payload)
+                if chunk.content:
+                    chunks.append(now)
+                if chunk.usage is not None:
+                    record.prompt_tokens = _int(chunk.usage.get("prompt_tokens"))
+                    record.completion_tokens = _int(chunk.usage.get("completion_tokens"))
+                if chunk.error is not None and record.error is None:
+                    record.error = chunk.error
+            record.end = now
+
+    # -- clients -----------------------------------------------------------------------------
+
+    async def _open_client(self) -> None:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, enable_cleanup_closed=True)
+        session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=False)
+        if self.plan.client == "aiohttp":
+            self._stream = lambda record, body: self._aiohttp(session, record, body)
+            self._close = session.close
+            return
+        import httpx
+        from httpx_aiohttp import AiohttpTransport
+
+        client = httpx.AsyncClient(
+            transport=AiohttpTransport(client=session),
+            timeout=httpx.Timeout(self.plan.request_timeout_s),
+            trust_env=False,
+        )
+        self._stream = lambda record, body: self._httpx(client, record, body)
+
+        async def close() -> None:
+            await client.aclose()
+            await session.close()
+
+        self._close = close
+
+    async def _httpx(self, client: Any, record: RequestRecord, body: bytes) -> None:
+        async with client.stream("POST", self.plan.url, content=body, headers=self.headers) as response:
+            if response.status_code != 200:
+                text = (await response.aread()).decode("utf-8", "replace")
+                record.error = f"HTTP {response.status_code}: {_message(text)}"
+                return
+            await self._consume(record, response.aiter_raw())
+
+    async def _aiohttp(self, session: Any, record: RequestRecord, body: bytes) -> None:
+        async with session.post(self.plan.url, data=body, headers=self.headers) as response:
+            if response.status != 200:
+                text = (await response.read()).decode("utf-8", "replace")
+                record.error = f"HTTP {response.status}: {_message(text)}"
+                return
+            await self._consume(record, response.content.iter_any())
+
+
+class _IdleMeter:
+    """Sums the time the loop waits in its selector: wall minus that is the time it was busy
+    (running callbacks, or descheduled by the OS while runnable). Wraps the selector's `select`
+    of asyncio's own loop; on another loop (uvloop) it measures nothing and says so (None)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.idle = 0.0
+        selector: Any = getattr(loop, "_selector", None)  # asyncio's own; private, stable since 3.4
+        self._selector = selector
+        self._original: Any = getattr(selector, "select", None)
+        if self._original is None:
+            return
+        original = self._original
+
+        def select(timeout: float | None = None) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(timeout)
+            finally:
+                self.idle += time.perf_counter() - start
+
+        selector.select = select
+
+    def stop(self) -> float | None:
+        if self._original is None:
+            return None
+        self._selector.select = self._original
+        return self.idle
+
+
+async def _lag_probe(stop: asyncio.Event, lags: array[float]) -> None:
+    """How late the loop runs a timer: the time every read's timestamp may be stale by."""
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(LAG_PERIOD)
+        lags.append(time.perf_counter() - t - LAG_PERIOD)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _message(body: str) -> str:
+    """The error message of an OpenAI/FastAPI error body, else its first 200 characters."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return body.strip()[:200]
+    if isinstance(obj, dict):
+        for candidate in (obj.get("error"), obj):
+            if isinstance(candidate, dict) and isinstance(candidate.get("message"), str):
+                return str(candidate["message"])[:200]
+        if isinstance(obj.get("detail"), str):
+            return str(obj["detail"])[:200]
+    return body.strip()[:200]

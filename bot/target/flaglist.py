@@ -1,0 +1,190 @@
+"""The flag list of the SGLang a host really runs: its own `--help`, cached per version.
+
+Why ask the host: SGLang adds and drops flags every minor release (0.5.9 has 331, 0.5.10 354,
+0.5.13 406), and a flag judged against the wrong list is either refused wrongly or accepted and
+then kills the restart with argparse's exit 2. The host's interpreter (the one its unit's
+ExecStart names) prints the list with `-m sglang.launch_server --help`; on a real host that
+imports torch and takes ~10 s, so the parsed list is cached per version (in memory and as JSON
+under the cache directory). The bundled 0.5.10 list is used only when the host cannot answer
+(a docker wrapper, a broken venv): the result says which source was used.
+
+argparse's help shows names, aliases, metavars (hence nargs) and choices, not types or
+defaults; those come from the bundled catalog for the same option where it knows it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bot.sglang.catalog import DEFAULT_VERSION, FlagCatalog, FlagSpec
+from bot.target.nodestate import NodeLike
+
+_OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,40}$")
+_PYTHON_WORD = re.compile(r"^/\S*/python[0-9.]*$")
+_memory: dict[str, tuple[FlagCatalog, str]] = {}
+
+
+def _nargs(metavar: list[str]) -> tuple[bool, str | int | None, tuple[str, ...] | None]:
+    """(takes_value, nargs, choices) from the words argparse prints after an option string."""
+    if not metavar:
+        return False, 0, None
+    text = " ".join(metavar)
+    choice = re.search(r"\{([^{}]*)\}", text)
+    choices = tuple(choice.group(1).split(",")) if choice else None
+    if text.startswith("[") and text.endswith("...]"):
+        return True, "*", choices
+    if text.endswith("...]"):
+        return True, "+", choices
+    if text.startswith("[") and text.endswith("]"):
+        return True, "?", choices
+    return True, (None if len(metavar) == 1 else len(metavar)), choices
+
+
+def parse_help(text: str) -> list[FlagSpec]:
+    """Flag specs from argparse's `--help` output (the `options:` part; usage lines ignored).
+
+    `--x, --no-x` (BooleanOptionalAction) becomes two specs, the second negating the first.
+    """
+    specs: list[FlagSpec] = []
+    in_options = False
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.rstrip().endswith(":"):
+            in_options = not line.startswith("usage")
+            continue
+        match = _OPTION_LINE.match(line) if in_options else None
+        if match is None:
+            continue
+        parts = [part.split() for part in match.group(1).split(", ")]
+        options = [words[0] for words in parts if words and words[0].startswith("-")]
+        if not options or "--help" in options or "-h" in options:
+            continue
+        takes_value, nargs, choices = _nargs(parts[0][1:])
+        positive = [opt for opt in options if not (opt.startswith("--no-") and "--" + opt[5:] in options)]
+        negative = [opt for opt in options if opt not in positive]
+        name = next((opt for opt in positive if opt.startswith("--")), positive[0])
+        aliases = tuple(opt for opt in positive if opt != name)
+        specs.append(
+            FlagSpec(name=name, aliases=aliases, takes_value=takes_value, nargs=nargs, choices=choices)
+        )
+        specs.extend(FlagSpec(name=opt, takes_value=False, negates=name) for opt in negative)
+    return specs
+
+
+def merge_with_bundled(specs: list[FlagSpec], bundled: FlagCatalog) -> list[FlagSpec]:
+    """Host flags, with type, default and `ServerArgs` field taken from the bundled catalog.
+
+    A flag the bundled list lacks keeps argparse's dest as its field (`--x-y` -> `x_y`) and
+    no known default.
+    """
+    out: list[FlagSpec] = []
+    seen: set[str] = set()
+    for spec in specs:
+        known = next((bundled.get(opt) for opt in spec.option_strings if bundled.get(opt)), None)
+        field = known.field if known is not None else spec.name.lstrip("-").replace("-", "_")
+        extra: dict[str, Any] = {"field": field}
+        if known is not None and (known.negates is None) == (spec.negates is None):
+            extra |= {"type_name": known.type_name, "default": known.default, "help": known.help}
+            extra |= {"action": known.action, "deprecated": known.deprecated}
+            if known.name in spec.option_strings:  # keep the catalog's canonical spelling
+                aliases = tuple(opt for opt in spec.option_strings if opt != known.name)
+                extra |= {"name": known.name, "aliases": aliases}
+        candidate = FlagSpec(**{**asdict(spec), **extra})
+        if not seen.intersection(candidate.option_strings):
+            seen.update(candidate.option_strings)
+            out.append(candidate)
+    return out
+
+
+def _to_json(specs: list[FlagSpec]) -> list[dict[str, Any]]:
+    return [{**asdict(spec), "aliases": list(spec.aliases)} for spec in specs]
+
+
+def _from_json(items: list[dict[str, Any]]) -> list[FlagSpec]:
+    specs = []
+    for item in items:
+        item = dict(item)
+        item["aliases"] = tuple(item.get("aliases", ()))
+        choices = item.get("choices")
+        item["choices"] = tuple(choices) if choices is not None else None
+        specs.append(FlagSpec(**item))
+    return specs
+
+
+def bundled_catalog(version: str | None) -> FlagCatalog:
+    """The packaged list for `version`, else the packaged 0.5.10 list."""
+    try:
+        return FlagCatalog.load(version or DEFAULT_VERSION)
+    except LookupError:
+        return FlagCatalog.load(DEFAULT_VERSION)
+
+
+def python_of(prefix: list[str]) -> str | None:
+    """The interpreter of a launch prefix (`/usr/bin/python3 -m sglang.launch_server`), if any."""
+    return prefix[0] if prefix and _PYTHON_WORD.match(prefix[0]) else None
+
+
+async def host_version(node: NodeLike, python: str | None) -> str | None:
+    """`sglang.__version__` from the host's interpreter (None when it cannot tell)."""
+    if python is None:
+        return None
+    try:
+        result = await node.run("sglang-version", python=python, check=False, timeout=120)
+    except Exception:
+        return None
+    lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
+    text = lines[-1].strip() if lines else ""
+    return text if result.exit_status == 0 and _VERSION.match(text) else None
+
+
+async def host_catalog(
+    node: NodeLike, *, python: str | None, version: str | None, cache_dir: Path | None
+) -> tuple[FlagCatalog, str]:
+    """(catalog, source) for the SGLang on `node`; source is `host --help`, `cache` or `bundled ...`.
+
+    Cached per version: a version seen once is never asked again (its list cannot change).
+    """
+    bundled = bundled_catalog(version)
+    if version is not None and _VERSION.match(version):
+        if version in _memory:
+            return _memory[version][0], "cache"
+        path = cache_dir / f"sglang-{version}-help.json" if cache_dir is not None else None
+        if path is not None and path.is_file():
+            try:
+                specs = _from_json(json.loads(path.read_text())["flags"])
+                catalog = FlagCatalog.from_specs(version, specs)
+                _memory[version] = (catalog, "cache")
+                return catalog, "cache"
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        if python is not None:
+            try:
+                result = await node.run("sglang-help", python=python, check=False, timeout=300)
+            except Exception:
+                result = None
+            parsed = (
+                parse_help(result.stdout.decode("utf-8", "replace"))
+                if result and result.exit_status == 0
+                else []
+            )
+            if parsed:
+                specs = merge_with_bundled(parsed, bundled)
+                catalog = FlagCatalog.from_specs(version, specs)
+                _memory[version] = (catalog, "host --help")
+                if path is not None:
+                    try:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_text(json.dumps({"sglang_version": version, "flags": _to_json(specs)}))
+                    except OSError:
+                        pass
+                return catalog, "host --help"
+    return bundled, f"bundled {bundled.version} list (fallback)"
+
+
+def forget_cache() -> None:
+    """Drop the in-memory cache (tests)."""
+    _memory.clear()

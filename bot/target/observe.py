@@ -1,0 +1,412 @@
+"""Observe the running server and store a snapshot of this start; the last healthy one is known-good.
+
+What one start looked like, read without restarting anything: the journal lines of *this*
+invocation only (`_SYSTEMD_INVOCATION_ID=`, read as JSON with `--all` so a 14 KB `server_args=`
+line and tqdm's `\\r` lines survive), parsed by the foundation parser; the launch line's flags
+against the printed `server_args` (implied flags); the parsed `max_running_requests` next to
+the capacity line's and `/server_info`'s effective value; GPU facts from `nvidia-smi` on every
+node; startup durations; SGLang's version and the source of its flag list. Other nodes' printed
+arguments are compared with node 0's: they must match except `node_rank`.
+
+Snapshot columns: `effective` holds the capacity line's values (the keys expectations use,
+e.g. `max_running_requests`) plus `parsed_max_running_requests`, `server_info_effective_per_dp`,
+`capacity_agree`, `capacity_notes`, `gpus`, `startup`, `readiness`, `flag_list`, `derived`,
+`node_mismatch` and `journal` (source command and cursor range): the foundation's `Snapshot` has
+no columns of their own for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bot.sglang import log_events as ev
+from bot.sglang.log import LogReport, parse_log_lines
+from bot.store.models import Snapshot
+from bot.target.evidence import Evidence, TableBlock, TextBlock
+from bot.target.flaglist import host_catalog, host_version, python_of
+from bot.target.journal_read import JournalEntry, iter_entries
+from bot.target.known_good import store_snapshot
+from bot.target.nodestate import Backoff, NodeLike, node_state, probe_health
+from bot.target.privileged import render_params
+from bot.target.readiness import Readiness
+from bot.target.session import TargetSession
+from bot.target.snapshot_facts import (
+    GPU_FIELDS,
+    args_mismatch,
+    capacity,
+    implied_flags,
+    parse_gpus,
+    requested_values,
+    startup_durations,
+)
+from bot.target.unit import read_unit
+
+MAX_JOURNAL_BYTES = 64 << 20
+"""A long-running server's invocation journal is mostly access and batch lines; startup is at its head."""
+AFTER_READY_LINES = 20
+
+
+@dataclass
+class InvocationJournal:
+    """The lines of one invocation as read, with the exact command and the cursor range."""
+
+    node: str
+    invocation: str
+    command: str
+    entries: list[JournalEntry] = field(default_factory=list)
+    truncated: bool = False
+
+    @property
+    def report(self) -> LogReport:
+        return parse_log_lines(entry.message for entry in self.entries)
+
+    def range(self) -> dict[str, Any]:
+        first, last = (self.entries[0], self.entries[-1]) if self.entries else (None, None)
+        return {
+            "node": self.node,
+            "invocation": self.invocation,
+            "command": self.command,
+            "lines": len(self.entries),
+            "first_cursor": first.cursor if first else None,
+            "last_cursor": last.cursor if last else None,
+            "truncated": self.truncated,
+        }
+
+
+async def read_invocation(
+    node: NodeLike, invocation: str, *, stop_after_ready: bool = True
+) -> InvocationJournal:
+    """The service's own lines of one invocation, from its first line; stops a little after the
+    ready line (startup is what a snapshot is about) or at `MAX_JOURNAL_BYTES`."""
+    params: dict[str, object] = {"invocation": invocation, "output": "json", "all": True}
+    command = render_params("journal-invocation", params, sudo=False).shell
+    journal = InvocationJournal(node.name, invocation, command)
+    size, after_ready = 0, -1
+    stream = node.stream("journal-invocation", **params)
+    try:
+        async for entry in iter_entries(stream):
+            journal.entries.append(entry)
+            size += len(entry.message) + 200
+            if after_ready < 0 and ev.READY_TEXT in entry.message:
+                after_ready = 0
+            elif after_ready >= 0:
+                after_ready += 1
+            if (stop_after_ready and after_ready >= AFTER_READY_LINES) or size > MAX_JOURNAL_BYTES:
+                journal.truncated = True
+                break
+    finally:
+        closer = getattr(stream, "aclose", None)
+        if closer is not None:
+            await closer()  # ends the remote journalctl at once
+    return journal
+
+
+async def _journal_with_ready(
+    node: NodeLike, invocation: str, *, healthy: bool, wait_s: float
+) -> InvocationJournal:
+    """Re-read while the server is healthy but its ready line has not reached the journal yet
+    (journald lags the process by ~0.3 s)."""
+    deadline = time.monotonic() + wait_s
+    backoff = Backoff(0.1, 1.5, 0.5)
+    while True:
+        journal = await read_invocation(node, invocation)
+        ready = any(ev.READY_TEXT in entry.message for entry in journal.entries)
+        if ready or not healthy or time.monotonic() > deadline:
+            return journal
+        await backoff.sleep()
+
+
+async def _server_info(client: httpx.AsyncClient, base: str) -> dict[str, Any] | None:
+    try:
+        response = await client.get(base.rstrip("/") + "/server_info", timeout=10.0)
+        body = response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+@dataclass
+class Observation:
+    """One observed start of a target (the snapshot's content, and the evidence to show)."""
+
+    target: str
+    node: str
+    invocation: str | None
+    state: dict[str, Any]
+    health: int | None
+    requested: list[dict[str, Any]]
+    environment: dict[str, str]
+    server_args: dict[str, Any] | None
+    implied: dict[str, dict[str, Any]]
+    derived: dict[str, dict[str, Any]]
+    unknown_flags: list[str]
+    capacity: dict[str, Any]
+    effective: dict[str, Any]
+    ready: bool
+    startup_error: str | None
+    warnings: list[str]
+    gpus: dict[str, list[dict[str, Any]]]
+    startup: dict[str, float]
+    sglang_version: str | None
+    flag_list: dict[str, Any]
+    node_mismatch: dict[str, dict[str, Any]]
+    journal: dict[str, Any]
+    readiness: dict[str, Any] | None = None
+    snapshot_id: int | None = None
+    known_good: bool = False
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        """Ready line seen, `/health` 200 and no startup error: this start may become known-good."""
+        return self.ready and self.health == 200 and self.startup_error is None
+
+    def to_snapshot(self) -> Snapshot:
+        """The store row: the foundation's columns, and the rest under `effective` (module doc)."""
+        effective = dict(self.effective)
+        effective |= {
+            "parsed_max_running_requests": self.capacity["parsed_max_running_requests"],
+            "server_info_effective_per_dp": self.capacity["server_info_effective_per_dp"],
+            "server_info_max_total_num_tokens": self.capacity["server_info_max_total_num_tokens"],
+            "capacity_agree": self.capacity["agree"],
+            "capacity_notes": self.capacity["notes"],
+            "gpus": self.gpus,
+            "startup": self.startup,
+            "readiness": self.readiness,
+            "flag_list": self.flag_list,
+            "derived": sorted(self.derived),
+            "node_mismatch": self.node_mismatch,
+            "journal": self.journal,
+            "health": self.health,
+        }
+        return Snapshot(
+            target=self.target,
+            node=self.node,
+            invocation_id=self.invocation,
+            sglang_version=self.sglang_version,
+            requested_flags=self.requested,
+            environment=self.environment,
+            server_args=self.server_args,
+            implied=self.implied,
+            effective=effective,
+            ready=self.ready,
+            startup_error=self.startup_error,
+            startup_seconds=self.startup.get("ready_s") or self.startup.get("readiness_total_s"),
+            journal_cursor=self.journal.get("last_cursor"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = {key: value for key, value in self.__dict__.items() if key != "evidence"}
+        data["healthy"] = self.healthy
+        data["evidence"] = [block.to_json() for block in self.evidence]
+        return data
+
+
+async def observe(
+    ts: TargetSession,
+    *,
+    readiness: Readiness | None = None,
+    cache_dir: Path | None = None,
+    client: httpx.AsyncClient | None = None,
+    ready_wait_s: float = 5.0,
+    store: bool = True,
+    promote: bool = True,
+) -> Observation:
+    """Read the running start of `ts` (all nodes), store it as a snapshot, update known-good.
+
+    `promote=False` stores the snapshot without making it known-good even when healthy: for a
+    change still awaiting its verdict (a healthy start can still be a capacity regression).
+    """
+    own = client is None
+    http = client or httpx.AsyncClient(timeout=5.0, trust_env=False)
+    try:
+        return await _observe(ts, readiness, cache_dir, http, ready_wait_s, store, promote)
+    finally:
+        if own:
+            await http.aclose()
+
+
+async def _observe(
+    ts: TargetSession,
+    readiness: Readiness | None,
+    cache_dir: Path | None,
+    http: httpx.AsyncClient,
+    ready_wait_s: float,
+    store: bool,
+    promote: bool,
+) -> Observation:
+    base = ts.target.http_base()
+    view, states, health, info = await asyncio.gather(
+        read_unit(ts.node0),
+        asyncio.gather(*(node_state(node) for node in ts.nodes)),
+        probe_health(http, base + "/health"),
+        _server_info(http, base),
+    )
+    invocation = view.state.invocation_id
+    journals = await asyncio.gather(
+        *(
+            _journal_with_ready(
+                node, state.invocation, healthy=health == 200 and node.index == 0, wait_s=ready_wait_s
+            )
+            for node, state in zip(ts.nodes, states, strict=True)
+            if state.invocation
+        )
+    )
+    main = next((j for j in journals if j.node == ts.node0.name), None)
+    report = main.report if main is not None else parse_log_lines([])
+    python = python_of(view.prefix)
+    version = (info or {}).get("version") or await host_version(ts.node0, python) or ts.target.sglang_version
+    catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=cache_dir)
+    requested, unknown = requested_values(view.flags, catalog)
+    implied, derived = implied_flags(report.server_args or {}, requested, catalog)
+    cap = capacity(report, info)
+    gpus = await _gpus(ts)
+    mismatch = {
+        journal.node: {k: list(v) for k, v in args_mismatch(report.server_args or {}, other).items()}
+        for journal in journals
+        if journal is not main and (other := journal.report.server_args)
+    }
+    startup = startup_durations(report, [entry.realtime for entry in main.entries] if main else [])
+    if readiness is not None:
+        startup |= {f"readiness_{key}": value for key, value in readiness.timings.items()}
+    flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}
+    effective = dict(report.effective)
+    if effective.get("max_running_requests") is None:
+        effective["max_running_requests"] = cap["effective_max_running_requests"]
+    warnings = [str(w["text"]) for w in report.warnings]
+    obs = Observation(
+        target=ts.name,
+        node=ts.node0.name,
+        invocation=invocation,
+        state={
+            "ActiveState": view.state.active_state,
+            "SubState": view.state.sub_state,
+            "NRestarts": view.state.n_restarts,
+        },
+        health=health,
+        requested=view.flags.to_json(),
+        environment=dict(view.env),
+        server_args=report.server_args,
+        implied=implied,
+        derived=derived,
+        unknown_flags=unknown,
+        capacity=cap,
+        effective=effective,
+        ready=report.ready,
+        startup_error=report.startup_error,
+        warnings=warnings,
+        gpus=gpus,
+        startup=startup,
+        sglang_version=version,
+        flag_list=flag_list,
+        node_mismatch=mismatch,
+        journal=main.range() if main else {},
+        readiness=readiness.to_json() if readiness is not None else None,
+    )
+    obs.evidence = observation_evidence(obs)
+    if store and ts.store is not None:
+        good = obs.healthy and promote
+        snapshot = await ts.store.run(store_snapshot, ts.store.store, obs.to_snapshot(), good)
+        obs.snapshot_id = snapshot.id
+        obs.known_good = good
+    return obs
+
+
+async def _gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
+    async def one(node: NodeLike) -> list[dict[str, Any]]:
+        result = await node.run("gpu-query", gpu_fields=list(GPU_FIELDS), check=False, timeout=30)
+        return parse_gpus(result.stdout.decode("utf-8", "replace")) if result.exit_status == 0 else []
+
+    found = await asyncio.gather(*(one(node) for node in ts.nodes), return_exceptions=True)
+    return {
+        node.name: (gpus if isinstance(gpus, list) else [])
+        for node, gpus in zip(ts.nodes, found, strict=True)
+    }
+
+
+def _cell(value: Any) -> str:
+    return "—" if value is None else str(value)
+
+
+def observation_evidence(obs: Observation) -> list[Evidence]:
+    """Tables a human reads: capacity side by side, implied flags, GPUs, startup."""
+    cap = obs.capacity
+    per_dp = cap["server_info_effective_per_dp"]
+    blocks: list[Evidence] = [
+        TableBlock(
+            "Capacity: parsed vs effective",
+            ("value", "parsed (server_args)", "capacity line", "/server_info"),
+            (
+                (
+                    "max_running_requests",
+                    _cell(cap["parsed_max_running_requests"]),
+                    _cell(cap["log_max_running_requests"]),
+                    _cell(", ".join(str(v) for v in per_dp) if per_dp else None),
+                ),
+                (
+                    "max_total_num_tokens",
+                    _cell((obs.server_args or {}).get("max_total_tokens")),
+                    _cell(cap["log_max_total_num_tokens"]),
+                    _cell(cap["server_info_max_total_num_tokens"]),
+                ),
+            ),
+            note="; ".join(cap["notes"]),
+        )
+    ]
+    if obs.implied:
+        rows = tuple(
+            (key, _cell(entry["value"]), _cell(entry["was"]), entry["source"])
+            for key, entry in sorted(obs.implied.items())
+        )
+        blocks.append(
+            TableBlock(
+                "Implied flags (printed server_args vs request/default)",
+                ("field", "printed", "was", "from"),
+                rows,
+            )
+        )
+    gpu_rows = tuple(
+        (
+            node,
+            _cell(g.get("index")),
+            _cell(g.get("name")),
+            _cell(g.get("compute_cap")),
+            f"{g.get('memory.used')}/{g.get('memory.total')} MiB",
+        )
+        for node, gpus in obs.gpus.items()
+        for g in gpus
+    )
+    if gpu_rows:
+        blocks.append(
+            TableBlock(
+                "GPUs (nvidia-smi)", ("node", "gpu", "name", "compute cap", "memory used/total"), gpu_rows
+            )
+        )
+    if obs.startup:
+        blocks.append(
+            TableBlock(
+                "Startup (s)", ("step", "seconds"), tuple((k, f"{v:.2f}") for k, v in obs.startup.items())
+            )
+        )
+    for node, diff in obs.node_mismatch.items():
+        if diff:
+            blocks.append(
+                TextBlock(
+                    f"{node}'s server_args differ from node 0's beyond node_rank: {sorted(diff)}",
+                    "Node mismatch",
+                )
+            )
+    if obs.startup_error:
+        blocks.append(TextBlock(obs.startup_error, "Startup error"))
+    if obs.warnings:
+        blocks.append(TextBlock("\n".join(obs.warnings[:10]), "SGLang's adjustment warnings"))
+    blocks.append(
+        TextBlock(f"journal read with: {obs.journal.get('command', '—')} (on {obs.node})", "Source")
+    )
+    return blocks

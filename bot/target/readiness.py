@@ -1,0 +1,396 @@
+"""Is the restarted server ready, still coming up, or dead? Decided from evidence, never a sleep.
+
+Three watchers run at once and feed one decision loop:
+
+* `/health` on node 0 with a short backoff (50 ms growing to 250 ms): connection refused means
+  SGLang is still loading (nothing listens until the weights, KV pool and CUDA graphs exist),
+  503 means uvicorn is up and warming, 200 means ready (reference §4.1). Only node 0's
+  `/health` is real; nodes of rank >= 1 serve a dummy that always answers 200.
+* node 0's journal, followed from the new invocation's start (`journalctl -u ... -f -o json
+  --all`): the ready line, the startup stage, and a fatal line (the foundation parser's
+  `fatal`) the moment it is written. The journal lags ~0.3 s behind the process, and `/health`
+  can turn 200 before the ready line arrives, so both signals are used and both recorded.
+* `systemctl show` on every node: a new InvocationID, `failed` (with `Result=start-limit-hit`
+  when systemd's start limit tripped), `auto-restart` or a rising `NRestarts` (a crash loop).
+
+The outcome is `ready`, `failed` (with the reason, the node and the fatal line) or `timeout`
+(`TargetTimeouts.ready`), with the moments of each phase: loading (refused), warming (503),
+ready. Nothing here changes the target; rollback decides what to do with a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from bot.sglang import log_events as ev
+from bot.sglang.logline import parse_line
+from bot.target.journal_read import JournalEntry, iter_entries
+from bot.target.nodestate import (
+    Backoff,
+    NodeLike,
+    NodeState,
+    journal_since,
+    node_state,
+    probe_health,
+    start_limit_hit,
+)
+
+Outcome = Literal["ready", "failed", "timeout"]
+Phase = Literal["starting", "loading", "warming", "ready", "failed"]
+FailureReason = Literal[
+    "start-limit", "unit-failed", "crash-loop", "fatal-line", "stopped", "unreachable", "timeout"
+]
+
+
+@dataclass
+class Failure:
+    reason: FailureReason
+    node: str
+    message: str
+    fatal_line: str | None = None
+    invocation: str | None = None
+    exit_status: int | None = None
+    n_restarts: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Readiness:
+    """What happened between the restart and ready (or the failure), with its moments.
+
+    Times ending in `_at` are Unix seconds (comparable with the host's journal and the twin's
+    ground truth); `timings` are seconds from the start of the wait.
+    """
+
+    outcome: Outcome
+    phase: Phase
+    invocation: str | None
+    invocations: dict[str, str | None]
+    started_at: float
+    noticed_at: float | None = None
+    health_ready_at: float | None = None
+    ready_line_at: float | None = None
+    """The ready line's journal timestamp (when the server wrote it)."""
+    ready_line_seen_at: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    """First moment (Unix seconds) each phase was seen: loading, warming, ready, failed."""
+    stage: str | None = None
+    """Last startup step the journal showed (server_args, weights, kv_cache, cuda_graph, capacity)."""
+    failure: Failure | None = None
+    lines: list[JournalEntry] = field(default_factory=list, repr=False)
+    """Node 0's journal lines of the new invocation(s) that the follower saw."""
+
+    @property
+    def ready(self) -> bool:
+        return self.outcome == "ready"
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """loading_s (to the first 503), warming_s (503 -> ready), total_s (to ready or failure)."""
+        out: dict[str, float] = {}
+        start, warm = self.started_at, self.phases.get("warming")
+        end = self.phases.get("ready") or self.phases.get("failed")
+        if warm is not None:
+            out["loading_s"] = round(warm - start, 3)
+            if self.phases.get("ready") is not None:
+                out["warming_s"] = round(self.phases["ready"] - warm, 3)
+        elif self.phases.get("ready") is not None:
+            out["loading_s"] = round(self.phases["ready"] - start, 3)
+        if end is not None:
+            out["total_s"] = round(end - start, 3)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "phase": self.phase,
+            "invocation": self.invocation,
+            "invocations": dict(self.invocations),
+            "started_at": self.started_at,
+            "noticed_at": self.noticed_at,
+            "health_ready_at": self.health_ready_at,
+            "ready_line_at": self.ready_line_at,
+            "ready_line_seen_at": self.ready_line_seen_at,
+            "phases": dict(self.phases),
+            "timings": self.timings,
+            "stage": self.stage,
+            "failure": self.failure.to_json() if self.failure else None,
+        }
+
+
+Progress = Callable[[str, str], Awaitable[None] | None]
+"""Called with (phase, detail) at each change, e.g. to update a Slack status card."""
+
+
+async def wait_ready(
+    nodes: Sequence[NodeLike],
+    *,
+    base_url: str,
+    timeout: float,
+    previous: Mapping[str, str | None] | None = None,
+    crash_restarts: int = 1,
+    confirm_s: float = 1.0,
+    client: httpx.AsyncClient | None = None,
+    on_progress: Progress | None = None,
+) -> Readiness:
+    """Wait until node 0's server is ready, a node fails, or `timeout` seconds pass.
+
+    `previous` maps node name to the InvocationID before the restart: lines and states of that
+    invocation are ignored and the new one must appear. `crash_restarts` is how many automatic
+    restarts (`NRestarts` rising) count as a crash loop. After the first ready signal the other
+    one (`/health` 200 or the ready line) is awaited up to `confirm_s` so both are recorded.
+    """
+    own = client is None
+    http = client or httpx.AsyncClient(timeout=2.0, trust_env=False)
+    waiter = _Waiter(
+        nodes, base_url.rstrip("/") + "/health", http, previous or {}, crash_restarts, on_progress
+    )
+    try:
+        return await waiter.run(timeout, confirm_s)
+    finally:
+        if own:
+            await http.aclose()
+
+
+class _Waiter:
+    def __init__(
+        self,
+        nodes: Sequence[NodeLike],
+        url: str,
+        client: httpx.AsyncClient,
+        previous: Mapping[str, str | None],
+        crash_restarts: int,
+        on_progress: Progress | None,
+    ) -> None:
+        self.nodes, self.url, self.client = nodes, url, client
+        self.previous = dict(previous)
+        self.crash_restarts = crash_restarts
+        self.on_progress = on_progress
+        self.events: asyncio.Queue[tuple[str, Any, float]] = asyncio.Queue()
+        self.result = Readiness("timeout", "starting", None, {node.name: None for node in nodes}, time.time())
+        self.baseline: dict[str, int] = {}
+        self.states: dict[str, NodeState] = {}
+        self.follower: asyncio.Task[None] | None = None
+        self.accepted: set[str] = set()
+        """Node 0's invocations seen new by `systemctl show`: only their lines count (an older
+        crash-loop start that died just before ours must not look like our failure)."""
+        self.health_seen = False
+        self.health_code: int | None = None
+        self.health_at = 0.0
+
+    # -- watchers --------------------------------------------------------------------------
+
+    async def _health(self) -> None:
+        backoff = Backoff()
+        while True:
+            code = await probe_health(self.client, self.url)
+            if not self.health_seen or code != self.health_code:
+                self.health_seen, self.health_code, self.health_at = True, code, time.time()
+                backoff.reset()
+                await self.events.put(("health", code, time.time()))
+            await backoff.sleep()
+
+    async def _units(self, node: NodeLike) -> None:
+        backoff = Backoff(0.05, 1.5, 0.5)
+        last: NodeState | None = None
+        while True:
+            try:
+                state = await node_state(node, timeout=10.0)
+            except Exception as exc:  # unreachable, timed out: the decision loop reports it
+                await self.events.put(("unreachable", (node, exc), time.time()))
+                return
+            if state != last:
+                last = state
+                backoff.reset()
+                await self.events.put(("unit", (node, state), time.time()))
+            await backoff.sleep()
+
+    async def _follow(self, node: NodeLike, since: str | None) -> None:
+        params: dict[str, object] = {"output": "json", "all": True}
+        params.update({"since": since} if since else {"lines": 1000})
+        async for entry in iter_entries(node.stream("journal-follow", **params)):
+            if entry.invocation is not None:
+                await self.events.put(("line", entry, time.time()))
+
+    # -- the decision loop -----------------------------------------------------------------
+
+    async def run(self, timeout: float, confirm_s: float) -> Readiness:
+        tasks = [asyncio.create_task(self._units(node)) for node in self.nodes]
+        tasks.append(asyncio.create_task(self._health()))
+        try:
+            async with asyncio.timeout(timeout):
+                while self.result.outcome != "ready" and self.result.failure is None:
+                    await self._handle(*await self.events.get())
+                if self.result.outcome == "ready":
+                    await self._confirm(confirm_s)
+        except TimeoutError:
+            if self.result.outcome != "ready" and self.result.failure is None:
+                self._fail("timeout", self.nodes[0].name, f"not ready within {timeout:g} s")
+        finally:
+            if self.follower is not None:
+                tasks.append(self.follower)
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task
+        return self.result
+
+    async def _confirm(self, confirm_s: float) -> None:
+        """Give the second ready signal a moment to arrive, so both moments are on record."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(confirm_s):
+                while self.result.health_ready_at is None or self.result.ready_line_at is None:
+                    await self._handle(*await self.events.get())
+
+    async def _progress(self, phase: str, detail: str) -> None:
+        if self.on_progress is not None:
+            outcome = self.on_progress(phase, detail)
+            if outcome is not None:
+                await outcome
+
+    async def _phase(self, phase: Phase, at: float, detail: str) -> None:
+        if phase in self.result.phases or self.result.phase in ("ready", "failed"):
+            return
+        self.result.phases[phase] = at
+        self.result.phase = phase
+        await self._progress(phase, detail)
+
+    def _known(self) -> bool:
+        """Node 0 runs a new invocation, so a 200 or a ready line is about the new server."""
+        return self.result.invocation is not None
+
+    async def _handle(self, kind: str, payload: Any, at: float) -> None:
+        if kind == "health":
+            await self._on_health(payload, at)
+        elif kind == "unit":
+            node, state = payload
+            await self._on_unit(node, state, at)
+        elif kind == "line":
+            await self._on_line(payload, at)
+        elif kind == "unreachable":
+            node, exc = payload
+            self._fail("unreachable", node.name, f"{node.name}: {exc}")
+
+    async def _on_health(self, code: int | None, at: float) -> None:
+        if not self._known():
+            return
+        if code is None:
+            await self._phase("loading", at, "port not open yet (loading)")
+        elif code == 503:
+            await self._phase("loading", at, "")
+            await self._phase("warming", at, "/health 503 (warming up)")
+        elif code == 200:
+            self.result.health_ready_at = self.result.health_ready_at or at
+            self._ready(at, "/health 200")
+
+    def _ready(self, at: float, detail: str) -> None:
+        if self.result.outcome == "ready":
+            return
+        self.result.outcome = "ready"
+        self.result.noticed_at = at
+        self.result.phases.setdefault("ready", at)
+        self.result.phase = "ready"
+
+    async def _on_unit(self, node: NodeLike, state: NodeState, at: float) -> None:
+        name = node.name
+        old = self.previous.get(name)
+        if state.invocation is None or (old is not None and state.invocation == old):
+            self.states[name] = state
+            if old is not None and state.active == "failed":  # never started again
+                self._fail("unit-failed", name, f"{name}: unit failed before a new start ({state.result})")
+            return
+        self.baseline.setdefault(name, state.n_restarts)
+        self.states[name] = state
+        if self.result.invocations.get(name) is None:
+            self.result.invocations[name] = state.invocation
+        if node.index == 0:
+            self.accepted.add(state.invocation)
+        if node.index == 0 and self.result.invocation is None:
+            self.result.invocation = state.invocation
+            await self._phase("loading", at, f"new invocation {state.invocation}")
+            self.follower = asyncio.create_task(self._follow(node, journal_since(state.started)))
+            if self.health_seen:  # seen before the invocation was known: count it now
+                await self._on_health(self.health_code, self.health_at)
+        rose = state.n_restarts - self.baseline[name]
+        detail = f"{name}: ActiveState={state.active} SubState={state.sub} Result={state.result}"
+        if state.active == "failed":
+            limit = state.result == "start-limit-hit" or await start_limit_hit(node, state)
+            reason: FailureReason = "start-limit" if limit else "unit-failed"
+            self._fail(reason, name, detail, state)
+        elif state.sub == "auto-restart" or rose >= self.crash_restarts:
+            self._fail("crash-loop", name, f"{detail}, NRestarts +{rose}", state)
+        elif state.active in ("inactive", "deactivating") and self.result.outcome != "ready":
+            self._fail("stopped", name, detail, state)
+
+    async def _on_line(self, entry: JournalEntry, at: float) -> None:
+        if entry.invocation not in self.accepted:
+            return
+        self.result.lines.append(entry)
+        if entry.systemd:
+            return
+        line = parse_line(entry.message)
+        message = line.message
+        if ev.READY_TEXT in message:
+            self.result.ready_line_at = self.result.ready_line_at or entry.realtime
+            self.result.ready_line_seen_at = self.result.ready_line_seen_at or at
+            self._ready(at, "ready line")
+            return
+        stage = _stage(message)
+        if stage is not None and stage != self.result.stage:
+            self.result.stage = stage
+            await self._progress(self.result.phase, f"journal: {stage}")
+        if self.result.outcome != "ready" and ev.fatal(line) == "fatal":
+            name = self.nodes[0].name
+            self._fail("fatal-line", name, f"{name}: fatal line in the journal", fatal_line=message.strip())
+            if self.result.failure is not None:
+                self.result.failure.invocation = entry.invocation
+
+    def _fail(
+        self,
+        reason: FailureReason,
+        node: str,
+        message: str,
+        state: NodeState | None = None,
+        fatal_line: str | None = None,
+    ) -> None:
+        if self.result.failure is not None or self.result.outcome == "ready":
+            return
+        self.result.outcome = "timeout" if reason == "timeout" else "failed"
+        self.result.phase = "failed"
+        now = time.time()
+        self.result.phases.setdefault("failed", now)
+        self.result.noticed_at = now
+        self.result.failure = Failure(
+            reason,
+            node,
+            message,
+            fatal_line,
+            invocation=state.invocation if state else None,
+            exit_status=state.exit_status if state else None,
+            n_restarts=state.n_restarts if state else None,
+        )
+
+
+def _stage(message: str) -> str | None:
+    """The startup step a line shows, with the foundation's extractors."""
+    if "server_args=" in message:
+        return "server_args"
+    if ev.weights(message) is not None:
+        return "weights"
+    if ev.kv_cache(message) is not None:
+        return "kv_cache"
+    if ev.cuda_graph(message) is not None:
+        return "cuda_graph"
+    if "max_total_num_tokens=" in message and ev.capacity(message):
+        return "capacity"
+    return None

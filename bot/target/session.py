@@ -1,0 +1,84 @@
+"""A target as one object: its config, one `NodeSession` per node (node 0 first) and the store.
+
+Why a facade: every target operation (read the unit, write the drop-in, restart, readiness,
+journal grep) works on all nodes of a deployment together, and needs the same three things.
+Connections open lazily on first use and are closed together when the `async with` ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from bot.config.schema import Target
+from bot.store import AsyncStore
+from bot.target.ledger import Ledger
+from bot.target.ssh import Auditor, NodeSession
+
+T = TypeVar("T")
+
+
+@dataclass
+class TargetSession:
+    """All nodes of one configured target. Build it with `TargetSession.open(...)`."""
+
+    name: str
+    target: Target
+    nodes: list[NodeSession]
+    store: AsyncStore | None = None
+    jump: NodeSession | None = field(default=None, repr=False)
+    ledger: Ledger = field(init=False, repr=False)
+    """What flagbot remembers of the target (store-backed when `store` is given)."""
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(self.name, self.store)
+
+    @property
+    def unit(self) -> str:
+        return self.target.unit
+
+    @property
+    def node0(self) -> NodeSession:
+        """The node that serves HTTP and prints the capacity line."""
+        return self.nodes[0]
+
+    @classmethod
+    def build(
+        cls, name: str, target: Target, *, store: AsyncStore | None = None, audit: Auditor | None = None
+    ) -> TargetSession:
+        """Sessions for every node (none connected yet); the jump host, if any, is shared."""
+        ssh = target.ssh
+        jump = (
+            NodeSession.from_config(ssh.jump_host, ssh, unit=target.unit, index=-1, audit=audit)
+            if ssh.jump_host is not None
+            else None
+        )
+        nodes = [
+            NodeSession.from_config(node, ssh, unit=target.unit, index=k, tunnel=jump, audit=audit)
+            for k, node in enumerate(target.nodes)
+        ]
+        return cls(name=name, target=target, nodes=nodes, store=store, jump=jump)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, name: str, target: Target, *, store: AsyncStore | None = None, audit: Auditor | None = None
+    ) -> AsyncIterator[TargetSession]:
+        """`async with TargetSession.open("twin", target, store=store) as ts:`; closes every connection."""
+        session = cls.build(name, target, store=store, audit=audit)
+        try:
+            yield session
+        finally:
+            await session.close()
+
+    async def each(self, action: Callable[[NodeSession], Awaitable[T]]) -> list[T | BaseException]:
+        """Run `action` on every node at once; results (or the exception) in node order."""
+        return list(await asyncio.gather(*(action(node) for node in self.nodes), return_exceptions=True))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
+        if self.jump is not None:
+            await self.jump.close()

@@ -1,0 +1,220 @@
+"""Pure functions that turn what observe read into snapshot facts: implied flags, capacity, GPUs.
+
+Implied flags: SGLang prints `server_args=` *after* its own adjustments, and most adjustment
+messages never reach the log (reference §1.4, §3.3). Diffing the printed values against what
+the launch line asked for shows what SGLang (or a flag's side effect) changed behind the
+operator's back. A field the launch line did not set is compared with the flag catalog's
+default, so a default left alone does not show. Some fields are filled on every start whatever
+the flags (tokenizer path = model path, a random seed, capture sizes from memory): they are kept
+apart as `derived`, so `implied` holds only real changes.
+
+Capacity: the parsed `max_running_requests` (post-init arguments) is what the server was told;
+the capacity line and `/server_info`'s `internal_states[i].effective_max_running_requests_per_dp`
+are what it runs with. The seeds' incident was exactly this difference (48 parsed, 26
+effective), so all three are kept side by side and any disagreement is a note, never hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, UnknownFlagError
+from bot.sglang.flag_types import CONVERTERS
+from bot.sglang.flagset import FlagSet
+from bot.sglang.log_report import LogReport
+from bot.sglang.server_args import jsonable
+
+ALWAYS_DERIVED = frozenset(
+    {
+        "cuda_graph_bs",
+        "piecewise_cuda_graph_tokens",
+        "random_seed",
+        "tokenizer_path",
+        "served_model_name",
+        "device",
+        "load_balance_method",
+        "grammar_backend",
+        "mamba_scheduler_strategy",
+        "speculative_moe_runner_backend",
+        "expert_distribution_recorder_buffer_size",
+        "custom_weight_loader",
+        "mm_process_config",
+    }
+)
+"""Fields SGLang fills on every start (reference Appendix C's "always-derived noise")."""
+DERIVED_PREFIXES = ("kt_",)
+GPU_FIELDS = ("index", "name", "uuid", "compute_cap", "driver_version", "memory.total", "memory.used")
+
+
+def _convert(spec_type: str | None, value: str) -> Any:
+    converter = CONVERTERS.get(spec_type or "str", str)
+    try:
+        return converter(value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        return value
+
+
+def requested_values(flags: FlagSet, catalog: FlagCatalog) -> tuple[dict[str, Any], list[str]]:
+    """(`ServerArgs` field -> value the launch line asks for, flags the catalog does not know).
+
+    Names are resolved as SGLang's argparse would (aliases, unambiguous prefixes: `--tp 2` sets
+    `tp_size`); values are converted with the flag's own type; the last occurrence wins.
+    """
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    for item in flags.items:
+        try:
+            spec = catalog.resolve(item.flag)
+        except (UnknownFlagError, AmbiguousFlagError):
+            unknown.append(item.flag)
+            continue
+        if spec.field is None:
+            continue
+        if spec.negates is not None:
+            value: Any = False
+        elif not spec.takes_value:
+            value = spec.action != "store_false"
+        else:
+            words = item.value if isinstance(item.value, tuple) else (item.value,) if item.value else ()
+            converted = [_convert(spec.type_name, word) for word in words]
+            many = spec.nargs in ("+", "*") or (isinstance(spec.nargs, int) and spec.nargs > 1)
+            value = converted if many else (converted[0] if converted else None)
+        values[spec.field] = jsonable(value)
+    return values, unknown
+
+
+def _same(printed: Any, expected: Any) -> bool:
+    if isinstance(printed, dict) and set(printed) == {"raw"} and not isinstance(expected, dict):
+        raw = str(printed["raw"])
+        return expected is not None and (repr(expected) in raw or str(expected) == raw)
+    if isinstance(printed, float) or isinstance(expected, float):
+        try:
+            return abs(float(printed) - float(expected)) < 1e-9
+        except (TypeError, ValueError):
+            return False
+    return bool(jsonable(printed) == jsonable(expected))
+
+
+def implied_flags(
+    server_args: Mapping[str, Any], requested: Mapping[str, Any], catalog: FlagCatalog
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(implied, derived): printed fields that differ from the request or the catalog default.
+
+    Each entry is `{"value": printed, "was": requested-or-default, "source": "requested" |
+    "default"}`. Fields no flag sets (no known baseline) are left out.
+    """
+    defaults = {spec.field: spec.default for spec in catalog if spec.field and spec.negates is None}
+    implied: dict[str, dict[str, Any]] = {}
+    derived: dict[str, dict[str, Any]] = {}
+    for key, printed in server_args.items():
+        if key in requested:
+            base, source = requested[key], "requested"
+        elif key in defaults:
+            base, source = jsonable(defaults[key]), "default"
+        else:
+            continue
+        if _same(printed, base):
+            continue
+        entry = {"value": printed, "was": base, "source": source}
+        noise = key in ALWAYS_DERIVED or key.startswith(DERIVED_PREFIXES)
+        (derived if noise else implied)[key] = entry
+    return implied, derived
+
+
+def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Parsed vs effective capacity from the three sources, with notes on every disagreement."""
+    info = server_info or {}
+    states = [state for state in info.get("internal_states") or [] if isinstance(state, dict)]
+    per_dp = [state.get("effective_max_running_requests_per_dp") for state in states]
+    parsed = report.parsed.get("max_running_requests")
+    logged = report.effective.get("max_running_requests")
+    tokens_log = report.effective.get("max_total_num_tokens")
+    tokens_info = info.get("max_total_num_tokens")
+    effective = [value for value in (logged, *per_dp) if value is not None]
+    notes: list[str] = []
+    if len(set(effective)) > 1:
+        notes.append(
+            f"the capacity line says max_running_requests={logged} but /server_info says "
+            f"{', '.join(str(v) for v in per_dp)} per DP worker"
+        )
+    if parsed is not None and effective and effective[0] != parsed:
+        notes.append(
+            f"effective max_running_requests {effective[0]} differs from the parsed {parsed}: the server "
+            "runs with a different request limit than its arguments say"
+        )
+    if tokens_log is not None and tokens_info is not None and tokens_log != tokens_info:
+        notes.append(f"max_total_num_tokens: capacity line {tokens_log}, /server_info {tokens_info}")
+    return {
+        "parsed_max_running_requests": parsed,
+        "log_max_running_requests": logged,
+        "server_info_max_running_requests": info.get("max_running_requests"),
+        "server_info_effective_per_dp": per_dp or None,
+        "effective_max_running_requests": effective[0] if effective else None,
+        "log_max_total_num_tokens": tokens_log,
+        "server_info_max_total_num_tokens": tokens_info,
+        "agree": len(set(effective)) <= 1,
+        "notes": notes,
+    }
+
+
+def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, Any]]:
+    """`nvidia-smi --query-gpu=... --format=csv,noheader,nounits` -> one dict per GPU."""
+    gpus: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != len(fields):
+            continue
+        gpu: dict[str, Any] = {}
+        for key, cell in zip(fields, cells, strict=True):
+            gpu[key] = int(cell) if cell.isdigit() else cell  # compute_cap stays "12.1"
+        gpus.append(gpu)
+    return gpus
+
+
+def startup_durations(report: LogReport, times: Sequence[float]) -> dict[str, float]:
+    """Seconds from the invocation's first line to its startup milestones (journal timestamps).
+
+    `times[i]` is the journal timestamp of line `i + 1` as given to the parser.
+    """
+
+    def at(line: int | None) -> float | None:
+        return times[line - 1] if line is not None and 0 < line <= len(times) else None
+
+    out: dict[str, float] = {}
+    if not times:
+        return out
+    first = times[0]
+    capacity_lines = [entry.get("line") for entry in report.per_rank.values()]
+    milestones = {
+        "server_args_s": at(report.current.server_args_line),
+        "capacity_s": at(min((line for line in capacity_lines if line), default=None)),
+        "ready_s": at(report.current.ready_line),
+    }
+    for key, moment in milestones.items():
+        if moment is not None:
+            out[key] = round(moment - first, 3)
+    weights = [
+        entry.get("elapsed_s") or 0.0 for entry in report.current.weights if entry.get("phase") == "end"
+    ]
+    graphs = [
+        entry.get("elapsed_s") or 0.0 for entry in report.current.cuda_graph if entry.get("phase") == "end"
+    ]
+    if weights:
+        out["weight_load_s"] = round(sum(weights), 3)
+    if graphs:
+        out["graph_capture_s"] = round(sum(graphs), 3)
+    return out
+
+
+def args_mismatch(
+    node0: Mapping[str, Any], other: Mapping[str, Any], ignore: Iterable[str] = ("node_rank",)
+) -> dict[str, tuple[Any, Any]]:
+    """Fields where another node's printed arguments differ from node 0's (beyond `ignore`).
+
+    Multi-node SGLang needs the same flags on every node but `--node-rank` (reference §7.2).
+    """
+    skip = set(ignore) | ALWAYS_DERIVED
+    keys = (set(node0) | set(other)) - skip
+    return {key: (node0.get(key), other.get(key)) for key in sorted(keys) if node0.get(key) != other.get(key)}

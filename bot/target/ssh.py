@@ -1,0 +1,337 @@
+"""One SSH connection per node, reused, through which only table commands can run.
+
+Why one reused connection: a login costs ~0.3 s on a systemd host (a user manager starts on
+each), a command on an open connection ~10 ms; readiness polling and journal greps run many
+commands. Why only table commands: `run` takes the *name* of an entry of
+`bot.target.privileged.COMMANDS` and its typed parameters; there is no raw-string API, so every
+remote command is one the generated sudoers file and a reviewer have seen.
+
+Host keys are always verified against the configured known_hosts file (re-read at every
+connect: a rebooted testbed node has a new key); an unknown or changed key raises
+`HostKeyError` with the offered key's SHA256 fingerprint. A command that outlives its timeout is
+terminated on the host (signal, then channel close): OpenSSH leaves a process without a pty
+running when only the channel closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from bot.config.schema import JumpHost, Node, SSHSettings
+from bot.target.errors import CommandFailed, CommandTimeout, HostKeyError, UnreachableError
+from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
+
+KEEPALIVE_S = 5.0
+"""A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
+KILL_GRACE_S = 2.0
+"""How long a timed-out command gets between SIGTERM and the channel being torn down."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one table command did on one node. `argv_shell` is the exact text a human can re-run."""
+
+    command: str
+    argv_shell: str
+    exit_status: int
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+    @property
+    def text(self) -> str:
+        """stdout as text; undecodable bytes replaced (journal lines may hold anything)."""
+        return self.stdout.decode("utf-8", "replace")
+
+
+Auditor = Callable[[str, str], None]
+"""Called with (node name, argv_shell) before each remote command: a log of what flagbot ran."""
+
+
+class NodeSession:
+    """The lazily opened, reused SSH connection to one node, and the only way to run commands there.
+
+    `unit` fills the `unit` parameter of table commands when a call does not give one, so
+    callers write `await node.run("show", properties=["ActiveState"])`.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        *,
+        unit: str,
+        port: int = 22,
+        username: str = "flagbot",
+        key_path: Path | None = None,
+        known_hosts: Path,
+        sudo: bool = True,
+        connect_timeout: float = 10.0,
+        command_timeout: float = 60.0,
+        tunnel: NodeSession | None = None,
+        index: int = 0,
+        audit: Auditor | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.username = username
+        self.unit = unit
+        self.key_path = key_path
+        self.known_hosts = known_hosts
+        self.sudo = sudo
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self.tunnel = tunnel
+        self.index = index
+        self.audit = audit
+        self._conn: Any = None
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_config(
+        cls,
+        node: Node | JumpHost,
+        ssh: SSHSettings,
+        *,
+        unit: str,
+        index: int = 0,
+        tunnel: NodeSession | None = None,
+        audit: Auditor | None = None,
+    ) -> NodeSession:
+        """A session for one configured node (or jump host), paths with `~` expanded."""
+        return cls(
+            node.host,
+            unit=unit,
+            port=node.port,
+            username=node.user,
+            key_path=ssh.key_path.expanduser(),
+            known_hosts=ssh.known_hosts.expanduser(),
+            sudo=ssh.sudo,
+            connect_timeout=ssh.connect_timeout.total_seconds(),
+            command_timeout=ssh.command_timeout.total_seconds(),
+            tunnel=tunnel,
+            index=index,
+            audit=audit,
+        )
+
+    @property
+    def name(self) -> str:
+        """How the node is named in errors, the store and reports: `host` or `host:port`."""
+        return self.host if self.port == 22 else f"{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"NodeSession({self.username}@{self.name}, node {self.index})"
+
+    # --- connection -------------------------------------------------------------------------
+
+    async def connection(self) -> Any:
+        """The open connection, (re)connecting when there is none or it was lost."""
+        async with self._lock:
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await self._connect()
+            return self._conn
+
+    async def _connect(self) -> Any:
+        if not self.known_hosts.is_file():
+            raise HostKeyError(self.name, None, f"known_hosts file {self.known_hosts} does not exist")
+        tunnel = await self.tunnel.connection() if self.tunnel is not None else ()
+        options: dict[str, Any] = {
+            "port": self.port,
+            "username": self.username,
+            "known_hosts": str(self.known_hosts),
+            "agent_path": None,
+            "config": None,
+            "tunnel": tunnel,
+            "connect_timeout": self.connect_timeout,
+            "login_timeout": self.connect_timeout,
+            "keepalive_interval": KEEPALIVE_S,
+            "keepalive_count_max": 3,
+        }
+        if self.key_path is not None:
+            options["client_keys"] = [str(self.key_path)]
+        try:
+            return await asyncio.wait_for(asyncssh.connect(self.host, **options), self.connect_timeout + 1)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyError(self.name, await self._offered_fingerprint(tunnel), str(exc)) from None
+        except asyncssh.PermissionDenied as exc:
+            raise UnreachableError(
+                self.name, f"login as {self.username} refused ({exc.reason}); is the key authorized?"
+            ) from None
+        except TimeoutError:
+            raise UnreachableError(self.name, f"no SSH answer within {self.connect_timeout:g} s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise UnreachableError(self.name, str(exc) or type(exc).__name__) from None
+
+    async def _offered_fingerprint(self, tunnel: Any) -> str | None:
+        """The SHA256 fingerprint of the key the host offers, fetched only to explain a refusal."""
+        with contextlib.suppress(OSError, asyncssh.Error, TimeoutError):
+            key = await asyncio.wait_for(
+                asyncssh.get_server_host_key(self.host, self.port, tunnel=tunnel, config=None),
+                self.connect_timeout,
+            )
+            if key is not None:
+                return str(key.get_fingerprint("sha256"))
+        return None
+
+    def _drop(self) -> None:
+        """Forget a connection that stopped answering; the next call reconnects."""
+        if self._conn is not None:
+            self._conn.abort()
+            self._conn = None
+
+    async def close(self) -> None:
+        """Close the connection (idempotent); a later `run` would open a new one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), KILL_GRACE_S)
+
+    # --- commands ---------------------------------------------------------------------------
+
+    def render(self, command: str, /, **params: object) -> Rendered:
+        """The argv of a table command as this node runs it (sudo per config, unit filled in)."""
+        spec = COMMANDS.get(command)
+        if spec is None:
+            raise ParamError(f"no node command {command!r}; known: {', '.join(COMMANDS)}")
+        if "unit" in spec.required and params.get("unit") is None:
+            params = {**params, "unit": self.unit}
+        return render_params(command, params, sudo=self.sudo)
+
+    async def _open(self, rendered: Rendered, timeout: float) -> Any:
+        """Open a channel running `rendered`; a connection that does not answer is dropped."""
+        conn = await self.connection()
+        if self.audit is not None:
+            self.audit(self.name, rendered.shell)
+        try:
+            return await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout)
+        except TimeoutError:
+            self._drop()
+            raise UnreachableError(
+                self.name, f"no answer on the SSH connection within {timeout:g} s"
+            ) from None
+        except (OSError, asyncssh.Error) as exc:
+            self._drop()
+            raise UnreachableError(self.name, f"connection lost: {exc}") from None
+
+    async def run(
+        self,
+        command: str,
+        /,
+        *,
+        input: bytes | str | None = None,
+        timeout: float | None = None,
+        check: bool = True,
+        **params: object,
+    ) -> CommandResult:
+        """Run table command `command` with validated `params`; stdin gets `input`, then EOF.
+
+        EOF is always sent (asyncssh's `run(input="")` sends none, and `tee` would wait for
+        ever). Raises `CommandFailed` on a non-zero exit when `check`, `CommandTimeout` after
+        `timeout` (default: the config's command timeout; the remote process is terminated),
+        `UnreachableError` when the node does not answer.
+        """
+        rendered = self.render(command, **params)
+        if input is not None and not rendered.command.stdin:
+            raise ParamError(f"{command} reads no input")
+        limit = self.command_timeout if timeout is None else timeout
+        started = time.monotonic()
+        process = await self._open(rendered, limit)
+        try:
+            if input is not None:
+                process.stdin.write(input.encode() if isinstance(input, str) else input)
+            process.stdin.write_eof()
+            remaining = max(0.01, limit - (time.monotonic() - started))
+            completed = await asyncio.wait_for(process.wait(check=False), remaining)
+        except TimeoutError:
+            await self._terminate(process)
+            raise CommandTimeout(self.name, rendered.shell, limit) from None
+        except (OSError, asyncssh.Error) as exc:
+            self._drop()
+            raise UnreachableError(self.name, f"connection lost during `{rendered.shell}`: {exc}") from None
+        except asyncio.CancelledError:  # the caller gave up: do not leave the command running
+            with contextlib.suppress(Exception):
+                process.send_signal("TERM")
+                process.close()
+            raise
+        status = completed.exit_status
+        if (
+            status is None
+            and completed.exit_signal is None
+            and (self._conn is None or self._conn.is_closed())
+        ):
+            self._drop()
+            raise UnreachableError(self.name, f"connection lost during `{rendered.shell}`")
+        if status is None:  # killed by a signal
+            status = -1
+        result = CommandResult(
+            command=command,
+            argv_shell=rendered.shell,
+            exit_status=status,
+            stdout=bytes(completed.stdout or b""),
+            stderr=bytes(completed.stderr or b""),
+            duration_s=time.monotonic() - started,
+        )
+        if check and result.exit_status != 0:
+            raise CommandFailed(result, self.name)
+        return result
+
+    async def stream(self, command: str, /, **params: object) -> AsyncIterator[bytes]:
+        """Yield the stdout of a long-running table command (`journalctl -f`) as it arrives.
+
+        Closing the iterator (`aclose()`, leaving `async for` by `break`, cancellation)
+        terminates the remote process. A lost connection raises `UnreachableError`.
+        """
+        rendered = self.render(command, **params)
+        process = await self._open(rendered, self.command_timeout)
+        try:
+            process.stdin.write_eof()
+            while True:
+                try:
+                    chunk = await process.stdout.read(65536)
+                except (OSError, asyncssh.Error) as exc:
+                    self._drop()
+                    raise UnreachableError(
+                        self.name, f"connection lost during `{rendered.shell}`: {exc}"
+                    ) from None
+                if not chunk:
+                    return
+                yield bytes(chunk)
+        finally:
+            await self._terminate(process)
+
+    async def _terminate(self, process: Any) -> None:
+        """Stop a remote process we no longer wait for: SIGTERM (sudo relays it), then close.
+
+        A closed channel alone leaves the process running on OpenSSH; the signal request ends
+        it. A connection that does not even deliver the close is dropped.
+        """
+        if process.exit_status is not None:
+            return
+        with contextlib.suppress(Exception):
+            process.send_signal("TERM")
+        try:
+            await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
+            return
+        except TimeoutError:
+            pass
+        except Exception:  # noqa: S110 - closing an already broken channel
+            pass
+        with contextlib.suppress(Exception):
+            process.send_signal("KILL")
+            process.close()
+        try:
+            await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
+        except Exception:
+            self._drop()

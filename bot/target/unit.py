@@ -1,0 +1,344 @@
+"""Read a node's unit as systemd sees it: its files, its state and the SGLang launch line.
+
+Three views are combined, each for what it is exact at:
+
+* `systemctl cat` — the files (vendor unit, then drop-ins, each after a `# /path` header) as
+  they are on disk: the launch form (direct, docker, script: the foundation's parser decides),
+  the vendor line without flagbot's drop-in, and the checksum that detects hand edits;
+* `systemctl show` — the unit's state (`ActiveState`, `InvocationID`, `NRestarts`,
+  `NeedDaemonReload`, ...) as loaded;
+* `busctl get-property ... ExecStart` — the exact argv systemd will run. `systemctl show`
+  prints it joined by spaces, which cannot tell `--x "a b"` from `--x a b`.
+
+The flags flagbot reports and edits are the words the process receives: `$$` is a `$`, and a
+`$VAR` reference is replaced by the unit's `Environment=` value (a reference to a variable
+flagbot cannot see, from `EnvironmentFile=`, is refused with its name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bot.sglang.flagset import FlagSet
+from bot.sglang.launch import (
+    LaunchInScriptError,
+    LaunchLine,
+    LaunchParseError,
+    parse_flags,
+    parse_launch_text,
+)
+from bot.sglang.launch_docker import find_docker_run
+from bot.target.privileged import dropin_path
+from bot.target.ssh import NodeSession
+from bot.target.systemd_quote import substitute_env
+
+SHOW_PROPERTIES = (
+    "ExecStart",
+    "ActiveState",
+    "SubState",
+    "InvocationID",
+    "ExecMainStartTimestamp",
+    "NRestarts",
+    "NeedDaemonReload",
+    "DropInPaths",
+    "FragmentPath",
+    "Environment",
+    "Result",
+)
+_HEADER = re.compile(r"^# (/\S+)$")
+_EXEC_ENTRY = re.compile(
+    r"\{ path=(?P<path>.*?) ; argv\[\]=(?P<argv>.*?) ; (?:ignore_errors|flags)=(?P<flags>.*?)"
+    r" ; start_time=\[(?P<start>.*?)\] ; stop_time=\[(?P<stop>.*?)\] ; pid=(?P<pid>\d+)"
+    r" ; code=(?P<code>.*?) ; status=(?P<status>.*?) \}"
+)
+SCRIPT_ADVICE = (
+    "To let flagbot edit flags, change the unit on the host so that ExecStart= runs "
+    "`<python> -m sglang.launch_server <flags>` (or `sglang serve`, or `docker run ... <image> <flags>`) "
+    "directly, with the script's environment as Environment= lines."
+)
+
+
+class UnitReadError(ValueError):
+    """The unit's output could not be understood; the message names the node and what was odd."""
+
+
+@dataclass(frozen=True)
+class UnitFile:
+    """One file of the unit as `systemctl cat` shows it."""
+
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ExecEntry:
+    """One command of `ExecStart=` as `systemctl show` prints it (argv joined by spaces)."""
+
+    path: str
+    argv_text: str
+    pid: int
+    status: str
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """The unit's properties as loaded by systemd (`systemctl show`)."""
+
+    active_state: str
+    sub_state: str
+    invocation_id: str | None
+    exec_main_start: datetime | None
+    n_restarts: int
+    need_daemon_reload: bool
+    dropin_paths: list[str]
+    fragment_path: str
+    exec_start: list[ExecEntry]
+    result: str = ""
+    """`success`, `exit-code`, `start-limit-hit`, ...: why the unit last stopped or failed."""
+    raw: dict[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class UnitView:
+    """Everything flagbot reads of one node's unit in one go (~4 commands, run concurrently)."""
+
+    node: str
+    unit: str
+    cat_text: str
+    files: list[UnitFile]
+    state: UnitState
+    exec_argv: list[str]
+    """The exact argv of the (last) ExecStart command, as systemd stores it (`$$` and `$VAR` unresolved)."""
+    exec_count: int
+    environment: dict[str, str]
+    """The unit's `Environment=` (merged, as loaded)."""
+    launch: LaunchLine
+    """The current launch line: entrypoint, environment and flags the process receives."""
+    prefix: list[str]
+    """The words before the flags (interpreter and module, or `docker run ... image`)."""
+    vendor: LaunchLine | None
+    """The launch line without flagbot's drop-in; None when flagbot's drop-in holds the only ExecStart."""
+
+    @property
+    def sha256(self) -> str:
+        return unit_checksum(self.cat_text)
+
+    @property
+    def flags(self) -> FlagSet:
+        return self.launch.flags
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.launch.env
+
+    @property
+    def flagbot_dropin(self) -> UnitFile | None:
+        """flagbot's drop-in as systemd sees it on disk, if there is one."""
+        wanted = str(dropin_path(self.unit))
+        return next((item for item in self.files if item.path == wanted), None)
+
+    def argv_with(self, flags: FlagSet) -> list[str]:
+        """The full argv that runs `flags` with this unit's interpreter/wrapper."""
+        return [*self.prefix, *flags.argv()]
+
+
+def unit_checksum(cat_text: str) -> str:
+    return hashlib.sha256(cat_text.encode()).hexdigest()
+
+
+def split_cat(text: str, paths: list[str] | None = None) -> list[UnitFile]:
+    """Split `systemctl cat` output into its files (vendor first, then drop-ins in order).
+
+    systemctl prints `# <path>` before each file and one newline between files, so a file's
+    text is exactly what lies between its header line and the newline before the next header.
+    With `paths` (FragmentPath and DropInPaths from `systemctl show`) only those headers split:
+    a comment inside a unit that looks like a header cannot confuse the split.
+    """
+    if paths is None:
+        paths = [m[1] for line in text.split("\n") if (m := _HEADER.match(line))]
+    files: list[UnitFile] = []
+    position = 0
+    current: str | None = None
+    body_start = 0
+    for path in paths:
+        header = f"# {path}\n"
+        if current is None and text.startswith(header, position):
+            found = position
+        else:
+            found = text.find("\n" + header, position)
+            if found < 0:
+                continue
+            found += 1
+        if current is not None:
+            files.append(UnitFile(current, text[body_start : found - 1]))
+        current, body_start = path, found + len(header)
+        position = body_start
+    if current is not None:
+        files.append(UnitFile(current, text[body_start:]))
+    return files
+
+
+def join_files(files: list[UnitFile]) -> str:
+    """Files back to one unit text (comment headers kept, so parse errors name real lines)."""
+    return "\n".join(f"# {item.path}\n{item.text}" for item in files)
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """`Key=value` lines of `systemctl show` (values may contain `=`)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
+def parse_exec_property(value: str) -> list[ExecEntry]:
+    """systemd's `ExecStart={ path=... ; argv[]=... ; ... }` format, one entry per command."""
+    entries = [
+        ExecEntry(path=m["path"], argv_text=m["argv"], pid=int(m["pid"]), status=m["status"])
+        for m in _EXEC_ENTRY.finditer(value)
+    ]
+    if value.strip() and not entries:
+        raise UnitReadError(f"cannot read ExecStart property {value[:200]!r}")
+    return entries
+
+
+def _timestamp(value: str) -> datetime | None:
+    """`Sun 2026-11-29 20:14:49.559217 UTC` (show's `--timestamp us+utc`); empty or n/a: None."""
+    value = value.strip()
+    if not value or value == "n/a":
+        return None
+    for fmt in ("%a %Y-%m-%d %H:%M:%S.%f UTC", "%a %Y-%m-%d %H:%M:%S UTC"):
+        try:
+            return datetime.strptime(value, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def parse_state(text: str) -> UnitState:
+    raw = parse_show(text)
+    restarts = raw.get("NRestarts", "0")
+    return UnitState(
+        active_state=raw.get("ActiveState", ""),
+        sub_state=raw.get("SubState", ""),
+        invocation_id=raw.get("InvocationID") or None,
+        exec_main_start=_timestamp(raw.get("ExecMainStartTimestamp", "")),
+        n_restarts=int(restarts) if restarts.isdigit() else 0,
+        need_daemon_reload=raw.get("NeedDaemonReload") == "yes",
+        dropin_paths=raw.get("DropInPaths", "").split(),
+        fragment_path=raw.get("FragmentPath", ""),
+        exec_start=parse_exec_property(raw.get("ExecStart", "")),
+        result=raw.get("Result", ""),
+        raw=raw,
+    )
+
+
+def parse_bus_exec(text: str) -> list[list[str]]:
+    """`busctl --json=short get-property ... ExecStart` -> the argv of each command."""
+    data = json.loads(text)
+    return [list(entry[1]) for entry in data["data"]]
+
+
+def parse_bus_environment(text: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in json.loads(text)["data"]:
+        name, eq, value = str(item).partition("=")
+        if eq:
+            env[name] = value
+    return env
+
+
+async def read_state(session: NodeSession) -> UnitState:
+    """Only the unit's state (one ~10 ms command): for polling during a restart."""
+    result = await session.run("show", properties=list(SHOW_PROPERTIES), timestamp="us+utc")
+    return parse_state(result.text)
+
+
+def _launch_text(files: list[UnitFile], *, without: str | None = None) -> str:
+    return join_files([item for item in files if item.path != without])
+
+
+def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
+    out = []
+    for word in argv:
+        try:
+            out.append(substitute_env(word, env))
+        except KeyError as exc:
+            raise UnitReadError(
+                f"{node}: ExecStart uses ${{{exc.args[0]}}}, which is not set by Environment= "
+                "(EnvironmentFile= is not read by flagbot): write the value into the unit, or set it "
+                "with Environment="
+            ) from None
+    return out
+
+
+async def read_unit(session: NodeSession) -> UnitView:
+    """Read the unit of `session` (cat, show, and the exact ExecStart and Environment over D-Bus).
+
+    Raises `LaunchInScriptError` when ExecStart runs a script (with what to change on the host),
+    `LaunchParseError` when there is no SGLang launch line, `UnitReadError` for odd output.
+    """
+    cat, show, bus_exec, bus_env = await asyncio.gather(
+        session.run("cat"),
+        session.run("show", properties=list(SHOW_PROPERTIES), timestamp="us+utc"),
+        session.run("unit-property", bus_property="ExecStart"),
+        session.run("unit-property", bus_property="Environment"),
+    )
+    state = parse_state(show.text)
+    files = split_cat(cat.text, [state.fragment_path, *state.dropin_paths] if state.fragment_path else None)
+    if not files:
+        raise UnitReadError(f"{session.name}: `systemctl cat {session.unit}` printed no unit file")
+    commands = parse_bus_exec(bus_exec.text)
+    environment = parse_bus_environment(bus_env.text)
+    try:
+        cat_line = parse_launch_text(_launch_text(files), kind="unit")
+    except LaunchInScriptError as exc:
+        raise LaunchInScriptError(f"{session.name}: {session.unit}: {exc}. {SCRIPT_ADVICE}") from None
+    except LaunchParseError as exc:
+        raise LaunchParseError(f"{session.name}: {session.unit}: {exc}") from None
+    if not commands:
+        raise UnitReadError(f"{session.name}: the loaded unit has no ExecStart (is a daemon-reload pending?)")
+    exec_argv = commands[-1]
+    literal = _literal(exec_argv, environment, session.name)
+    count = len(cat_line.flags.argv())
+    if count > len(literal) - 1:
+        raise UnitReadError(
+            f"{session.name}: the loaded ExecStart {literal!r} does not match the unit files "
+            "(a daemon-reload is pending?)"
+        )
+    split = len(literal) - count
+    flags = parse_flags(literal[split:])
+    docker = cat_line.kind == "docker" or find_docker_run(cat_line.wrapper) is not None
+    launch = LaunchLine(
+        entrypoint=cat_line.entrypoint,
+        env=dict(cat_line.env) if docker else environment,
+        flags=flags,
+        kind="docker" if docker else cat_line.kind,
+        wrapper=list(cat_line.wrapper),
+        line=cat_line.line,
+    )
+    vendor: LaunchLine | None
+    try:
+        vendor = parse_launch_text(_launch_text(files, without=str(dropin_path(session.unit))), kind="unit")
+    except LaunchParseError:
+        vendor = None
+    return UnitView(
+        node=session.name,
+        unit=session.unit,
+        cat_text=cat.text,
+        files=files,
+        state=state,
+        exec_argv=exec_argv,
+        exec_count=len(commands),
+        environment=environment,
+        launch=launch,
+        prefix=literal[:split],
+        vendor=vendor,
+    )

@@ -1,0 +1,189 @@
+"""Two-phase restart on two fake nodes: lockstep flags, rollback, divergence, reconcile, start limit, drain."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.sglang.flagset import FlagItem, FlagSet
+from bot.target.drain import running_from_journal, running_from_metrics
+from bot.target.dropin import HandEditError, render_dropin
+from bot.target.errors import DivergedError
+from bot.target.restart import (
+    RestartError,
+    apply_and_restart,
+    check_lockstep,
+    flags_for_nodes,
+    reconcile,
+    restart_target,
+    restore_vendor_and_restart,
+)
+from bot.target.unit import read_unit
+from tests.unit.target.conftest import FakeTarget
+
+EXTRA = FlagItem("--enable-torch-compile")
+
+
+def test_flags_for_nodes_sets_the_rank_only() -> None:
+    base = FlagSet((FlagItem("--tp", "2"), FlagItem("--node-rank", "0"), FlagItem("--port", "1")))
+    per_node = flags_for_nodes(base, 2)
+    assert [f.argv() for f in per_node] == [
+        ["--tp", "2", "--node-rank", "0", "--port", "1"],
+        ["--tp", "2", "--node-rank", "1", "--port", "1"],
+    ]
+    check_lockstep(per_node)
+    with pytest.raises(ValueError, match="more than --node-rank"):
+        check_lockstep([per_node[0], FlagSet((*per_node[1].items, EXTRA))])
+    assert flags_for_nodes(FlagSet((FlagItem("--tp", "2"),)), 1)[0].argv() == ["--tp", "2"]
+
+
+async def _new_flags(fake: FakeTarget) -> list[FlagSet]:
+    async with fake.open() as ts:
+        view = await read_unit(ts.node0)
+    return flags_for_nodes(FlagSet((*view.flags.items, EXTRA)), 2)
+
+
+async def test_apply_writes_everywhere_then_restarts_all(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    before = [n.systemd.invocation for n in fake_target.nodes]
+    async with fake_target.open() as ts:
+        report = await apply_and_restart(ts, flags)
+        views = [await read_unit(node) for node in ts.nodes]
+    assert report.ok and report.phase == "restarted"
+    assert [n.old_invocation for n in report.nodes] == before
+    assert all(n.new_invocation and n.new_invocation not in before for n in report.nodes)
+    assert all({"write", "stop", "start"} <= n.timings.keys() for n in report.nodes)
+    assert [v.flags for v in views] == flags
+    sent = [text.split()[-2] for _, text in fake_target.audit]
+    order = [word for word in sent if word in ("stop", "start")]
+    assert order == ["stop", "stop", "start", "start"]  # every rank stopped before any starts
+
+
+async def test_phase_one_failure_restores_every_node_and_restarts_nothing(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    fake_target.nodes[1].fail_once["daemon-reload"] = "Failed to reload daemon: boom\n"
+    invocations = [n.systemd.invocation for n in fake_target.nodes]
+    async with fake_target.open() as ts:
+        with pytest.raises(RestartError, match="every node restored, nothing restarted") as caught:
+            await apply_and_restart(ts, flags)
+        views = [await read_unit(node) for node in ts.nodes]
+    report = caught.value.report
+    assert report.phase == "rolled-back"
+    assert "boom" in (report.nodes[1].error or "") and report.nodes[0].error is None
+    assert all(n.restored for n in report.nodes)
+    assert [n.systemd.invocation for n in fake_target.nodes] == invocations
+    assert all(EXTRA not in v.flags.items for v in views)
+    assert not any("systemctl st" in text for text in fake_target.received)
+
+
+async def test_hand_edit_on_one_node_stops_before_any_write(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    async with fake_target.open() as ts:
+        await apply_and_restart(ts, flags)
+        node = fake_target.nodes[1].systemd
+        node.files[node.vendor] += "Nice=5\n"
+        node.reload()
+        written = dict(fake_target.nodes[0].systemd.files)
+        with pytest.raises(HandEditError, match="Nice=5"):
+            await restore_vendor_and_restart(ts)
+    assert fake_target.nodes[0].systemd.files == written
+
+
+async def test_a_node_lost_in_phase_two_leaves_the_target_diverged_until_reconciled(
+    fake_target: FakeTarget,
+) -> None:
+    flags = await _new_flags(fake_target)
+    fake_target.nodes[1].hang.add("stop")
+    async with fake_target.open() as ts:
+        with pytest.raises(RestartError, match="diverged") as caught:
+            await apply_and_restart(ts, flags)
+        report = caught.value.report
+        assert report.phase == "diverged" and "stop" in (report.nodes[1].error or "")
+        divergence = await ts.ledger.divergence()
+        assert divergence is not None and divergence.nodes == [ts.nodes[1].name]
+        with pytest.raises(DivergedError, match="reconcile"):
+            await apply_and_restart(ts, flags)
+        with pytest.raises(DivergedError):
+            await restart_target(ts)
+        fake_target.nodes[1].hang.clear()
+        fake_target.nodes[1].systemd.files[fake_target.nodes[1].systemd.dropin] = "# lost write\n"
+        fixed = await reconcile(ts)
+        assert fixed.phase == "reconciled" and fixed.nodes[1].written
+        assert await ts.ledger.divergence() is None
+        assert [(await read_unit(node)).flags for node in ts.nodes] == flags
+    assert fake_target.nodes[1].signals == ["TERM"]
+
+
+async def test_reset_failed_when_the_start_limit_tripped(fake_target: FakeTarget) -> None:
+    node = fake_target.nodes[0].systemd
+    node.active, node.result = "failed", "start-limit-hit"
+    async with fake_target.open() as ts:
+        report = await restart_target(ts)
+    assert report.nodes[0].reset_failed and not report.nodes[1].reset_failed
+    assert node.active == "active"
+
+
+def test_drain_signals() -> None:
+    metrics = (
+        "# HELP sglang:num_running_reqs running\n"
+        'sglang:num_running_reqs{model_name="q",tp_rank="0"} 3.0\n'
+        'sglang:num_running_reqs{model_name="q",tp_rank="1"} 2.0\n'
+        "sglang:num_running_reqs_total 9\n"
+    )
+    assert running_from_metrics(metrics) == 5
+    assert running_from_metrics("other 1\n") is None
+    journal = "Decode batch, #running-req: 4, #token: 10\nDecode batch, #running-req: 0, #token: 0\n"
+    assert running_from_journal(journal) == 0
+    assert running_from_journal("Prefill batch, #running-req: 7\n") == 7
+    assert running_from_journal("") == 0
+
+
+async def test_a_restore_that_fails_too_marks_the_target_diverged(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    fake_target.nodes[1].fail["daemon-reload"] = "Failed to reload daemon: boom\n"
+    async with fake_target.open() as ts:
+        with pytest.raises(RestartError, match="could not be undone") as caught:
+            await apply_and_restart(ts, flags)
+        assert caught.value.report.phase == "diverged"
+        assert (await ts.ledger.divergence()) is not None
+        fake_target.nodes[1].fail.clear()
+        assert (await reconcile(ts)).phase == "reconciled"
+        views = [await read_unit(node) for node in ts.nodes]
+        assert all(EXTRA not in view.flags.items for view in views)
+
+
+def test_neutral_dropin_has_no_service_section() -> None:
+    assert "[Service]" not in render_dropin(None)
+
+
+async def test_drain_polls_metrics_until_idle(fake_target: FakeTarget) -> None:
+    import asyncio
+
+    from bot.target.drain import DrainSettings, drain
+
+    answers = iter([3, 1, 0])
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        body = f'sglang:num_running_reqs{{tp_rank="0"}} {next(answers, 0)}.0\n'.encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    target = fake_target.target.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
+    try:
+        async with fake_target.open() as ts:
+            ts.target = target
+            report = await drain(ts, DrainSettings(limit_s=5, first_poll_s=0.01))
+            assert report.drained and report.source == "metrics" and report.last_running == 0
+            answers = iter([5] * 100)
+            stuck = await drain(ts, DrainSettings(limit_s=0.2, first_poll_s=0.05))
+            assert not stuck.drained and stuck.last_running == 5 and stuck.waited_s < 1
+    finally:
+        server.close()
+        await server.wait_closed()
+    async with fake_target.open() as ts:  # nothing listens: a server that is down has nothing to drain
+        assert (await drain(ts, DrainSettings(limit_s=1))).source == "down"
