@@ -151,10 +151,13 @@ class _Parser:
             elif token.startswith("--"):
                 self._dashed_option()
             elif (match := _OPTION_WORD.match(token)) and not match["value"].startswith(("=", ">", "<")):
-                if not self.is_option_word(token):
+                if self.is_option_word(token):
+                    self._option(match["key"], match["value"])
+                    self.pos += 1
+                elif any(slot.raw for slot in self.slots):
+                    self.words.append(self.take())  # `grep max_running_requests=`: a pattern, not an option
+                else:
                     self._unknown_option(token)
-                self._option(match["key"], match["value"])
-                self.pos += 1
             elif self.spec.expectations and LOOKS_LIKE_EXPECTATION.match(token):
                 self.expectations.append(self._expectation(self.take()))
             else:

@@ -59,6 +59,14 @@ def test_typographic_quotes_are_mended() -> None:
     assert tokenize("hypothesis add “a b” max_running_requests>=48")[2] == "a b"
 
 
+def test_a_grep_pattern_may_look_like_an_option_or_a_flag() -> None:
+    assert parse_command("grep max_running_requests= since=2h").positionals == {
+        "pattern": "max_running_requests="
+    }
+    assert parse_command("grep max_running_requests= since=2h").options == {"since": "2h"}
+    assert parse_command("grep --enable-metrics").positionals == {"pattern": "--enable-metrics"}
+
+
 def test_ids_and_parsed_fields() -> None:
     invocation = parse_command("hypothesis close #3 refuted")
     assert invocation.positionals == {"id": "3", "verdict": "refuted"}
