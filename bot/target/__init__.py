@@ -9,9 +9,8 @@ from bot.target.privileged import (
     dropin_backup_path,
     dropin_path,
     render,
-    sudoers_text,
-    validate_sudoers,
 )
+from bot.target.sudoers import sudoers_text, validate_sudoers
 
 __all__ = [
     "COMMANDS",

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, cast
 
-from bot.target.privileged import missing_programs, validate_sudoers
+from bot.target.sudoers import missing_programs, validate_sudoers
 from bot.testbed import cgroups, cleanup, network, node, probe
 from bot.testbed.config import twin_config_text, write_twin_config
 from bot.testbed.keys import ensure_client_key, write_known_hosts

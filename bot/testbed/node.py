@@ -16,7 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
-from bot.target.privileged import dropin_dir, sudoers_text
+from bot.target.privileged import dropin_dir
+from bot.target.sudoers import sudoers_text
 from bot.testbed import cgroups
 from bot.testbed.keys import new_host_key
 from bot.testbed.layout import HTTP_PORT, OPS_USER, UNIT, Layout, TestbedError

@@ -6,8 +6,9 @@ import pytest
 
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.target.dropin import read_dropin, write_dropin
-from bot.target.privileged import COMMANDS, render, sudoers_text, validate_sudoers
+from bot.target.privileged import COMMANDS, render
 from bot.target.restart import apply_and_restart, flags_for_nodes, restore_vendor_and_restart
+from bot.target.sudoers import sudoers_text, validate_sudoers
 from bot.target.table_match import identify
 from bot.target.unit import read_state, read_unit
 from bot.testbed import Testbed

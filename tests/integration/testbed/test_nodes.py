@@ -21,7 +21,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bot.target.privileged import dropin_backup_path, dropin_path, render, sudoers_text, validate_sudoers
+from bot.target.privileged import dropin_backup_path, dropin_path, render
+from bot.target.sudoers import sudoers_text, validate_sudoers
 from bot.testbed import OPS_USER, UNIT, Testbed
 
 if TYPE_CHECKING:

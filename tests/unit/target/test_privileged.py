@@ -17,10 +17,9 @@ from bot.target.privileged import (
     ParamError,
     _check_table,
     render,
-    sudoers_text,
     unit_bus_path,
-    validate_sudoers,
 )
+from bot.target.sudoers import sudoers_text, validate_sudoers
 
 UNIT = "sglang-qwen.service"
 
