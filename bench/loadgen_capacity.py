@@ -6,7 +6,7 @@ per-token truth traces on. flagbot's generator (`bot.bench.loadgen.run_load`, it
 process pinned to CPU 1) drives open-loop Poisson arrivals sized for `L` concurrent streams
 (`rate = L / request duration`, random phases: a steady state, not one synchronised burst per
 token), for `--seconds` per level, with each HTTP client (`--clients`: httpx over the aiohttp
-transport, the default, and aiohttp directly).
+transport, and aiohttp directly, which the generator uses by default because it measured cheaper).
 
 Per level it prints: streams, SSE events/s read, the client's CPU per event (whole run, and
 marginal: extra CPU / extra events against the previous level, so fixed costs cancel), the
