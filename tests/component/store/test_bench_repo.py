@@ -21,6 +21,7 @@ from bot.store.bench_repo import (
     load_comparison,
     load_set,
     save_set,
+    side_of,
 )
 from bot.store.models import MeasurementSet
 
@@ -164,6 +165,24 @@ def test_a_client_bound_set_is_not_judged_on_its_figures(store: Store) -> None:
     result = compare_by_id(store, a, loaded.set.id, save=False).result
     assert result.verdict == "undecided"
     assert result.next_action is not None and "client was the limit" in result.next_action
+
+
+def test_one_client_bound_level_does_not_void_the_others(store: Store) -> None:
+    a = a_set(store, "A", 48, 1.0, n=6)
+    rows = measurements(0.80, range(6))
+    for row in rows:
+        if row.concurrency == 64:
+            row.client_bound = True  # the client, not the server, limited this level only
+    loaded = save_set(
+        store,
+        MeasurementSet(target="sglang-qwen", client_bound=True, snapshot_id=seed_start(store, 48)),
+        rows,
+    )
+    assert loaded.set.id is not None
+    side = side_of(load_set(store, loaded.set.id))
+    assert side.client_bound_levels == frozenset({"c=64"})
+    result = compare_by_id(store, a, loaded.set.id, save=False).result
+    assert result.verdict == "regressed"  # judged at concurrency 1, where the client was fine
 
 
 def test_unknown_ids_are_named(store: Store) -> None:
