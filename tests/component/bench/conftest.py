@@ -8,14 +8,9 @@ The scenario is the shipped tiny-cpu slowed 4x (`decode_scale`): ~16 ms between 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from bot.twin.install import NODE_SITE, install_into
-from tests.support.twin_process import Twin, TwinFactory, tiny
+from tests.support.twin_process import Twin, tiny
 
 OUTPUT_LEN = 48
 """Measured requests ask for 48 tokens and warmups for 32: that is how the truth tells them apart."""
@@ -26,22 +21,6 @@ def slowed(**faults: Any) -> dict[str, Any]:
     document["timings"]["decode_scale"] = 4.0
     document["noise"]["request_cv"] = 0.0
     return document
-
-
-@pytest.fixture(scope="session")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("bench-node")
-    install_into(root, scenario=tiny())
-    return root / NODE_SITE
-
-
-@pytest.fixture
-def twins(layout: Path, tmp_path: Path) -> Iterator[TwinFactory]:
-    factory = TwinFactory(layout, tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.close()
 
 
 def measured_truth(twin: Twin, expected: int) -> list[dict[str, Any]]:

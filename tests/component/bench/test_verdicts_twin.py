@@ -33,7 +33,6 @@ from bot.sglang.log import parse_log_text
 from bot.store import Measurement, Snapshot, Store
 from bot.store.bench_repo import add_measurements, compare_by_id, save_set
 from bot.store.models import MeasurementSet
-from bot.twin.install import NODE_SITE, install_into
 from tests.support.twin_process import Twin, TwinFactory, tiny
 
 SLOW_FLAG = "--enable-fused-moe-sum-all-reduce"
@@ -76,23 +75,6 @@ def scenario() -> dict[str, object]:
         _rule(NOOP_FLAG, 1.06, {"min": "9.0", "max": "10.99", "min_cuda": "12.3"}),
     ]
     return document
-
-
-@pytest.fixture(scope="module")
-def verdict_node(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("verdict-node")
-    install_into(root, scenario=tiny())
-    return root / NODE_SITE
-
-
-@pytest.fixture
-def verdict_twins(verdict_node: Path, tmp_path: Path) -> Iterator[TwinFactory]:
-    """Only the pair under test runs: two idle twins less on a 2-core machine is less noise."""
-    factory = TwinFactory(verdict_node, tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.close()
 
 
 @pytest.fixture
@@ -167,10 +149,10 @@ def covers_truth(result: ComparisonResult, truth: float) -> bool:
     return cell.low - 0.02 <= truth - 1.0 <= cell.high + 0.02
 
 
-def test_a_fifteen_percent_slower_twin_is_regressed(verdict_twins: TwinFactory, store: Store) -> None:
-    twins = start_pair(verdict_twins, SLOW_FLAG, (101, 202))
-    result = measure(store, twins)
-    truth = true_speed(twins["B"]) / true_speed(twins["A"])
+def test_a_fifteen_percent_slower_twin_is_regressed(twins: TwinFactory, store: Store) -> None:
+    pair = start_pair(twins, SLOW_FLAG, (101, 202))
+    result = measure(store, pair)
+    truth = true_speed(pair["B"]) / true_speed(pair["A"])
     assert truth == pytest.approx(0.85, abs=0.04)
     assert result.verdict == "regressed", "\n".join(result.lines())
     assert result.guarded_by is not None and result.guarded_by.endswith(f"@c={CONCURRENCY}")
@@ -179,10 +161,10 @@ def test_a_fifteen_percent_slower_twin_is_regressed(verdict_twins: TwinFactory, 
     assert slots.verdict == "no effect"  # the flag costs speed here, not memory
 
 
-def test_a_no_op_flag_on_a_noisy_twin_is_no_effect(verdict_twins: TwinFactory, store: Store) -> None:
-    twins = start_pair(verdict_twins, NOOP_FLAG, (101, 707))
-    result = measure(store, twins)
-    truth = true_speed(twins["B"]) / true_speed(twins["A"])
+def test_a_no_op_flag_on_a_noisy_twin_is_no_effect(twins: TwinFactory, store: Store) -> None:
+    pair = start_pair(twins, NOOP_FLAG, (101, 707))
+    result = measure(store, pair)
+    truth = true_speed(pair["B"]) / true_speed(pair["A"])
     assert abs(truth - 1.0) < 0.005  # no real change; these two seeds' per-start draws differ by 0.2 %
     assert result.verdict == "no effect", "\n".join(result.lines())
     assert all(c.verdict == "no effect" for c in result.capacity), "\n".join(result.lines())

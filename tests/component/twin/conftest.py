@@ -7,25 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.twin.install import NODE_SITE, install_into
-from tests.support.twin_process import Twin, TwinFactory, tiny
-
-
-@pytest.fixture(scope="session")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A node root with the twin installed; returns its site-packages directory."""
-    root = tmp_path_factory.mktemp("twin-node")
-    install_into(root, scenario=tiny())
-    return root / NODE_SITE
-
-
-@pytest.fixture
-def twins(layout: Path, tmp_path: Path) -> Iterator[TwinFactory]:
-    factory = TwinFactory(layout, tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.close()
+from tests.support.twin_process import Twin, TwinFactory
 
 
 @pytest.fixture(scope="module")
