@@ -1,6 +1,32 @@
 """flagbot's store: sqlmodel tables, Alembic migrations, and one repository API (sync and async)."""
 
+from bot.store.loop_models import (
+    AuditEvent,
+    Baseline,
+    EvidenceRecord,
+    Experiment,
+    ExperimentStep,
+    Hypothesis,
+    Investigation,
+    KnowledgeObservation,
+    Lease,
+)
 from bot.store.models import Measurement, Snapshot
 from bot.store.store import AsyncStore, Store, StoreNotReadyError
 
-__all__ = ["AsyncStore", "Measurement", "Snapshot", "Store", "StoreNotReadyError"]
+__all__ = [
+    "AsyncStore",
+    "AuditEvent",
+    "Baseline",
+    "EvidenceRecord",
+    "Experiment",
+    "ExperimentStep",
+    "Hypothesis",
+    "Investigation",
+    "KnowledgeObservation",
+    "Lease",
+    "Measurement",
+    "Snapshot",
+    "Store",
+    "StoreNotReadyError",
+]
