@@ -56,6 +56,19 @@ class Change:
             data |= {"name": self.env_name, "value": self.env_value}
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Change:
+        """The change `to_json` stored (with an experiment's params): a list value is a multi-value flag."""
+        op = data["op"]
+        if op not in ("add", "set", "remove", "env-set", "env-unset"):
+            raise ValueError(f"unknown change op {op!r}")
+        if op in ("env-set", "env-unset"):
+            env_value = data.get("value")
+            return cls(op, env_name=str(data["name"]), env_value=None if env_value is None else str(env_value))
+        raw = data.get("value")
+        value: FlagValue = tuple(str(v) for v in raw) if isinstance(raw, list | tuple) else raw
+        return cls(op, str(data["flag"]), value)
+
 
 Canonicalise = Callable[[str], str]
 

@@ -8,6 +8,7 @@ produced it, so a human can re-run it on the host and see the same lines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,7 +80,110 @@ class JournalExcerpt:
         }
 
 
-Evidence = TextBlock | TableBlock | JournalExcerpt
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One metric before and after a change; cells are already text (`48`, `26`, `-45.8 %`)."""
+
+    metric: str
+    before: str
+    after: str
+    change: str
+    verdict: str
+    """improved, regressed, no-effect, pass, fail, ... (a renderer colours by it)."""
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "metric": self.metric,
+            "before": self.before,
+            "after": self.after,
+            "change": self.change,
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """Metrics of two runs side by side: the core of every verdict an experiment reports."""
+
+    title: str
+    rows: tuple[ComparisonRow, ...]
+    note: str = ""
+    kind: Literal["comparison"] = "comparison"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "rows": [row.to_json() for row in self.rows],
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True)
+class ChartBlock:
+    """A PNG on disk (a terminal prints the path, Slack uploads the file); `alt` says what it shows."""
+
+    title: str
+    path: str
+    alt: str = ""
+    kind: Literal["chart"] = "chart"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "title": self.title, "path": self.path, "alt": self.alt}
+
+
+@dataclass(frozen=True)
+class VerdictBlock:
+    """The answer first: one verdict word, a headline sentence, then the lines that justify it."""
+
+    verdict: str
+    headline: str
+    details: tuple[str, ...] = ()
+    kind: Literal["verdict"] = "verdict"
+
+    @property
+    def title(self) -> str:
+        return self.headline
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "verdict": self.verdict,
+            "headline": self.headline,
+            "details": list(self.details),
+        }
+
+
+Evidence = TextBlock | TableBlock | JournalExcerpt | MetricComparison | ChartBlock | VerdictBlock
+
+
+def evidence_from_json(data: Mapping[str, Any]) -> Evidence:
+    """A block back from its `to_json()` (stored evidence, a `--json` document); unknown kinds raise."""
+    kind = data.get("kind")
+    if kind == "text":
+        return TextBlock(data["text"], data.get("title", ""))
+    if kind == "table":
+        rows = tuple(tuple(str(cell) for cell in row) for row in data["rows"])
+        return TableBlock(data["title"], tuple(data["columns"]), rows, data.get("note", ""))
+    if kind == "journal":
+        return JournalExcerpt(
+            data["title"],
+            data["node"],
+            data["command"],
+            tuple(data["lines"]),
+            match_count=data.get("match_count"),
+            complete=data.get("complete", True),
+            highlight=data.get("highlight"),
+        )
+    if kind == "comparison":
+        return MetricComparison(
+            data["title"], tuple(ComparisonRow(**row) for row in data["rows"]), data.get("note", "")
+        )
+    if kind == "chart":
+        return ChartBlock(data["title"], data["path"], data.get("alt", ""))
+    if kind == "verdict":
+        return VerdictBlock(data["verdict"], data["headline"], tuple(data.get("details", ())))
+    raise ValueError(f"unknown evidence kind {kind!r}")
 
 
 @dataclass

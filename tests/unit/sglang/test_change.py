@@ -101,3 +101,23 @@ def test_describe_reads_back_in_the_grammar() -> None:
     assert Change("add", "--cuda-graph-bs", ("4", "8")).describe() == "add --cuda-graph-bs 4 8"
     assert Change("env-set", env_name="A", env_value="1").describe() == "env set A=1"
     assert Change("remove", "--x").describe() == "remove --x"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        Change("add", "--enable-metrics"),
+        Change("set", "--tp-size", "4"),
+        Change("add", "--cuda-graph-bs", ("1", "2", "4")),
+        Change("remove", "--device"),
+        Change("env-set", env_name="NCCL_DEBUG", env_value="INFO"),
+        Change("env-unset", env_name="NCCL_DEBUG"),
+    ],
+)
+def test_a_change_reads_back_from_its_json(change: Change) -> None:
+    assert Change.from_json(change.to_json()) == change
+
+
+def test_from_json_refuses_an_unknown_op() -> None:
+    with pytest.raises(ValueError, match="unknown change op 'replace'"):
+        Change.from_json({"op": "replace", "flag": "--x"})
