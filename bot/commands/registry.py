@@ -318,6 +318,14 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(TARGET,),
     ),
     CommandSpec(
+        "reconcile",
+        "Bring a diverged target back: every node gets the flags flagbot meant, ranks restart together.",
+        "mutating",
+        "reconcile [target=NAME]",
+        ("reconcile", "reconcile target=sglang-qwen"),
+        options=(TARGET,),
+    ),
+    CommandSpec(
         "checks",
         "Scheduled verification checks: list, pause, resume, run now, delete.",
         "read-only",
