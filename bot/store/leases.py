@@ -9,7 +9,7 @@ names the old holder and heartbeat: whoever changes one row wins, everyone else 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, update
@@ -51,17 +51,7 @@ class LeaseInfo:
 
     @classmethod
     def of(cls, row: Lease) -> LeaseInfo:
-        return cls(
-            target=row.target,
-            holder=row.holder,
-            host=row.host,
-            pid=row.pid,
-            purpose=row.purpose,
-            experiment_id=row.experiment_id,
-            acquired_at=row.acquired_at,
-            heartbeat_at=row.heartbeat_at,
-            ttl_s=row.ttl_s,
-        )
+        return cls(**{field.name: getattr(row, field.name) for field in fields(cls)})
 
     def expired(self, now: datetime | None = None) -> bool:
         """True when the last heartbeat is more than `ttl_s` seconds before `now`."""
@@ -120,17 +110,17 @@ def acquire(
         raise ValueError(f"lease ttl must be positive, got {ttl_s}")
     for _ in range(_ATTEMPTS):
         at = now or utcnow()
-        row = Lease(
-            target=target,
-            holder=holder,
-            host=host,
-            pid=pid,
-            purpose=purpose,
-            experiment_id=experiment_id,
-            acquired_at=at,
-            heartbeat_at=at,
-            ttl_s=ttl_s,
-        )
+        values = {
+            "holder": holder,
+            "host": host,
+            "pid": pid,
+            "purpose": purpose,
+            "experiment_id": experiment_id,
+            "acquired_at": at,
+            "heartbeat_at": at,
+            "ttl_s": ttl_s,
+        }
+        row = Lease(target=target, **values)
         with Session(store.engine, expire_on_commit=False) as session:
             session.add(row)
             try:
@@ -158,16 +148,7 @@ def acquire(
                     col(Lease.holder) == existing.holder,
                     col(Lease.heartbeat_at) == existing.heartbeat_at,
                 )
-                .values(
-                    holder=holder,
-                    host=host,
-                    pid=pid,
-                    purpose=purpose,
-                    experiment_id=experiment_id,
-                    acquired_at=at,
-                    heartbeat_at=at,
-                    ttl_s=ttl_s,
-                )
+                .values(**values)
             )
             session.commit()
         if taken.rowcount == 1:
