@@ -163,6 +163,36 @@ def _matching(name: str, pattern: re.Pattern[str], what: str) -> Callable[[objec
     return check
 
 
+_FLAG_WORD = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*(?:=.*)?$", re.DOTALL)
+_NEGATIVE_NUMBER = re.compile(r"^-(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+MAX_ARGV_WORDS: Final = 2000
+MAX_ARGV_WORD: Final = 16384
+
+
+def _argv_words(value: object) -> list[str]:
+    """An SGLang argv, one list element per word: a flag (`--x`, `--x=v`) or a value.
+
+    Each word becomes one argv element (quoted on its own for the remote shell), so a value may
+    hold spaces or quotes but never a control character or NUL (nothing that could end a line
+    in the shell or the audit log); a word starting with `-` must look like a flag or a
+    negative number. Whether a flag exists is the caller's business (it knows the host's list).
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        raise ParamError("argv: give a non-empty list of words")
+    if len(value) > MAX_ARGV_WORDS:
+        raise ParamError(f"argv: {len(value)} words, at most {MAX_ARGV_WORDS}")
+    words: list[str] = []
+    for word in value:
+        if not isinstance(word, str) or len(word) > MAX_ARGV_WORD:
+            raise ParamError(f"argv: {word!r} is not a word of at most {MAX_ARGV_WORD} characters")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in word):
+            raise ParamError(f"argv: {word!r} holds a control character")
+        if word.startswith("-") and not (_FLAG_WORD.match(word) or _NEGATIVE_NUMBER.match(word)):
+            raise ParamError(f"argv: {word!r} starts with '-' but is neither a flag name nor a number")
+        words.append(word)
+    return words
+
+
 PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "unit": unit_name,
     "properties": _names(r"^[A-Z][A-Za-z0-9]{0,63}$", "properties"),
@@ -191,6 +221,10 @@ PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "warmup_requests": _int_in("warmup_requests", 0, 1000),
     "bench_output": _matching("bench_output", BENCH_OUTPUT, "/tmp/flagbot-bench-<32 hex>.jsonl"),  # noqa: S108
 }
+LIST_PARAMS: Final[Mapping[str, Callable[[object], list[str]]]] = {
+    "argv": _argv_words,
+}
+"""Parameters that render to several argv words (a `Rest` token), each validated on its own."""
 DERIVED: Final[Mapping[str, Callable[[str], str]]] = {
     "dropin": lambda unit: str(dropin_path(unit)),
     "dropin_backup": lambda unit: str(dropin_backup_path(unit)),

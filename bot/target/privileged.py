@@ -17,7 +17,8 @@ Rules the table keeps (checked at import by `_check_table`):
 * programs are named by absolute path for sudo (`PROGRAMS`); sudo compares paths, and a rule
   for `systemctl restart sglang-qwen` is not one for `... sglang-qwen.service`.
 
-Extending: add a `NodeCommand` to `COMMANDS`; a new parameter needs a validator in `PARAMS`.
+Extending: add a `NodeCommand` to `COMMANDS`; a new parameter needs a validator in `PARAMS`
+(or in `LIST_PARAMS` for a `Rest` token: several words, each quoted on its own, unprivileged only).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Final
 from bot.target.params import (
     DERIVED,
     DROPIN_NAME,
+    LIST_PARAMS,
     PARAMS,
     SYSTEM_UNIT_DIR,
     UNIT_NAME,
@@ -47,6 +49,8 @@ __all__ = [
     "COMMANDS",
     "DERIVED",
     "DROPIN_NAME",
+    "DRY_RUN_PROGRAM",
+    "LIST_PARAMS",
     "PARAMS",
     "PROGRAMS",
     "SYSTEM_UNIT_DIR",
@@ -56,6 +60,7 @@ __all__ = [
     "Opt",
     "ParamError",
     "Rendered",
+    "Rest",
     "dropin_backup_path",
     "dropin_dir",
     "dropin_path",
@@ -85,6 +90,14 @@ would type them (the twin's `nvidia-smi` need not live in /usr/bin)."""
 
 # --- the table ----------------------------------------------------------------------------------
 
+DRY_RUN_PROGRAM: Final = (
+    "import sys; from sglang.srt.server_args import prepare_server_args; "
+    'print("server_args=" + repr(prepare_server_args(sys.argv[1:])), flush=True)'
+)
+"""Run by `python -c` with the flags as its argv: SGLang's own `prepare_server_args` (argparse,
+then `ServerArgs.__post_init__`), printed as the startup line prints it. Bad flags exit 2 with
+argparse's message; post-init warnings go to stderr. No braces: the text is a table literal."""
+
 
 @dataclass(frozen=True)
 class Opt:
@@ -94,8 +107,19 @@ class Opt:
     param: str
 
 
-Token = str | Opt
-"""A literal (which may hold `{param}` fields, filled with validated values) or an `Opt`."""
+@dataclass(frozen=True)
+class Rest:
+    """The command's last words: each element of a list parameter (`LIST_PARAMS`) as one argv word.
+
+    For an argv handed to a program whole (SGLang's own argument parser); never in a privileged
+    command, whose sudoers line must spell out every word.
+    """
+
+    param: str
+
+
+Token = str | Opt | Rest
+"""A literal (which may hold `{param}` fields, filled with validated values), an `Opt` or a `Rest`."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +144,7 @@ class NodeCommand:
         }
         if names & DERIVED.keys():
             names = (names - DERIVED.keys()) | {"unit"}
-        return frozenset(names)
+        return frozenset(names | {token.param for token in self.args if isinstance(token, Rest)})
 
     @property
     def optional(self) -> frozenset[str]:
@@ -280,6 +304,16 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="the installed SGLang version (the server may be down; /server_info needs it up)",
         ),
         _cmd(
+            "sglang-dry-run",
+            "env",
+            "{python}",
+            "-c",
+            DRY_RUN_PROGRAM,
+            Rest("argv"),
+            doc="SGLang's own argument resolution (argparse, then post-init) for a flag argv, printed "
+            "as `server_args=...`; loads no model, binds no port",
+        ),
+        _cmd(
             "journal-follow",
             "journalctl",
             "-u",
@@ -359,9 +393,15 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
 def _check_table() -> None:
     """The table's promises, checked at import so a bad extension fails every test at once."""
     for command in COMMANDS.values():
-        unknown = (command.required | command.optional) - PARAMS.keys()
+        rests = [token for token in command.args if isinstance(token, Rest)]
+        lists = {token.param for token in rests}
+        unknown = ((command.required | command.optional) - lists - PARAMS.keys()) | (
+            lists - LIST_PARAMS.keys()
+        )
         if unknown:
             raise AssertionError(f"{command.name}: parameters without a validator: {sorted(unknown)}")
+        if rests and (len(rests) > 1 or command.args[-1] is not rests[0]):
+            raise AssertionError(f"{command.name}: a Rest token comes last, once")
         if command.program not in PROGRAMS:
             raise AssertionError(f"{command.name}: program {command.program!r} has no absolute path")
         if command.privileged and (command.optional or command.required - {"unit"} or not command.args):
@@ -388,18 +428,25 @@ class Rendered:
 
 def _fill(command: NodeCommand, params: Mapping[str, object]) -> list[str]:
     values: dict[str, str] = {}
+    lists: dict[str, list[str]] = {}
+    rests = {token.param for token in command.args if isinstance(token, Rest)}
     for name, value in params.items():
         if name not in command.required | command.optional:
             raise ParamError(f"{command.name} takes no parameter {name!r}")
-        if value is not None:
+        if value is not None and name in rests:
+            lists[name] = LIST_PARAMS[name](value)
+        elif value is not None:
             values[name] = PARAMS[name](value)
-    missing = command.required - values.keys()
+    missing = command.required - values.keys() - lists.keys()
     if missing:
         raise ParamError(f"{command.name} needs {', '.join(sorted(missing))}")
     if "unit" in values:
         values |= {key: derive(values["unit"]) for key, derive in DERIVED.items()}
     out: list[str] = []
     for token in command.args:
+        if isinstance(token, Rest):
+            out.extend(lists[token.param])
+            continue
         if isinstance(token, Opt):
             raw = params.get(token.param)
             if isinstance(raw, bool):

@@ -17,11 +17,13 @@ from string import Formatter
 from bot.target.privileged import (
     COMMANDS,
     DERIVED,
+    LIST_PARAMS,
     PARAMS,
     PROGRAMS,
     NodeCommand,
     Opt,
     ParamError,
+    Rest,
     render_params,
 )
 
@@ -67,13 +69,17 @@ def _literal(token: str, word: str, params: dict[str, object], unit: str) -> dic
 
 
 def _match(
-    tokens: Sequence[str | Opt], words: Sequence[str], params: dict[str, object], unit: str
+    tokens: Sequence[str | Opt | Rest], words: Sequence[str], params: dict[str, object], unit: str
 ) -> Iterator[dict[str, object]]:
     if not tokens:
         if not words:
             yield params
         return
     token, rest = tokens[0], tokens[1:]
+    if isinstance(token, Rest):  # always last: it takes every remaining word
+        with contextlib.suppress(ParamError):
+            yield {**params, token.param: LIST_PARAMS[token.param](list(words))}
+        return
     if isinstance(token, Opt):
         yield from _match(rest, words, params, unit)  # absent
         if words and words[0] == token.flag:
