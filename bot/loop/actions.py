@@ -8,6 +8,7 @@ arguments are read from its signature once, at registration.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 from collections.abc import Awaitable, Callable
@@ -140,8 +141,8 @@ class StepContext:
     step_index: int = 0
     hypothesis_id: int | None = None
     investigation_id: int | None = None
-    lease_lost: bool = field(default=False)
-    """Set by the engine's heartbeat when another holder took the target; actions may check it."""
+    lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by the engine's heartbeat when the lease is gone: a long action (a benchmark) can stop early."""
 
     def session(self) -> TargetSession:
         if self.ts is None:

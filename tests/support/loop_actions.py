@@ -8,6 +8,7 @@ exactly when a step boundary is reached instead of sleeping.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +34,18 @@ class Probe:
         return self.reached.setdefault(name, asyncio.Event())
 
 
-NAMES = ("t_note", "t_fail", "t_stop", "t_wait", "t_check", "t_undo", "t_change", "t_steps_so_far", "t_any")
+NAMES = (
+    "t_note",
+    "t_fail",
+    "t_stop",
+    "t_wait",
+    "t_check",
+    "t_undo",
+    "t_change",
+    "t_steps_so_far",
+    "t_any",
+    "t_until_lost",
+)
 
 
 @contextmanager
@@ -66,9 +78,15 @@ def registered_actions() -> Iterator[Probe]:
         await probe.gate(gate).wait()
         return {"gate": gate}
 
+    @action("t_until_lost", summary="signal arrival, then wait until the engine says the lease is gone")
+    async def t_until_lost(ctx: StepContext) -> dict[str, Any]:
+        probe.arrived("lost").set()
+        await ctx.lease_lost.wait()
+        return {}
+
     @action("t_check", summary="the interrupt check: answer what the test set")
     async def t_check(ctx: StepContext) -> dict[str, Any]:
-        probe.calls.append(("t_check", {"state": dict(ctx.state)}))
+        probe.calls.append(("t_check", {"state": copy.deepcopy(ctx.state)}))
         return dict(probe.resume_answer)
 
     @action("t_undo", summary="an on_failure/on_cancel step", mutating=True)

@@ -1,0 +1,34 @@
+"""A flagbot process that dies mid-step: run `python -m tests.support.loop_crash DB PLAYBOOKS`.
+
+It runs the playbook `crashy` on target `t1` with the test actions, prints `arrived` when the
+step gated on `g` is in flight, and then waits for ever; the test kills it with SIGKILL, as a
+reboot or the OOM killer would, leaving a running experiment and a lease nobody heartbeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from bot.config import Settings
+from bot.loop.engine import Engine
+from bot.loop.playbook import load_playbooks
+from bot.loop.report import MemoryReporter
+from bot.store import AsyncStore, Store
+from tests.support.loop_actions import registered_actions
+
+
+async def main(db: Path, books: Path) -> None:
+    with registered_actions() as probe:
+        store = AsyncStore(Store.open(None, sqlite_path=db))
+        settings = Settings(database={"sqlite_path": db})
+        engine = Engine(settings, store, MemoryReporter(), lease_ttl_s=30, playbooks=load_playbooks([books]))
+        run = asyncio.create_task(engine.run("crashy", {}, target="t1", actor="alice"))
+        await probe.arrived("g").wait()
+        print("arrived", flush=True)
+        await run
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2])))
