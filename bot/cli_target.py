@@ -1,4 +1,4 @@
-"""`flagbot status|observe|grep|rollback`: the target commands of the CLI, same words as in Slack.
+"""`flagbot status|observe|grep|rollback|reconcile`: the target commands of the CLI, same words as in Slack.
 
 `bot.cli` hands these commands their raw words (parsed by the shared grammar: `target=`,
 `--target`, `since=`, `lines=`, `scope=`); this module runs them against the target over SSH
@@ -23,14 +23,17 @@ from rich.table import Table
 from bot.commands import Invocation
 from bot.config import Secrets, Settings
 from bot.config.schema import parse_duration
+from bot.loop.console import render_evidence
 from bot.target.errors import TargetError
-from bot.target.evidence import Evidence, JournalExcerpt, TableBlock, TextBlock
+from bot.target.evidence import Evidence, JournalExcerpt, TextBlock, evidence_from_json
 
 if TYPE_CHECKING:  # imported when a command runs: asyncssh and sqlalchemy cost ~0.8 s at start
     from bot.store import Store
     from bot.target.session import TargetSession
 
-TARGET_COMMANDS = frozenset({"status", "observe", "grep", "rollback"})
+__all__ = ["TARGET_COMMANDS", "CliError", "render_evidence", "run_target_command", "split_json"]
+
+TARGET_COMMANDS = frozenset({"status", "observe", "grep", "rollback", "reconcile"})
 JSON_SWITCH = "--json"
 
 
@@ -186,9 +189,33 @@ def _seconds(text: str) -> float:
 
 def _rollback(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
     async def run(ts: TargetSession) -> dict[str, Any]:
+        from bot.target.heal import heal_if_diverged
         from bot.target.rollback import rollback
 
-        return (await rollback(ts, trigger="on-demand", cache_dir=cache_dir(config))).to_json()
+        healed = await heal_if_diverged(ts, cache_dir=cache_dir(config))
+        data = (await rollback(ts, trigger="on-demand", cache_dir=cache_dir(config))).to_json()
+        if healed is not None:
+            data["reconciled"] = healed.to_json()
+            data["evidence"] = healed.to_json()["evidence"] + data["evidence"]
+        return data
+
+    return run
+
+
+def _reconcile(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
+    async def run(ts: TargetSession) -> dict[str, Any]:
+        from bot.target.heal import heal_if_diverged
+
+        healed = await heal_if_diverged(ts, cache_dir=cache_dir(config))
+        if healed is None:
+            text = f"{ts.name} is not diverged: every node runs the drop-in flagbot left; nothing to do."
+            return {
+                "target": ts.name,
+                "ok": True,
+                "diverged_nodes": [],
+                "evidence": [TextBlock(text).to_json()],
+            }
+        return healed.to_json()
 
     return run
 
@@ -196,48 +223,8 @@ def _rollback(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str,
 # --- output --------------------------------------------------------------------------------
 
 
-def render_evidence(console: Console, blocks: list[Evidence]) -> None:
-    """Evidence blocks as a terminal shows them (Slack has its own renderer)."""
-    for block in blocks:
-        if isinstance(block, TableBlock):
-            table = Table(title=block.title, title_justify="left", caption=block.note or None)
-            for column in block.columns:
-                table.add_column(column)
-            for row in block.rows:
-                table.add_row(*row)
-            console.print(table)
-        elif isinstance(block, TextBlock):
-            if block.title:
-                console.print(f"[bold]{block.title}[/bold]")
-            console.print(block.text, markup=False, highlight=False)
-        elif isinstance(block, JournalExcerpt):
-            console.print(block.title, style="bold", markup=False, soft_wrap=True)
-            console.print(f"  on {block.node}: {block.command}", markup=False, soft_wrap=True)
-            for line in block.lines:
-                style = "bold red" if block.highlight and line == block.highlight else None
-                console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
-        console.print()
-
-
 def _blocks(data: list[dict[str, Any]]) -> list[Evidence]:
-    blocks: list[Evidence] = []
-    for item in data:
-        if item["kind"] == "table":
-            rows = tuple(tuple(row) for row in item["rows"])
-            blocks.append(TableBlock(item["title"], tuple(item["columns"]), rows, item.get("note", "")))
-        elif item["kind"] == "text":
-            blocks.append(TextBlock(item["text"], item.get("title", "")))
-        else:
-            blocks.append(
-                JournalExcerpt(
-                    item["title"],
-                    item["node"],
-                    item["command"],
-                    tuple(item["lines"]),
-                    highlight=item.get("highlight"),
-                )
-            )
-    return blocks
+    return [evidence_from_json(item) for item in data]
 
 
 def _print_status(console: Console, data: dict[str, Any]) -> None:
@@ -268,7 +255,11 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
         )
     console.print(f"known-good snapshot: {data['known_good_snapshot_id'] or 'none yet (run observe)'}")
     if data["diverged"]:
-        console.print(f"[bold red]diverged[/bold red]: {data['diverged']}")
+        diverged = data["diverged"]
+        console.print(
+            f"[bold red]diverged[/bold red]: {', '.join(diverged['nodes'])}: {diverged['reason']}; "
+            "`flagbot reconcile` (or any mutating command) brings the nodes back together once they answer"
+        )
 
 
 def _print(name: str, data: dict[str, Any]) -> None:
@@ -302,6 +293,8 @@ def run_target_command(name: str, invocation: Invocation, config: Settings, *, j
             action = _observe(config)
         elif name == "grep":
             action = _grep(invocation)
+        elif name == "reconcile":
+            action = _reconcile(config)
         else:
             action = _rollback(config)
         data = asyncio.run(_with_target(config, invocation, action))
@@ -318,6 +311,6 @@ def run_target_command(name: str, invocation: Invocation, config: Settings, *, j
     code = 0
     if name == "grep":
         code = 0 if any(item.get("count") for item in data["results"]) else 1
-    elif name == "rollback":
+    elif name in ("rollback", "reconcile"):
         code = 0 if data["ok"] else 1
     raise typer.Exit(code)
