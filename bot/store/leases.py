@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
@@ -110,7 +111,7 @@ def acquire(
         raise ValueError(f"lease ttl must be positive, got {ttl_s}")
     for _ in range(_ATTEMPTS):
         at = now or utcnow()
-        values = {
+        values: dict[str, Any] = {
             "holder": holder,
             "host": host,
             "pid": pid,
