@@ -51,14 +51,20 @@ def check_option(option: Option, value: str) -> str:
 
 
 def check_positional(slot: Positional, value: str) -> str:
-    """Ids are numbers (`12` or `#12`), names are lower-case words, choices are choices."""
-    if slot.choices and value not in slot.choices:
-        raise ValueError(f"expected one of {', '.join(slot.choices)}")
+    """Ids are numbers (`12` or `#12`), names are lower-case words, choices are choices.
+
+    An id slot with choices takes either (`revert 12`, `revert baseline`).
+    """
     if slot.kind == "id":
+        if value in slot.choices:
+            return value
         match = _ID.match(value)
         if not match:
-            raise ValueError("expected an id such as 12")
+            words = "".join(f" or `{choice}`" for choice in slot.choices)
+            raise ValueError(f"expected an id such as 12{words}")
         return match["id"]
+    if slot.choices and value not in slot.choices:
+        raise ValueError(f"expected one of {', '.join(slot.choices)}")
     if slot.kind == "name" and not _NAME.match(value):
         raise ValueError("expected a name of lower-case letters, digits, '-' and '_'")
     return value
