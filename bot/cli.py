@@ -17,7 +17,9 @@ import typer
 
 from bot import __version__
 from bot.cli_bench import register_bench
+from bot.cli_loop import register_loop
 from bot.cli_parse import parse_app
+from bot.cli_playbooks import register_playbooks
 from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
 from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
@@ -207,6 +209,8 @@ def _chat_command(name: str) -> None:
 for _spec in COMMANDS:
     _chat_command(_spec.name)
 register_bench(app)  # `bench` runs for real (bot/cli_bench.py); last registration wins
+register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
+register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
 
 
 def main() -> None:
