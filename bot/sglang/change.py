@@ -64,7 +64,9 @@ class Change:
             raise ValueError(f"unknown change op {op!r}")
         if op in ("env-set", "env-unset"):
             env_value = data.get("value")
-            return cls(op, env_name=str(data["name"]), env_value=None if env_value is None else str(env_value))
+            return cls(
+                op, env_name=str(data["name"]), env_value=None if env_value is None else str(env_value)
+            )
         raw = data.get("value")
         value: FlagValue = tuple(str(v) for v in raw) if isinstance(raw, list | tuple) else raw
         return cls(op, str(data["flag"]), value)

@@ -341,3 +341,21 @@ async def test_a_killed_process_is_reconciled_once_its_lease_is_stale(
     actions = [event.action for event in await store.run(audit_events, store.store, TARGET)]
     assert "takeover" in actions
     store._executor.shutdown(wait=True)
+
+
+async def test_without_an_interrupt_check_an_interrupted_run_is_rolled_back(
+    tmp_path: Path, settings: Settings, store: AsyncStore, probe: Probe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bot.loop import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "DEFAULT_INTERRUPT_CHECK", "t_no_such_check")
+    playbook = book(tmp_path, CRASHY.replace("on_interrupt: t_check\n", ""), "crashy")
+    run = asyncio.create_task(engine(settings, store).run(playbook, {}, target=TARGET, actor="alice"))
+    await started(probe, "g")
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    [outcome] = await engine(settings, store, playbooks={"crashy": playbook}).reconcile(TARGET)
+    assert outcome.status == "rolled-back"
+    assert outcome.summary == "interrupted and not resumed: the playbook has no interrupt check; rolled back"
+    assert "t_check" not in [name for name, _ in probe.calls]

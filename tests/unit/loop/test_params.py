@@ -76,7 +76,10 @@ def test_defaults_fill_what_is_not_given(book: Playbook) -> None:
             "playbook p: unknown parameter 'chagnes'; parameters: changes, expect, label, repeats, hypothesis, keep, dry",
         ),
         ({}, "playbook p: missing required parameter 'changes'"),
-        ({"changes": "--enable-metrcs"}, "playbook p: changes='--enable-metrcs': unknown flag --enable-metrcs"),
+        (
+            {"changes": "--enable-metrcs"},
+            "playbook p: changes='--enable-metrcs': unknown flag --enable-metrcs",
+        ),
         ({"changes": "--enable-metrics max_running_requests>=4"}, "only flag changes here"),
         (
             {"changes": "--enable-metrics", "expect": "max_running_requests>=48 junk"},
