@@ -11,9 +11,10 @@ not matched as text.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 SourceKind = Literal["sglang-source", "sglang-docs", "seeds", "observed"]
 Fact = Literal["summary", "versions", "auto_set", "requires", "implied", "memory", "speed"]
@@ -81,6 +82,20 @@ def capability_key(text: str, *, upper: bool = False) -> tuple[int, int]:
     return int(match[1]), (999 if upper else 0) if minor == "x" else int(minor)
 
 
+def _checked(check: Callable[[str], object]) -> AfterValidator:
+    def validate(value: str) -> str:
+        check(value)
+        return value
+
+    return AfterValidator(validate)
+
+
+Specifier = Annotated[str, _checked(parse_specifier)]
+"""A version specifier such as `>=0.5.10,<0.5.14`, checked when the file is read."""
+Capability = Annotated[str, _checked(capability_key)]
+"""A compute capability such as `9.0` or `10.x`, checked when the file is read."""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,25 +103,11 @@ class _Model(BaseModel):
 class CapabilityRule(_Model):
     """The GPUs a flag acts on: `any_of` (`9.0` exact, `10.x` any minor) and/or `min`/`max`."""
 
-    any_of: list[str] = Field(default_factory=list)
-    min: str | None = None
-    max: str | None = None
+    any_of: list[Capability] = Field(default_factory=list)
+    min: Capability | None = None
+    max: Capability | None = None
     checked_in: str = ""
     """Where SGLang makes the check, in words a human can grep for."""
-
-    @field_validator("any_of")
-    @classmethod
-    def _capabilities(cls, value: list[str]) -> list[str]:
-        for item in value:
-            capability_key(item)
-        return value
-
-    @field_validator("min", "max")
-    @classmethod
-    def _bound(cls, value: str | None) -> str | None:
-        if value is not None:
-            capability_key(value)
-        return value
 
     def allows(self, capability: str) -> bool | None:
         """Whether a GPU of `capability` is inside; None when `capability` cannot be read."""
@@ -176,7 +177,7 @@ class ImpliedRule(_Model):
     flag: str | None = None
     """The flag that spells `field`, when there is one (`--disable-piecewise-cuda-graph`)."""
     when: str = ""
-    versions: str | None = None
+    versions: Specifier | None = None
     unless_flags: list[str] = Field(default_factory=list)
     """Does not happen when one of these flags is given (SGLang respects an explicit value)."""
     only_with: list[str] = Field(default_factory=list)
@@ -185,13 +186,6 @@ class ImpliedRule(_Model):
     """Happens only when the flag's own value is one of these."""
     unless_env: list[str] = Field(default_factory=list)
     compute_capability: CapabilityRule | None = None
-
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_specifier(value)
-        return value
 
 
 class MemoryEffect(_Model):
@@ -211,7 +205,7 @@ class FlagEntry(_Model):
     """Everything the knowledge base holds about one flag."""
 
     summary: str = ""
-    versions: str | None = None
+    versions: Specifier | None = None
     deprecated: str | None = None
     auto_set: str | None = None
     """When SGLang sets this flag by itself, unasked."""
@@ -220,13 +214,6 @@ class FlagEntry(_Model):
     memory: MemoryEffect = Field(default_factory=MemoryEffect)
     speed: SpeedEffect = Field(default_factory=SpeedEffect)
     sources: list[Source] = Field(default_factory=list)
-
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_specifier(value)
-        return value
 
     def sources_about(self, fact: Fact) -> list[Source]:
         return [source for source in self.sources if fact in source.about or not source.about]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from bot.loop.knowledge import (
 )
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.launch import parse_flags
+from tests.unit.loop.kb_support import Obs
 
 AR = "--enable-flashinfer-allreduce-fusion"
 MOE = "--enable-fused-moe-sum-all-reduce"
@@ -43,19 +43,6 @@ REQUIRED = [
 @pytest.fixture(scope="module")
 def kb() -> KnowledgeBase:
     return KnowledgeBase.load()
-
-
-@dataclass
-class Obs:
-    flag: str
-    kind: str
-    text: str
-    target: str = "twin"
-    gpu_name: str | None = "NVIDIA GB10"
-    compute_capability: str | None = "12.1"
-    sglang_version: str | None = "0.5.10"
-    experiment_id: int | None = 7
-    observed_at: datetime = datetime(2026, 3, 9, 21, 45, tzinfo=UTC)
 
 
 # --- the packaged file ----------------------------------------------------------------------
@@ -257,19 +244,15 @@ def test_observation_stance() -> None:
     assert observation_stance(Obs(MOE, "effect", "throughput dropped 3%"), metric) == 0
     assert observation_stance(Obs(MOE, "note", "max_running_requests dropped"), metric) == 0
 
-    @dataclass
-    class WithDetail(Obs):
-        detail: dict[str, object] | None = None
-
     assert (
         observation_stance(
-            WithDetail(MOE, "effect", "", detail={"metric": metric, "before": 48, "after": 26}), metric
+            Obs(MOE, "effect", "", detail={"metric": metric, "before": 48, "after": 26}), metric
         )
         == 1
     )
     assert (
         observation_stance(
-            WithDetail(MOE, "effect", "", detail={"metric": metric, "before": 48, "after": 48}), metric
+            Obs(MOE, "effect", "", detail={"metric": metric, "before": 48, "after": 48}), metric
         )
         == -1
     )

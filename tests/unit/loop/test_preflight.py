@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -18,25 +17,13 @@ from bot.store.models import Snapshot
 from bot.target.flaglist import forget_cache
 from bot.target.session import TargetSession
 from bot.target.table_match import identify
+from tests.unit.loop.kb_support import Obs
 from tests.unit.target.conftest import make_target
 from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 AR = "--enable-flashinfer-allreduce-fusion"
 MOE = "--enable-fused-moe-sum-all-reduce"
 SPEC = "--speculative-algorithm"
-
-
-@dataclass
-class Obs:
-    flag: str
-    kind: str
-    text: str
-    target: str = "twin"
-    gpu_name: str | None = "NVIDIA GB10"
-    compute_capability: str | None = "12.1"
-    sglang_version: str | None = "0.5.10"
-    experiment_id: int | None = None
-    observed_at: datetime = datetime(2026, 3, 9, tzinfo=UTC)
 
 
 def resolve(argv: list[str]) -> tuple[int, bytes, bytes]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +10,7 @@ from bot.loop.knowledge import KnowledgeBase
 from bot.loop.rank import rank_hypotheses, rank_order
 from bot.sglang.catalog import FlagCatalog
 from bot.store.models import Snapshot
+from tests.unit.loop.kb_support import Obs
 
 AR = "--enable-flashinfer-allreduce-fusion"
 MOE = "--enable-fused-moe-sum-all-reduce"
@@ -28,19 +27,6 @@ PIECEWISE = {"disable_piecewise_cuda_graph": {"value": True, "was": False, "sour
 @pytest.fixture(scope="module")
 def kb() -> KnowledgeBase:
     return KnowledgeBase.load()
-
-
-@dataclass
-class Obs:
-    flag: str
-    kind: str
-    text: str
-    compute_capability: str | None = "12.1"
-    target: str = "twin"
-    gpu_name: str | None = "NVIDIA GB10"
-    sglang_version: str | None = "0.5.10"
-    experiment_id: int | None = 3
-    observed_at: datetime = datetime(2026, 3, 9, tzinfo=UTC)
 
 
 def snap(
