@@ -99,9 +99,15 @@ def test_a_bad_database_url_is_one_line_without_the_password(tmp_path: Path, url
 
 
 def test_a_command_not_built_yet_says_so_honestly() -> None:
-    result = flagbot("try", "add", "--enable-metrics")
+    result = flagbot("checks", "pause", "4")
     assert result.returncode == 3
     assert "not available" in result.stderr
+
+
+def test_try_without_a_target_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    result = flagbot("try", "add", "--enable-metrics", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown or missing target None" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_config_check_and_malformed_config(tmp_path: Path) -> None:
@@ -118,15 +124,15 @@ def test_config_check_and_malformed_config(tmp_path: Path) -> None:
 def test_db_upgrade_creates_sqlite_in_state(tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "database (sqlite) at revision 0002" in result.stdout
+    assert "database (sqlite) at revision 0003" in result.stdout
     assert (tmp_path / "state" / "flagbot.db").is_file()
-    assert "revision 0002" in flagbot("db", "current", cwd=tmp_path).stdout
+    assert "revision 0003" in flagbot("db", "current", cwd=tmp_path).stdout
 
 
 def test_db_upgrade_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path, env={"FLAGBOT_DATABASE_URL": postgres_url})
     assert result.returncode == 0, result.stderr
-    assert "database (postgresql) at revision 0002" in result.stdout
+    assert "database (postgresql) at revision 0003" in result.stdout
     assert not (tmp_path / "state").exists()
 
 

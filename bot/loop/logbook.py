@@ -1,0 +1,82 @@
+"""A target's story: what was tried, what it showed, what was learned, in time order.
+
+Why a function and not a query in the CLI: `flagbot log`, `/flagbot log` and the weekly digest
+tell the same story from the same rows (experiments, their hypotheses and verdicts, knowledge
+observations, baselines), so it is built once here as plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from bot.store import Store
+from bot.store.experiments import list_experiments
+from bot.store.hypotheses import list_hypotheses
+from bot.store.loop_models import Baseline, KnowledgeObservation
+
+
+@dataclass(frozen=True)
+class Entry:
+    at: datetime
+    kind: str
+    ref: str
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat(), "kind": self.kind, "ref": self.ref, "text": self.text}
+
+
+def _experiment_text(row: Any) -> str:
+    params = row.params or {}
+    what = row.playbook
+    changes = params.get("changes") or []
+    if changes:
+        from bot.sglang.change import Change
+
+        what += " " + ", ".join(Change.from_json(c).describe() for c in changes)
+    if params.get("expect"):
+        what += " expecting " + " ".join(params["expect"])
+    if params.get("what") or params.get("flags"):
+        what += f" {params.get('what') or ''} {params.get('flags') or ''}".rstrip()
+    outcome = row.status + (f", verdict {row.verdict}" if row.verdict else "")
+    summary = f": {row.summary}" if row.summary else ""
+    kept = row.state.get("kept")
+    tail = "" if kept is None else ("; kept" if kept else "; reverted")
+    culprits = row.state.get("culprits")
+    if culprits:
+        tail += "; culprit(s): " + ", ".join(culprits)
+    return f"{what} — {outcome}{summary}{tail}"
+
+
+def story(store: Store, target: str, *, since: datetime | None = None, limit: int = 50) -> list[Entry]:
+    """Experiments, hypotheses, baselines and observations of `target`, oldest first (the newest `limit`)."""
+    entries: list[Entry] = []
+    for row in list_experiments(store, target, since=since, limit=limit):
+        entries.append(Entry(row.created_at, "experiment", f"#{row.id}", _experiment_text(row)))
+    for hyp in list_hypotheses(store, target):
+        if since is not None and hyp.created_at < since:
+            continue
+        text = f"{hyp.statement} — {hyp.status}" + (f" ({hyp.because})" if hyp.because else "")
+        entries.append(Entry(hyp.resolved_at or hyp.created_at, "hypothesis", f"H{hyp.id}", text))
+    with Session(store.engine, expire_on_commit=False) as session:
+        baselines = session.exec(select(Baseline).where(Baseline.target == target)).all()
+        observations = session.exec(
+            select(KnowledgeObservation)
+            .where(KnowledgeObservation.target == target)
+            .order_by(col(KnowledgeObservation.id))
+        ).all()
+    for base in baselines:
+        if since is None or base.pinned_at >= since:
+            text = f"baseline pinned: snapshot #{base.snapshot_id}, set #{base.set_id}" + (
+                f" ({base.note})" if base.note else ""
+            )
+            entries.append(Entry(base.pinned_at, "baseline", f"B{base.id}", text))
+    for obs in observations:
+        if since is None or obs.observed_at >= since:
+            entries.append(Entry(obs.observed_at, "learned", obs.flag, obs.text))
+    entries.sort(key=lambda entry: (entry.at, entry.kind))
+    return entries[-limit:]

@@ -1,0 +1,173 @@
+"""The read-only loop commands as data: hypothesis add/list/show/close, log, baseline show/diff.
+
+Why data (tables and lines) and not printing: the CLI prints it with rich, Slack renders the
+same tables as Block Kit, and `--json` hands it to scripts; all three read the same rows the
+same way (`bot.store` repositories, `bot.loop.logbook`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlmodel import Session
+
+from bot.commands import Invocation
+from bot.loop.logbook import story
+from bot.sglang.change import diff_flagsets
+from bot.store import Store
+from bot.store.baselines import current_baseline
+from bot.store.bench_repo import load_set
+from bot.store.hypotheses import (
+    add_hypothesis,
+    experiments_of,
+    get_hypothesis,
+    list_hypotheses,
+    resolve_hypothesis,
+)
+from bot.store.models import Snapshot
+
+FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
+
+
+def _table(title: str, columns: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    return {
+        "title": title,
+        "columns": columns,
+        "rows": [[("-" if c is None else str(c)) for c in r] for r in rows],
+    }
+
+
+def read(store: Store, invocation: Invocation, target: str, *, actor: str) -> dict[str, Any]:
+    if invocation.name == "hypothesis":
+        return _hypothesis(store, invocation, target, actor)
+    if invocation.name == "log":
+        return _log(store, invocation, target)
+    if invocation.name == "baseline":
+        return _baseline(store, target, diff=invocation.sub == "diff")
+    raise ValueError(f"{invocation.name} is not a read-only loop command")
+
+
+def _hypothesis(store: Store, invocation: Invocation, target: str, actor: str) -> dict[str, Any]:
+    sub = invocation.sub or "list"
+    options = invocation.options
+    if sub == "add":
+        statement = str(invocation.positionals["text"])
+        found = FLAG.search(statement)
+        row = add_hypothesis(
+            store,
+            target=target,
+            statement=statement,
+            variable=found.group(0) if found else None,
+            expectations=[str(e) for e in invocation.expectations],
+            because=options.get("because"),
+            created_by=actor,
+        )
+        return {"hypothesis": row.model_dump(mode="json"), "lines": [f"hypothesis #{row.id} recorded (open)"]}
+    if sub == "close":
+        hypothesis_id = int(str(invocation.positionals["id"]))
+        row = resolve_hypothesis(
+            store,
+            hypothesis_id,
+            status=str(invocation.positionals["verdict"]),
+            because=options.get("because"),
+        )
+        return {"hypothesis": row.model_dump(mode="json"), "lines": [f"hypothesis #{row.id}: {row.status}"]}
+    if sub == "show":
+        hypothesis_id = int(str(invocation.positionals["id"]))
+        shown = get_hypothesis(store, hypothesis_id)
+        if shown is None:
+            raise LookupError(f"no hypothesis #{hypothesis_id}")
+        row = shown
+        experiments = experiments_of(store, hypothesis_id)
+        rows = [[e.id, e.playbook, e.status, e.verdict, e.summary] for e in experiments]
+        return {
+            "hypothesis": row.model_dump(mode="json"),
+            "experiments": [e.model_dump(mode="json") for e in experiments],
+            "lines": [
+                f"hypothesis #{row.id} ({row.status}): {row.statement}",
+                f"variable: {row.variable or '-'}; expectations: {', '.join(row.expectations) or '-'}",
+                f"because: {row.because or '-'}",
+            ],
+            "tables": [
+                _table("Experiments that tested it", ["id", "playbook", "status", "verdict", "summary"], rows)
+            ],
+        }
+    rows_found = list_hypotheses(store, target, status=options.get("status"))
+    rows = [
+        [
+            h.id,
+            h.status,
+            h.statement,
+            h.variable,
+            ", ".join(h.expectations),
+            len(experiments_of(store, int(h.id or 0))),
+        ]
+        for h in rows_found
+    ]
+    return {
+        "hypotheses": [h.model_dump(mode="json") for h in rows_found],
+        "tables": [
+            _table(
+                f"Hypotheses on {target}",
+                ["id", "status", "statement", "variable", "expects", "experiments"],
+                rows,
+            )
+        ],
+    }
+
+
+def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
+    limit = int(invocation.options.get("limit", 50))
+    entries = story(store, target, limit=limit)
+    rows = [[e.at.strftime("%Y-%m-%d %H:%M:%S"), e.kind, e.ref, e.text] for e in entries]
+    return {
+        "entries": [e.to_json() for e in entries],
+        "tables": [
+            _table(
+                f"What was tried on {target}, and what was learned",
+                ["when (UTC)", "kind", "ref", "what"],
+                rows,
+            )
+        ],
+    }
+
+
+def _baseline(store: Store, target: str, *, diff: bool) -> dict[str, Any]:
+    from bot.loop.steps.common import flags_from_json, snapshot_value
+
+    base = current_baseline(store, target)
+    if base is None:
+        return {
+            "ok": False,
+            "lines": [f"no baseline pinned on {target}: `flagbot baseline pin` measures and pins one"],
+        }
+    with Session(store.engine, expire_on_commit=False) as session:
+        snap = session.get(Snapshot, base.snapshot_id)
+    loaded = load_set(store, base.set_id) if base.set_id is not None else None
+    lines = [
+        f"baseline #{base.id} pinned {base.pinned_at:%Y-%m-%d %H:%M} UTC by {base.pinned_by}: snapshot #{base.snapshot_id}, "
+        f"set #{base.set_id}" + (f" ({base.note})" if base.note else ""),
+        f"effective max_running_requests {snapshot_value(snap, 'max_running_requests')} "
+        f"(parsed {snapshot_value(snap, 'parsed.max_running_requests')})",
+    ]
+    data: dict[str, Any] = {"baseline": base.model_dump(mode="json"), "lines": lines}
+    if loaded is not None:
+        rows = [
+            [level["concurrency"], level.get("output_throughput"), level.get("median_ttft_ms")]
+            for level in loaded.set.summary.get("levels", [])
+        ]
+        data["tables"] = [_table("Baseline benchmark", ["concurrency", "out tok/s", "TTFT p50 ms"], rows)]
+    if diff and snap is not None:
+        latest = store.latest_snapshot(target)
+        if latest is not None:
+            changes = diff_flagsets(
+                flags_from_json(snap.requested_flags), flags_from_json(latest.requested_flags)
+            )
+            data["diff"] = [c.to_json() for c in changes]
+            lines.append(
+                f"now (snapshot #{latest.id}): "
+                + (", ".join(c.describe() for c in changes) or "the same flags as the baseline")
+                + f"; effective max_running_requests {snapshot_value(latest, 'max_running_requests')}"
+            )
+    return data

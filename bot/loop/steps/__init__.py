@@ -1,0 +1,11 @@
+"""The domain actions of the built-in playbooks; importing this package registers them.
+
+`target_steps`: heal, snapshot, apply + restart, await the start, restore, the interrupt check.
+`measure_steps`: benchmark, compare, keep or revert. `state_steps`: revert plans, verify,
+baseline. `learn_steps`: the hypothesis log and knowledge observations. `analysis_steps`:
+preflight, ranked hypotheses, isolate.
+"""
+
+from bot.loop.steps import analysis_steps, learn_steps, measure_steps, state_steps, target_steps
+
+__all__ = ["analysis_steps", "learn_steps", "measure_steps", "state_steps", "target_steps"]

@@ -1,0 +1,332 @@
+"""Actions that think before and after a restart: preflight, ranked hypotheses, isolate.
+
+Preflight runs before anything changes (a refused change costs no restart); `propose` turns a
+regression into ranked hypotheses, each with the experiment that would test it; `isolate`
+finds the culprit among the flags changed since a good reference with as few restarts as
+delta debugging allows, ordered by that ranking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.steps.common import changes_of, expectations_of, flags_from_json
+from bot.loop.steps.target_steps import _get_snapshot
+from bot.store.observations import list_observations
+from bot.target.evidence import TableBlock, TextBlock
+
+
+def knowledge_base(ctx: StepContext) -> Any:
+    from bot.loop.knowledge import KnowledgeBase, knowledge_files
+
+    return KnowledgeBase.load(knowledge_files(ctx.settings.playbook_dirs))
+
+
+@action(
+    "preflight",
+    summary="Check the change before any restart: flag known, hardware gating, implied flags, downtime, drop-in diff",
+)
+async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any]:
+    from bot.loop.preflight import preflight as run_preflight
+
+    observations = await ctx.store.run(list_observations, ctx.store.store)
+    report = await run_preflight(
+        ctx.session(),
+        changes=changes_of(ctx),
+        kb=knowledge_base(ctx),
+        observations=observations,
+        cache_dir=ctx.cache_dir,
+        dry_run=True,
+    )
+    for block in report.evidence():
+        await ctx.emit(block)
+    if report.refused or report.new_flags is None:
+        raise ValueError(report.refused or "preflight could not work out the new flags")
+    ctx.state["intended_flags"] = report.new_flags.to_json()
+    ctx.state["intended_env"] = dict(report.env)
+    ctx.state["preflight"] = report.to_json()
+    if dry_run:
+        ctx.state["verdict"] = "dry-run"
+        raise StopPlaybook("dry run: preflight done, nothing changed on the target")
+    return {"warnings": len(report.warnings)}
+
+
+async def _rank(ctx: StepContext, before: Any, after: Any, metrics: list[str]) -> list[Any]:
+    """Ranked hypotheses for a regression, or [] while the ranker is not available."""
+    try:
+        from bot.loop.rank import rank_hypotheses
+    except ImportError:  # pragma: no cover - the ranker ships with the loop
+        return []
+    observations = await ctx.store.run(list_observations, ctx.store.store)
+    if before is None or after is None:
+        return []
+    proposals: list[Any] = rank_hypotheses(
+        before, after, regressed=metrics, kb=knowledge_base(ctx), observations=observations
+    )
+    return proposals
+
+
+def test_command(experiment: dict[str, Any], expect: str) -> str:
+    """The command that would test a proposed hypothesis, as the user would type it."""
+    if experiment.get("playbook") == "try":
+        return "try " + " ".join(experiment.get("changes") or []) + (f" {expect}" if expect else "")
+    return f"isolate {expect or experiment.get('metric', '')}".rstrip()
+
+
+@action(
+    "propose",
+    summary="On a regression: ranked hypotheses (which variable, why), each with the experiment that tests it",
+)
+async def propose(ctx: StepContext) -> dict[str, Any]:
+    verdict = ctx.state.get("verdict")
+    if verdict not in ("regressed", "fail"):
+        return {"skipped": f"verdict {verdict}: nothing to explain"}
+    from bot.loop.steps.state_steps import _reference
+
+    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    if ctx.playbook == "verify":
+        before = await _reference(ctx)
+    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    metrics = list(ctx.state.get("failed_metrics") or ["max_running_requests"])
+    expect = " ".join(ctx.params.get("expect") or []) or _capacity_expectation(before)
+    proposals = await _rank(ctx, before, after, metrics)
+    ctx.state["proposals"] = [p.to_json() for p in proposals]
+    if not proposals:
+        return {"proposals": 0}
+    rows = tuple(
+        (str(k), p.variable, p.statement, "; ".join(p.why)[:400], test_command(p.experiment, expect))
+        for k, p in enumerate(proposals, start=1)
+    )
+    await ctx.emit(
+        TableBlock(
+            "Hypotheses, most likely first",
+            ("rank", "variable", "hypothesis", "why", "the experiment that tests it"),
+            rows,
+            "isolate probes in this order; run the suggested command to test one",
+        )
+    )
+    return {"proposals": len(proposals), "top": proposals[0].variable}
+
+
+def _capacity_expectation(before: Any) -> str:
+    from bot.loop.steps.common import snapshot_value
+
+    value = snapshot_value(before, "max_running_requests")
+    return f"max_running_requests>={value}" if value is not None else ""
+
+
+async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
+    from bot.bench.run import run_plan
+    from bot.loop.steps.common import bench_value, expectations_of, fmt, is_server_metric, snapshot_value
+    from bot.loop.steps.measure_steps import _plan
+
+    snap = await ctx.store.run(_get_snapshot, ctx.store.store, snapshot_id)
+    summary = None
+    expectations = expectations_of(ctx)
+    if any(not is_server_metric(e.metric) for e in expectations):
+        run = await run_plan(_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
+        summary = run.set.summary
+    reference_summary = ctx.state.get("reference_summary")
+    seen, ok = [], True
+    for expectation in expectations:
+        server = is_server_metric(expectation.metric)
+        actual = (
+            snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
+        )
+        base = None if server else bench_value(reference_summary, expectation.metric)
+        holds = expectation.holds(actual, base)
+        ok = ok and holds
+        seen.append(f"{expectation.metric}={fmt(actual)}")
+    return ok, ", ".join(seen)
+
+
+def _changed(good: Any, bad: Any) -> dict[str, Any]:
+    from bot.sglang.change import diff_flagsets
+
+    return {c.flag: c for c in diff_flagsets(good, bad) if c.flag is not None and c.flag != "--node-rank"}
+
+
+def _latest_regressed_try(store: Any, target: str) -> Any:
+    from bot.store.experiments import list_experiments
+
+    for experiment in list_experiments(store, target, limit=50):
+        regressed = experiment.playbook == "try" and experiment.verdict == "regressed"
+        if regressed and experiment.state.get("intended_flags"):
+            return experiment
+    return None
+
+
+@action(
+    "isolate",
+    summary="Delta-debug the flags changed since a good reference; each probe is a restart",
+    mutating=True,
+)
+async def isolate_step(
+    ctx: StepContext, *, since: str = "baseline", profile: str | None = None, end: str = "good"
+) -> dict[str, Any]:
+    from bot.loop.isolate import ProbeRecord, isolate
+    from bot.loop.steps.common import describe_flags
+    from bot.loop.steps.state_steps import _reference
+    from bot.sglang.change import apply_changes
+    from bot.store.bench_repo import load_set
+    from bot.store.experiments import get_experiment
+    from bot.target.evidence import VerdictBlock
+    from bot.target.known_good import set_known_good
+    from bot.target.restart import apply_and_restart, flags_for_nodes
+    from bot.target.rollback import ensure_ready
+    from bot.target.unit import read_unit
+
+    ts = ctx.session()
+    if since == "baseline":
+        reference = await _reference(ctx)
+    else:
+        experiment = await ctx.store.run(get_experiment, ctx.store.store, int(since.lstrip("#")))
+        if experiment is None:
+            raise LookupError(f"no experiment #{since}")
+        reference = await ctx.store.run(
+            _get_snapshot, ctx.store.store, experiment.state.get("before_snapshot_id")
+        )
+    if reference is None:
+        raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
+    if ctx.state.get("reference_set_id") is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["reference_set_id"])
+        ctx.state["reference_summary"] = loaded.set.summary if loaded else None
+    view = await read_unit(ts.node0)
+    good = flags_from_json(reference.requested_flags)
+    bad = view.flags
+    changes = _changed(good, bad)
+    if not changes:
+        regressed = await ctx.store.run(_latest_regressed_try, ctx.store.store, ctx.target)
+        if regressed is None:
+            raise ValueError(
+                f"the target runs the flags of the reference (snapshot #{reference.id}) and no try regressed "
+                "since; nothing to isolate"
+            )
+        bad = flags_from_json(regressed.state["intended_flags"])
+        changes = _changed(good, bad)
+        await ctx.emit(
+            TextBlock(
+                f"the target is back on the reference's flags; isolating the change of experiment "
+                f"#{regressed.id} ({regressed.verdict}), whose flags fail: {', '.join(changes)}",
+                "Isolate",
+            )
+        )
+    ctx.state.setdefault("before_flags", view.flags.to_json())
+    ctx.state.setdefault("before_env", dict(view.env))
+    metrics = [e.metric for e in expectations_of(ctx)]
+    failing = {**reference.model_dump(), "requested_flags": bad.to_json()}
+    proposals = await _rank(ctx, reference, failing, metrics)
+    order = None
+    if proposals:
+        from bot.loop.rank import rank_order
+
+        order = rank_order(list(changes), proposals)
+        await ctx.emit(TextBlock("probe order (most suspect first): " + ", ".join(order), "Isolate"))
+    running: dict[str, Any] = {"flags": view.flags}
+
+    def config_for(subset: frozenset[str] | tuple[str, ...]) -> Any:
+        chosen = [changes[flag] for flag in changes if flag in subset]
+        flags, _ = apply_changes(good, {}, chosen)
+        return flags
+
+    async def restart_into(flags: Any, reason: str, *, promote: bool) -> Any:
+        report = await apply_and_restart(
+            ts, flags_for_nodes(flags, len(ts.nodes)), None, force=True, reason=reason
+        )
+        ctx.state["applied"] = True
+        running["flags"] = flags
+        previous = {node.node: node.old_invocation for node in report.nodes}
+        return await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=promote)
+
+    async def probe(subset: frozenset[str]) -> bool:
+        if await ctx.cancelled():
+            raise RuntimeError("cancelled between two probes")
+        flags = config_for(subset)
+        outcome = await restart_into(flags, f"experiment #{ctx.experiment_id}: isolate probe", promote=False)
+        if outcome.observation is None:
+            running["seen"] = "the start failed"
+            running["flags"] = None  # rolled back to known-good by ensure_ready
+            return False
+        passed, running["seen"] = await _probe_passes(ctx, outcome.observation.snapshot_id, profile)
+        return passed
+
+    async def record(item: ProbeRecord) -> None:
+        applied = ", ".join(item.applied) or "none"
+        await ctx.emit(
+            TextBlock(
+                f"probe {item.index} (a restart): reference + [{applied}] -> {running.get('seen')}: "
+                f"{'passes' if item.passed else 'FAILS'} ({item.note})",
+                f"Isolate probe {item.index}",
+            )
+        )
+
+    result = await isolate(list(changes), probe, order=order, on_probe=record)
+    ctx.state["isolate"] = result.to_json()
+    ctx.state["culprits"] = list(result.culprits)
+    settle = {"good": config_for(result.final), "reference": good, "current": view.flags}.get(end, good)
+    settled = ""
+    if running.get("flags") != settle:
+        outcome = await restart_into(settle, f"experiment #{ctx.experiment_id}: settle ({end})", promote=True)
+        if outcome.observation is None:
+            raise RuntimeError("the settling restart did not come back healthy")
+        settled = " + 1 restart to settle (not a probe)"
+    elif end == "good" and result.final_verified:
+        latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
+        if latest is not None and latest.id is not None and latest.ready:
+            await ctx.store.run(set_known_good, ctx.store.store, ctx.target, latest.id)
+    ctx.state["restored"] = True  # the target is where `end` said, nothing to undo
+    ctx.state["verdict"] = "found" if result.status == "found" else "not-found"
+    culprits = ", ".join(result.culprits) or "none"
+    ctx.state["summary"] = (
+        f"culprit(s): {culprits} after {len(result.probes)} probe restart(s){settled}; "
+        f"left on: {describe_flags(settle)}"
+    )
+    await ctx.emit(VerdictBlock(ctx.state["verdict"], ctx.state["summary"], (result.message,)))
+    return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
+
+
+@action("learn_isolate", summary="Record what isolate showed about each flag in the knowledge base")
+async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
+    from bot.loop.steps.learn_steps import gpu_facts
+    from bot.store.observations import add_observation
+
+    found = ctx.state.get("isolate") or {}
+    if found.get("status") != "found":
+        return {"observations": 0}
+    latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
+    gpu, cap = gpu_facts(latest)
+    version = latest.sglang_version if latest is not None else None
+    where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
+    expect = " ".join(ctx.params.get("expect") or [])
+    culprits = list(found.get("culprits") or [])
+    innocent = sorted(
+        {f for p in found.get("probes", []) if p["passed"] for f in p["applied"]} - set(culprits)
+    )
+    notes = [
+        (
+            flag,
+            "culprit",
+            f"isolate: {flag}{' (with ' + ', '.join(c for c in culprits if c != flag) + ')' if len(culprits) > 1 else ''} "
+            f"makes `{expect}` fail {where}",
+        )
+        for flag in culprits
+    ] + [
+        (flag, "not-culprit", f"isolate: {flag} alone keeps `{expect}` holding {where}") for flag in innocent
+    ]
+    for flag, kind, text in notes:
+        await ctx.store.run(
+            add_observation,
+            ctx.store.store,
+            flag=flag,
+            kind=kind,
+            text=text,
+            target=ctx.target,
+            gpu_name=gpu,
+            compute_capability=cap,
+            sglang_version=version,
+            experiment_id=ctx.experiment_id,
+            detail={"expect": ctx.params.get("expect"), "experiment_id": ctx.experiment_id},
+        )
+        await ctx.emit(TextBlock(text, "Learned"))
+    return {"observations": len(notes)}

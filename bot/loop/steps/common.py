@@ -1,0 +1,95 @@
+"""Helpers the domain actions share: the target's config, flag sets as JSON, metric values.
+
+Why JSON here: everything an action puts in `ctx.state` is stored with its step, so a run
+resumed in another process reads the same values back; flag sets and environments therefore
+travel as `FlagSet.to_json()` lists and plain dicts, never as live objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.config.schema import Target
+from bot.loop.actions import StepContext
+from bot.sglang.change import Change
+from bot.sglang.expectation import Expectation, parse_expectation
+from bot.sglang.flagset import FlagItem, FlagSet
+from bot.sglang.metrics import CAPACITY, STATUS
+from bot.store.models import Snapshot
+
+
+def target_of(ctx: StepContext) -> Target:
+    return ctx.settings.targets[ctx.target]
+
+
+def flags_from_json(items: Sequence[Mapping[str, Any]]) -> FlagSet:
+    """The inverse of `FlagSet.to_json()` (a list value is a multi-value flag)."""
+    out = []
+    for item in items:
+        value = item.get("value")
+        out.append(
+            FlagItem(str(item["flag"]), tuple(str(v) for v in value) if isinstance(value, list) else value)
+        )
+    return FlagSet(tuple(out))
+
+
+def changes_of(ctx: StepContext, key: str = "changes") -> list[Change]:
+    return [Change.from_json(item) for item in ctx.params.get(key) or []]
+
+
+def expectations_of(ctx: StepContext, key: str = "expect") -> list[Expectation]:
+    return [parse_expectation(text) for text in ctx.params.get(key) or []]
+
+
+def without_rank(flags: FlagSet) -> FlagSet:
+    """Node 0's flags minus `--node-rank` (each node gets its own when the flags are applied)."""
+    return FlagSet(tuple(item for item in flags.items if item.flag != "--node-rank"))
+
+
+def describe_flags(flags: FlagSet) -> str:
+    return " ".join(flags.argv())
+
+
+def snapshot_value(snapshot: Snapshot | Mapping[str, Any] | None, metric: str) -> Any:
+    """A capacity or status value of a start, as expectations name it.
+
+    `max_running_requests` is the *effective* value (capacity line, /server_info);
+    `parsed.max_running_requests` is what `server_args` printed.
+    """
+    if snapshot is None:
+        return None
+    data = snapshot if isinstance(snapshot, Mapping) else snapshot.model_dump()
+    effective = data.get("effective") or {}
+    if metric.startswith("parsed."):
+        return (data.get("server_args") or {}).get(metric.removeprefix("parsed."))
+    if metric == "ready":
+        return data.get("ready")
+    if metric == "startup_error":
+        return data.get("startup_error")
+    if metric == "startup_seconds":
+        return data.get("startup_seconds")
+    return effective.get(metric)
+
+
+def is_server_metric(metric: str) -> bool:
+    """Read from a start (no benchmark needed): capacity, status, printed server_args fields."""
+    return metric in CAPACITY or metric in STATUS or metric.startswith("parsed.")
+
+
+def bench_value(summary: Mapping[str, Any] | None, metric: str) -> float | None:
+    """A benchmark metric of a set: the mean at its highest concurrency level, where capacity binds."""
+    levels = [row for row in (summary or {}).get("levels", []) if row.get("concurrency") is not None]
+    if not levels:
+        return None
+    top = max(levels, key=lambda row: row["concurrency"])
+    value = top.get(metric)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)

@@ -1,0 +1,177 @@
+"""Actions that keep the log: open and resolve the experiment's hypothesis, add what was learned.
+
+Every try records a hypothesis ("this change moves capacity or throughput", or the user's own
+with `hypothesis=ID` / `because=`) and the verdict resolves it, so `flagbot log` can tell what
+was tried and what was learned. Observations go to the knowledge base's store table, and the
+next preflight cites them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.loop.actions import StepContext, action
+from bot.loop.steps.common import bench_value, changes_of, fmt, is_server_metric, snapshot_value
+from bot.loop.steps.target_steps import _get_snapshot
+from bot.sglang.expectation import parse_expectation
+from bot.store.bench_repo import load_set
+from bot.store.experiments import update_experiment
+from bot.store.hypotheses import add_hypothesis, get_hypothesis, resolve_hypothesis
+from bot.store.observations import add_observation
+from bot.target.evidence import TextBlock
+
+
+def gpu_facts(snapshot: Any) -> tuple[str | None, str | None]:
+    """(GPU name, compute capability) of node 0's first GPU in a snapshot, when nvidia-smi answered."""
+    if snapshot is None:
+        return None, None
+    gpus = (snapshot.effective or {}).get("gpus") or {}
+    for found in gpus.values():
+        if found:
+            first = found[0]
+            cap = first.get("compute_cap")
+            return first.get("name"), None if cap is None else str(cap)
+    return None, None
+
+
+@action("open_hypothesis", summary="Record the hypothesis this experiment tests (or link the given one)")
+async def open_hypothesis(ctx: StepContext) -> dict[str, Any]:
+    if ctx.state.get("hypothesis_id") is not None:
+        return {"hypothesis_id": ctx.state["hypothesis_id"]}
+    given = ctx.params.get("hypothesis") or ctx.hypothesis_id
+    if given is not None:
+        found = await ctx.store.run(get_hypothesis, ctx.store.store, int(given))
+        if found is None:
+            raise LookupError(f"no hypothesis #{given}; `hypothesis list` shows them")
+        hypothesis_id = int(given)
+    else:
+        changes = changes_of(ctx)
+        described = ", ".join(change.describe() for change in changes)
+        because = ctx.params.get("because")
+        statement = (
+            f"{described}: {because}"
+            if because
+            else f"{described} changes the target's capacity or throughput"
+        )
+        variable = next((c.flag or c.env_name for c in changes), None)
+        row = await ctx.store.run(
+            add_hypothesis,
+            ctx.store.store,
+            target=ctx.target,
+            statement=statement,
+            variable=variable,
+            expectations=list(ctx.params.get("expect") or []),
+            because=because,
+            created_by=ctx.actor,
+            investigation_id=ctx.investigation_id,
+        )
+        assert row.id is not None
+        hypothesis_id = row.id
+    ctx.state["hypothesis_id"] = hypothesis_id
+    await ctx.store.run(update_experiment, ctx.store.store, ctx.experiment_id, hypothesis_id=hypothesis_id)
+    return {"hypothesis_id": hypothesis_id}
+
+
+def _status_from(verdict: str) -> str:
+    return {"improved": "confirmed", "regressed": "confirmed", "no-effect": "refuted"}.get(
+        verdict, "inconclusive"
+    )
+
+
+@action("close_hypothesis", summary="Resolve the hypothesis by the verdict (or by its own expectations)")
+async def close_hypothesis(ctx: StepContext) -> dict[str, Any]:
+    hypothesis_id = ctx.state.get("hypothesis_id")
+    if hypothesis_id is None:
+        return {"skipped": "no hypothesis"}
+    hypothesis = await ctx.store.run(get_hypothesis, ctx.store.store, hypothesis_id)
+    verdict = str(ctx.state.get("verdict", "inconclusive"))
+    status = _status_from(verdict)
+    why = f"experiment #{ctx.experiment_id} ({ctx.playbook}): {verdict}"
+    if hypothesis is not None and hypothesis.expectations and not ctx.state.get("start_failed"):
+        after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+        summary = None
+        if ctx.state.get("after_set_id") is not None:
+            loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["after_set_id"])
+            summary = loaded.set.summary if loaded else None
+        results = []
+        for text in hypothesis.expectations:
+            expectation = parse_expectation(text)
+            metric = expectation.metric
+            actual = (
+                snapshot_value(after, metric) if is_server_metric(metric) else bench_value(summary, metric)
+            )
+            results.append((text, actual, expectation.holds(actual)))
+        status = "confirmed" if all(ok for _, _, ok in results) else "refuted"
+        why += "; " + ", ".join(f"{t}: {fmt(a)} {'holds' if ok else 'fails'}" for t, a, ok in results)
+    row = await ctx.store.run(resolve_hypothesis, ctx.store.store, hypothesis_id, status=status, because=why)
+    await ctx.emit(
+        TextBlock(f"hypothesis #{hypothesis_id} ({row.statement}): {status} — {why}", "Hypothesis")
+    )
+    return {"hypothesis_id": hypothesis_id, "status": status}
+
+
+def _implied_delta(before: Any, after: Any) -> dict[str, Any]:
+    a: Mapping[str, Any] = (before.implied if before is not None else {}) or {}
+    b: Mapping[str, Any] = (after.implied if after is not None else {}) or {}
+    return {key: value for key, value in b.items() if key not in a or a[key] != value}
+
+
+@action("learn", summary="Add what the experiment showed to the knowledge base (implied flags, effects)")
+async def learn(ctx: StepContext) -> dict[str, Any]:
+    if ctx.state.get("start_failed"):
+        return {"observations": 0}
+    changes = [c for c in changes_of(ctx) if c.flag is not None and c.op in ("add", "set")]
+    if not changes:
+        return {"observations": 0}
+    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    gpu, cap = gpu_facts(after)
+    version = after.sglang_version if after is not None else None
+    where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
+    together = " together with " + ", ".join(c.flag or "" for c in changes[1:]) if len(changes) > 1 else ""
+    count = 0
+    for change in changes:
+        flag = change.flag or ""
+        notes = []
+        implied = _implied_delta(before, after)
+        if implied:
+            notes.append(
+                (
+                    "implied",
+                    f"with {flag}{together} {where}, server_args also changed: "
+                    + ", ".join(f"{k}={v!r}" for k, v in sorted(implied.items())),
+                    {"implied": implied},
+                )
+            )
+        if len(changes) == 1:
+            a = snapshot_value(before, "max_running_requests")
+            b = snapshot_value(after, "max_running_requests")
+            verdict = ctx.state.get("verdict")
+            if a is not None and b is not None and a != b:
+                notes.append(
+                    (
+                        "capacity-lowered" if b < a else "capacity-raised",
+                        f"{change.describe()} {where} moved effective max_running_requests {a} -> {b}",
+                        {"before": a, "after": b},
+                    )
+                )
+            elif verdict == "no-effect":
+                notes.append(("no-effect", f"{change.describe()} {where} had no measurable effect", {}))
+        for kind, text, detail in notes:
+            await ctx.store.run(
+                add_observation,
+                ctx.store.store,
+                flag=flag,
+                kind=kind,
+                text=text,
+                target=ctx.target,
+                gpu_name=gpu,
+                compute_capability=cap,
+                sglang_version=version,
+                experiment_id=ctx.experiment_id,
+                detail={**detail, "experiment_id": ctx.experiment_id},
+            )
+            count += 1
+            await ctx.emit(TextBlock(text, "Learned"))
+    return {"observations": count}

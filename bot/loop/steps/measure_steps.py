@@ -1,0 +1,229 @@
+"""Actions that measure and judge: benchmark a start, compare with the reference, keep or revert.
+
+The verdict comes from `bot.bench.verdict.compare`: capacity exactly (the effective
+`max_running_requests` of both starts), throughput and latency with statistics, so a capacity
+cut is a regression even when throughput is within noise (the seeds' case).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.bench.run import BenchPlan, run_plan
+from bot.bench.verdict import VerdictSettings
+from bot.loop.actions import StepContext, action
+from bot.loop.steps.common import (
+    bench_value,
+    expectations_of,
+    flags_from_json,
+    fmt,
+    is_server_metric,
+    snapshot_value,
+    target_of,
+)
+from bot.loop.steps.target_steps import _get_snapshot
+from bot.store.bench_repo import compare_by_id, load_set
+from bot.target.evidence import ComparisonRow, MetricComparison, TableBlock, VerdictBlock
+from bot.target.known_good import set_known_good
+from bot.target.restart import apply_and_restart, flags_for_nodes
+from bot.target.rollback import ensure_ready
+
+VERDICTS = {
+    "improved": "improved",
+    "regressed": "regressed",
+    "no effect": "no-effect",
+    "undecided": "inconclusive",
+}
+
+
+def _plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
+    target = target_of(ctx)
+    name = profile or target.benchmark_profile
+    if name not in ctx.settings.bench:
+        raise ValueError(f"no benchmark profile {name!r}; profiles: {', '.join(sorted(ctx.settings.bench))}")
+    return BenchPlan.build(
+        target=ctx.target,
+        base_url=target.http_base(),
+        profile_name=name,
+        profile=ctx.settings.bench[name],
+        label=f"experiment #{ctx.experiment_id} {label}",
+        snapshot_id=snapshot_id,
+        bench_serving=target.bench_serving,
+    )
+
+
+@action(
+    "measure",
+    summary="Benchmark the running start with the profile; store the measurement set",
+    mutating=True,
+)
+async def measure(
+    ctx: StepContext, *, label: str = "after", profile: str | None = None, only_if_needed: bool = False
+) -> dict[str, Any]:
+    if ctx.state.get("start_failed"):
+        return {"skipped": "the start failed"}
+    if only_if_needed and all(is_server_metric(e.metric) for e in expectations_of(ctx)):
+        return {"skipped": "every expectation is read from the start itself; no benchmark needed"}
+    key = f"{label}_set_id"
+    if ctx.state.get(key) is not None:
+        return {"set_id": ctx.state[key], "reused": True}
+    snapshot_id = ctx.state.get(f"{label}_snapshot_id")
+    plan = _plan(ctx, label, snapshot_id, profile)
+    node = ctx.session().node0 if plan.backend == "bench_serving" else None
+    run = await run_plan(plan, store=ctx.store, node=node)
+    ctx.state[key] = run.set.id
+    rows = []
+    for level in run.set.summary.get("levels", []):
+        rows.append(
+            (
+                str(level["concurrency"]),
+                str(level["repeats"]),
+                fmt(level.get("output_throughput")),
+                fmt(level.get("median_ttft_ms")),
+                fmt(level.get("mean_tpot_ms")),
+                f"{level['completed']}/{level['failed']}",
+                "CLIENT-BOUND" if level.get("client_bound") else "ok",
+            )
+        )
+    await ctx.emit(
+        TableBlock(
+            f"Benchmark ({label}): set #{run.set.id}, profile {plan.profile_name}, backend {plan.backend}",
+            ("concurrency", "repeats", "out tok/s", "TTFT p50 ms", "TPOT ms", "ok/failed", "client"),
+            tuple(rows),
+            "means over repeats",
+        )
+    )
+    return {"set_id": run.set.id, "client_bound": run.set.client_bound}
+
+
+def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
+    rows = []
+    for metric, shown in (
+        ("parsed.max_running_requests", "max_running_requests (parsed, server_args)"),
+        ("max_running_requests", "max_running_requests (effective)"),
+        ("max_total_num_tokens", "max_total_num_tokens"),
+        ("available_gpu_mem_gb", "available_gpu_mem_gb"),
+    ):
+        a, b = snapshot_value(before, metric), snapshot_value(after, metric)
+        if a is None and b is None:
+            continue
+        change = f"{b - a:+g}" if isinstance(a, int | float) and isinstance(b, int | float) else ""
+        rows.append(ComparisonRow(shown, fmt(a), fmt(b), change, "same" if a == b else "changed"))
+    return rows
+
+
+@action(
+    "compare",
+    summary="Judge the start and its benchmark against the reference (capacity exactly, throughput with statistics)",
+)
+async def compare(ctx: StepContext) -> dict[str, Any]:
+    if ctx.state.get("start_failed"):
+        return {"skipped": "the start failed", "verdict": "failed-to-start"}
+    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    await ctx.emit(
+        MetricComparison(
+            "Capacity: before vs after, parsed vs effective side by side",
+            tuple(_capacity_rows(before, after)),
+            "parsed = what server_args printed; effective = the capacity line and /server_info",
+        )
+    )
+    reference, candidate = ctx.state.get("before_set_id"), ctx.state.get("after_set_id")
+    verdict = "inconclusive"
+    lines: list[str] = []
+    if reference is not None and candidate is not None:
+        settings = VerdictSettings.from_config(ctx.settings.verdicts)
+        compared = await ctx.store.run(
+            compare_by_id, ctx.store.store, reference, candidate, settings, single_look=True
+        )
+        verdict = VERDICTS[compared.result.verdict]
+        lines = compared.result.lines()
+        ctx.state["comparison_id"] = compared.row.id if compared.row else None
+    failed = await _expectations(ctx, after, candidate)
+    if failed and verdict in ("improved", "no-effect", "inconclusive"):
+        verdict = "regressed"
+        lines.append("an expectation of the command failed: " + "; ".join(failed))
+    ctx.state["verdict"] = verdict
+    ctx.state["summary"] = lines[0] if lines else f"verdict: {verdict}"
+    await ctx.emit(VerdictBlock(verdict, _headline(verdict, before, after), tuple(lines)))
+    return {"verdict": verdict, "comparison_id": ctx.state.get("comparison_id")}
+
+
+def _headline(verdict: str, before: Any, after: Any) -> str:
+    a = snapshot_value(before, "max_running_requests")
+    b = snapshot_value(after, "max_running_requests")
+    capacity = f"effective max_running_requests {fmt(a)} -> {fmt(b)}"
+    return f"{verdict}: {capacity}"
+
+
+async def _expectations(ctx: StepContext, after: Any, candidate_set: int | None) -> list[str]:
+    """The command's own expectations on the new start; returns the failed ones, described."""
+    expectations = expectations_of(ctx)
+    if not expectations:
+        return []
+    summary = None
+    if candidate_set is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, candidate_set)
+        summary = loaded.set.summary if loaded else None
+    failed = []
+    rows = []
+    for expectation in expectations:
+        metric = expectation.metric
+        actual = snapshot_value(after, metric) if is_server_metric(metric) else bench_value(summary, metric)
+        ok = expectation.holds(actual)
+        rows.append((str(expectation), fmt(actual), "pass" if ok else "FAIL"))
+        if not ok:
+            failed.append(f"{expectation} (measured {fmt(actual)})")
+    await ctx.emit(TableBlock("Expectations", ("expectation", "measured", "result"), tuple(rows)))
+    return failed
+
+
+@action("decide", summary="Keep or revert by the verdict and the target's policy", mutating=True)
+async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
+    verdict = ctx.state.get("verdict", "inconclusive")
+    if ctx.state.get("start_failed"):
+        return {"kept": False, "why": "the start failed (already rolled back per policy)"}
+    policy = target_of(ctx).policy.on_regression
+    if keep == "always":
+        kept, why = True, "keep=always"
+    elif keep == "never":
+        kept, why = False, "keep=never"
+    elif verdict == "regressed":
+        kept, why = policy != "revert", f"regressed; the target's policy on regression is {policy!r}"
+    else:
+        kept, why = True, f"{verdict}: kept"
+    ctx.state["kept"] = kept
+    if kept:
+        snapshot_id = ctx.state.get("after_snapshot_id")
+        if snapshot_id is not None:
+            await ctx.store.run(set_known_good, ctx.store.store, ctx.target, snapshot_id)
+        await ctx.emit(VerdictBlock(verdict, f"kept the change ({why})", ()))
+        return {"kept": True, "why": why}
+    ts = ctx.session()
+    flags = flags_from_json(ctx.state["before_flags"])
+    report = await apply_and_restart(
+        ts,
+        flags_for_nodes(flags, len(ts.nodes)),
+        ctx.state.get("before_env"),
+        reason=f"experiment #{ctx.experiment_id}: revert ({why})",
+    )
+    previous = {node.node: node.old_invocation for node in report.nodes}
+    outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
+    ok = outcome.observation is not None and outcome.observation.healthy
+    ctx.state["restored"] = ok
+    capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
+    await ctx.emit(
+        VerdictBlock(
+            verdict,
+            f"reverted the change ({why}); "
+            + (
+                f"back to the flags from before, healthy (max_running_requests {capacity})"
+                if ok
+                else "the server did not come back"
+            ),
+            (),
+        )
+    )
+    if not ok:
+        raise RuntimeError("the revert did not bring the server back healthy")
+    return {"kept": False, "why": why, "max_running_requests": capacity}

@@ -1,0 +1,265 @@
+"""Actions for revert, verify and baseline: plan the flags to go back to, observe, check, pin.
+
+Revert is the seeds' second write-up: take a change back, then *verify* that the effective
+values are the baseline's again (not merely that the flag is gone), with the numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.loop.actions import StepContext, action
+from bot.loop.steps.common import (
+    bench_value,
+    expectations_of,
+    flags_from_json,
+    fmt,
+    is_server_metric,
+    snapshot_value,
+)
+from bot.loop.steps.target_steps import _emit_observation, _get_snapshot
+from bot.sglang.change import Change
+from bot.sglang.flagset import FlagItem, FlagSet
+from bot.store.baselines import current_baseline, pin_baseline
+from bot.store.bench_repo import load_set
+from bot.store.experiments import get_experiment, list_experiments
+from bot.target.evidence import ComparisonRow, MetricComparison, TextBlock, VerdictBlock
+from bot.target.known_good import known_good
+from bot.target.observe import observe
+from bot.target.unit import read_unit
+
+CHECKED = ("max_running_requests", "max_total_num_tokens", "parsed.max_running_requests")
+TOKENS_TOLERANCE = 0.02
+"""max_total_num_tokens moves a little between starts (free memory measured at each start)."""
+
+
+async def _reference(ctx: StepContext) -> Any:
+    """The start to compare with: the pinned baseline's snapshot, else the known-good one."""
+    baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target)
+    if baseline is not None:
+        ctx.state["baseline_id"] = baseline.id
+        ctx.state["reference_set_id"] = baseline.set_id
+        return await ctx.store.run(_get_snapshot, ctx.store.store, baseline.snapshot_id)
+    return await ctx.store.run(known_good, ctx.store.store, ctx.target)
+
+
+def _latest_kept_try(store: Any, target: str) -> Any:
+    """The newest try whose change is still on the target (kept, and not reverted since)."""
+    reverted = set()
+    for experiment in list_experiments(store, target, limit=200):
+        if experiment.playbook == "revert" and experiment.status == "succeeded":
+            reverted.add(experiment.state.get("reverting_experiment"))
+        if experiment.playbook == "try" and experiment.state.get("kept") and experiment.id not in reverted:
+            return experiment
+    return None
+
+
+def _inverse(change: Change, before: FlagSet, current: list[FlagItem]) -> list[FlagItem]:
+    flag = change.flag
+    present = [item for item in current if item.flag == flag]
+    old = [item for item in before.items if item.flag == flag]
+    kept = [item for item in current if item.flag != flag]
+    if change.op == "add":
+        return kept
+    if change.op == "remove":
+        return current if present else [*current, *old]
+    if change.op == "set" and old:  # put the old value back where the flag is
+        out, done = [], False
+        for item in current:
+            if item.flag == flag:
+                if not done:
+                    out.extend(old)
+                    done = True
+                continue
+            out.append(item)
+        return out if done else [*current, *old]
+    return current
+
+
+@action(
+    "plan_revert",
+    summary="Work out the flags to go back to: an experiment's change undone, flags removed, or the baseline",
+)
+async def plan_revert(
+    ctx: StepContext, *, what: str | None = None, flags: str | None = None
+) -> dict[str, Any]:
+    ts = ctx.session()
+    names = [name for name in (flags or "").replace(",", " ").split() if name]
+    view = await read_unit(ts.node0)
+    current = list(view.flags.items)
+    env = dict(view.env)
+    reference = await _reference(ctx)
+    ctx.state["reference_snapshot_id"] = reference.id if reference is not None else None
+    if names:
+        unknown = [flag for flag in names if flag not in {item.flag for item in current}]
+        if unknown:
+            raise ValueError(f"not in the current flags: {', '.join(unknown)}")
+        base = flags_from_json(reference.requested_flags) if reference is not None else FlagSet(())
+        for flag in names:
+            current = _inverse(Change("add", flag), FlagSet(()), current)
+            current += [item for item in base.items if item.flag == flag]
+        described = "remove " + ", ".join(names)
+    elif what == "baseline":
+        if reference is None:
+            raise LookupError("no baseline pinned and no known-good start yet: `baseline pin` first")
+        current = list(flags_from_json(reference.requested_flags).items)
+        env = dict(reference.environment)
+        described = f"the baseline's flags (snapshot #{reference.id})"
+    else:
+        experiment = (
+            await ctx.store.run(get_experiment, ctx.store.store, int(what))
+            if what
+            else await ctx.store.run(_latest_kept_try, ctx.store.store, ctx.target)
+        )
+        if experiment is None or experiment.playbook != "try":
+            raise LookupError(f"no try experiment {'#' + what if what else 'on ' + ctx.target} to revert")
+        if not experiment.state.get("kept"):
+            raise ValueError(f"experiment #{experiment.id}'s change was not kept; nothing to revert")
+        before = flags_from_json(experiment.state.get("before_flags") or [])
+        for raw in reversed(experiment.params.get("changes") or []):
+            change = Change.from_json(raw)
+            if change.op == "env-set" and change.env_name:
+                old_env = experiment.state.get("before_env") or {}
+                if change.env_name in old_env:
+                    env[change.env_name] = old_env[change.env_name]
+                else:
+                    env.pop(change.env_name, None)
+            elif change.op == "env-unset" and change.env_name:
+                env[change.env_name] = (experiment.state.get("before_env") or {}).get(change.env_name, "")
+            else:
+                current = _inverse(change, before, current)
+        described = f"experiment #{experiment.id}'s change undone"
+        ctx.state["reverting_experiment"] = experiment.id
+    new = FlagSet(tuple(current))
+    if new == view.flags and env == dict(view.env):
+        raise ValueError("the target already runs these flags; nothing to revert")
+    ctx.state["intended_flags"] = new.to_json()
+    ctx.state["intended_env"] = env
+    ctx.state["before_flags"] = view.flags.to_json()
+    ctx.state["before_env"] = dict(view.env)
+    await ctx.emit(TextBlock(f"revert to {described}:\n{' '.join(new.argv())}", "Revert plan"))
+    return {"flags": new.argv(), "what": described}
+
+
+@action(
+    "verify_back",
+    summary="Check that the effective values are the baseline's again (pass/fail with the numbers)",
+)
+async def verify_back(ctx: StepContext) -> dict[str, Any]:
+    if ctx.state.get("start_failed"):
+        ctx.state["verdict"] = "fail"
+        return {"verdict": "fail"}
+    reference = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("reference_snapshot_id"))
+    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    rows, ok = [], True
+    for metric in CHECKED:
+        want, got = snapshot_value(reference, metric), snapshot_value(after, metric)
+        if want is None and got is None:
+            continue
+        same = want == got
+        if (
+            metric == "max_total_num_tokens"
+            and isinstance(want, int | float)
+            and isinstance(got, int | float)
+        ):
+            same = abs(got - want) <= TOKENS_TOLERANCE * max(1.0, abs(want))
+        ok = ok and same
+        rows.append(
+            ComparisonRow(metric, fmt(want), fmt(got), "" if same else "differs", "pass" if same else "fail")
+        )
+    verdict = "pass" if ok and reference is not None else "fail"
+    ctx.state["verdict"] = verdict
+    a, b = snapshot_value(reference, "max_running_requests"), snapshot_value(after, "max_running_requests")
+    ctx.state["summary"] = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): {verdict}"
+    await ctx.emit(MetricComparison("Back to the baseline? (baseline vs now)", tuple(rows)))
+    await ctx.emit(VerdictBlock(verdict, ctx.state["summary"]))
+    return {"verdict": verdict}
+
+
+@action("observe_now", summary="Re-read the running start without restarting it")
+async def observe_now(ctx: StepContext) -> dict[str, Any]:
+    obs = await observe(ctx.session(), cache_dir=ctx.cache_dir)
+    await _emit_observation(ctx, obs)
+    ctx.state["after_snapshot_id"] = obs.snapshot_id
+    ctx.state["before_snapshot_id"] = ctx.state.get("before_snapshot_id", obs.snapshot_id)
+    return {"snapshot_id": obs.snapshot_id, "healthy": obs.healthy}
+
+
+@action(
+    "check_expectations",
+    summary="Each expectation against the current start (parsed and effective shown), or the baseline's capacity",
+)
+async def check_expectations(ctx: StepContext) -> dict[str, Any]:
+    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    reference = await _reference(ctx)
+    expectations = expectations_of(ctx)
+    if not expectations:
+        from bot.sglang.expectation import parse_expectation
+
+        want = snapshot_value(reference, "max_running_requests")
+        if want is None:
+            raise LookupError("no expectation given and no baseline to compare with: `baseline pin` first")
+        expectations = [parse_expectation(f"max_running_requests>={want}")]
+    summary = ref_summary = None
+    if ctx.state.get("after_set_id") is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["after_set_id"])
+        summary = loaded.set.summary if loaded else None
+    if ctx.state.get("reference_set_id") is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["reference_set_id"])
+        ref_summary = loaded.set.summary if loaded else None
+    rows, failed = [], []
+    for expectation in expectations:
+        metric = expectation.metric
+        server = is_server_metric(metric)
+        actual = snapshot_value(after, metric) if server else bench_value(summary, metric)
+        base = snapshot_value(reference, metric) if server else bench_value(ref_summary, metric)
+        holds = expectation.holds(actual, base if isinstance(base, int | float) else None)
+        parsed = (
+            snapshot_value(after, f"parsed.{metric}") if server and not metric.startswith("parsed.") else None
+        )
+        rows.append(
+            ComparisonRow(
+                f"{expectation}" + (f" (parsed {fmt(parsed)})" if parsed is not None else ""),
+                fmt(base),
+                fmt(actual),
+                "effective" if server else "benchmark",
+                "pass" if holds else "fail",
+            )
+        )
+        if not holds:
+            failed.append(metric)
+    verdict = "fail" if failed else "pass"
+    ctx.state["verdict"] = verdict
+    ctx.state["failed_metrics"] = failed
+    ctx.state["summary"] = f"{len(expectations) - len(failed)}/{len(expectations)} expectations hold"
+    await ctx.emit(
+        MetricComparison(
+            "Expectations: baseline vs now", tuple(rows), "now = the effective value of this start"
+        )
+    )
+    await ctx.emit(VerdictBlock(verdict, ctx.state["summary"]))
+    return {"verdict": verdict, "failed": failed}
+
+
+@action("pin", summary="Pin the current start and its measurement as the target's baseline")
+async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
+    snapshot_id = ctx.state.get("after_snapshot_id")
+    if snapshot_id is None:
+        raise RuntimeError("nothing observed to pin")
+    row = await ctx.store.run(
+        pin_baseline,
+        ctx.store.store,
+        target=ctx.target,
+        snapshot_id=snapshot_id,
+        set_id=ctx.state.get("after_set_id"),
+        note=note,
+        pinned_by=ctx.actor,
+    )
+    snap = await ctx.store.run(_get_snapshot, ctx.store.store, snapshot_id)
+    capacity = snapshot_value(snap, "max_running_requests")
+    ctx.state["verdict"] = "pinned"
+    ctx.state["summary"] = (
+        f"baseline #{row.id}: snapshot #{snapshot_id}, set #{row.set_id}, max_running_requests {fmt(capacity)}"
+    )
+    await ctx.emit(TextBlock(ctx.state["summary"], "Baseline pinned"))
+    return {"baseline_id": row.id}

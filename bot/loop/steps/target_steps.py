@@ -1,0 +1,249 @@
+"""Actions that act on the target itself: heal, snapshot, apply + restart, await the start, roll back.
+
+Each action writes what it did to `ctx.state` before returning, so a run killed after any of
+them can be resumed (the flags flagbot meant are in `intended_flags`) or rolled back (the
+flags it started from are in `before_flags`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.loop.actions import StepContext, action
+from bot.loop.steps.common import describe_flags, flags_from_json
+from bot.store.baselines import current_baseline
+from bot.target.evidence import TextBlock
+from bot.target.heal import heal_if_diverged
+from bot.target.known_good import set_known_good
+from bot.target.nodestate import probe_health
+from bot.target.observe import Observation, observe
+from bot.target.restart import apply_and_restart, flags_for_nodes
+from bot.target.rollback import ensure_ready, rollback
+from bot.target.unit import read_unit
+
+
+@action(
+    "heal", summary="Reconcile a diverged target (every node back on the flags flagbot meant)", mutating=True
+)
+async def heal(ctx: StepContext) -> dict[str, Any]:
+    healed = await heal_if_diverged(ctx.session(), cache_dir=ctx.cache_dir)
+    if healed is None:
+        return {"diverged": False}
+    for block in healed.evidence:
+        await ctx.emit(block)
+    if not healed.ok:
+        raise RuntimeError("the diverged target was reconciled but did not come back healthy")
+    return {"diverged": True, "reconciled": True}
+
+
+async def _emit_observation(ctx: StepContext, obs: Observation) -> None:
+    for block in obs.evidence:
+        await ctx.emit(block)
+
+
+@action(
+    "snapshot_before", summary="Record the running start (reusing the pinned baseline's when it is the same)"
+)
+async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> dict[str, Any]:
+    ts = ctx.session()
+    view = await read_unit(ts.node0)
+    ctx.state["before_flags"] = view.flags.to_json()
+    ctx.state["before_env"] = dict(view.env)
+    baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target) if reuse_baseline else None
+    if baseline is not None:
+        from bot.store.models import Snapshot
+
+        snap = await ctx.store.run(_get_snapshot, ctx.store.store, baseline.snapshot_id)
+        same = snap is not None and flags_from_json(snap.requested_flags) == view.flags
+        same = same and snap is not None and snap.invocation_id == view.state.invocation_id
+        if same and isinstance(snap, Snapshot) and baseline.set_id is not None:
+            ctx.state["before_snapshot_id"] = snap.id
+            ctx.state["before_set_id"] = baseline.set_id
+            ctx.state["baseline_id"] = baseline.id
+            await ctx.emit(
+                TextBlock(
+                    f"the server still runs the pinned baseline #{baseline.id} (same start, invocation "
+                    f"{view.state.invocation_id}): its snapshot #{snap.id} and measurement set "
+                    f"#{baseline.set_id} are the reference; no new measurement needed.",
+                    "Before",
+                )
+            )
+            return {"snapshot_id": snap.id, "set_id": baseline.set_id, "reused_baseline": baseline.id}
+    obs = await observe(ts, cache_dir=ctx.cache_dir)
+    if not obs.healthy:
+        raise RuntimeError(
+            f"the server is not healthy before the change (health {obs.health}, "
+            f"error {obs.startup_error or 'none'}); fix or roll back first"
+        )
+    await _emit_observation(ctx, obs)
+    ctx.state["before_snapshot_id"] = obs.snapshot_id
+    if baseline is not None:
+        ctx.state["baseline_id"] = baseline.id
+    return {"snapshot_id": obs.snapshot_id, "invocation": obs.invocation}
+
+
+def _get_snapshot(store: Any, snapshot_id: int | None) -> Any:
+    from sqlmodel import Session
+
+    from bot.store.models import Snapshot
+
+    if snapshot_id is None:
+        return None
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.get(Snapshot, snapshot_id)
+
+
+@action(
+    "apply", summary="Write the intended flags on every node and restart the ranks together", mutating=True
+)
+async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
+    ts = ctx.session()
+    flags = flags_from_json(ctx.state["intended_flags"])
+    env = ctx.state.get("intended_env")
+    report = await apply_and_restart(
+        ts,
+        flags_for_nodes(flags, len(ts.nodes)),
+        env,
+        force=force,
+        reason=f"experiment #{ctx.experiment_id} ({ctx.playbook})",
+    )
+    ctx.state["applied"] = True
+    ctx.state["previous_invocations"] = {node.node: node.old_invocation for node in report.nodes}
+    await ctx.emit(
+        TextBlock(
+            f"wrote the drop-in on {len(report.nodes)} node(s), verified it after daemon-reload, and "
+            f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}",
+            "Applied",
+        )
+    )
+    return {"phase": report.phase, "duration_s": report.duration_s}
+
+
+@action(
+    "await_start",
+    summary="Wait until the new start is ready (journal + /health), observe it; roll back if it fails",
+)
+async def await_start(
+    ctx: StepContext, *, promote: bool = False, timeout_s: float | None = None
+) -> dict[str, Any]:
+    ts = ctx.session()
+    outcome = await ensure_ready(
+        ts,
+        previous=ctx.state.get("previous_invocations") or {},
+        timeout=timeout_s,
+        cache_dir=ctx.cache_dir,
+        promote=promote,
+    )
+    timings = outcome.readiness.timings
+    if outcome.observation is not None:
+        obs = outcome.observation
+        await _emit_observation(ctx, obs)
+        ctx.state["after_snapshot_id"] = obs.snapshot_id
+        ctx.state["after_invocation"] = obs.invocation
+        return {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}
+    ctx.state["start_failed"] = True
+    ctx.state["verdict"] = "failed-to-start"
+    if outcome.rollback is not None:
+        for block in outcome.rollback.evidence:
+            await ctx.emit(block)
+        ctx.state["rolled_back"] = outcome.rollback.ok
+        ctx.state["fatal_line"] = outcome.rollback.fatal_line
+        ctx.state["summary"] = (
+            "the server did not start with the change"
+            + (f" ({outcome.rollback.fatal_line})" if outcome.rollback.fatal_line else "")
+            + (
+                "; rolled back, healthy again"
+                if outcome.rollback.ok
+                else "; the rollback did not bring it back"
+            )
+        )
+    else:
+        failure = outcome.readiness.failure
+        ctx.state["summary"] = (
+            f"the server did not start: {failure.message if failure else 'unknown'} (left as is)"
+        )
+    return {"ready": False, "outcome": outcome.readiness.outcome, "timings": timings}
+
+
+@action(
+    "restore",
+    summary="Put back the flags the experiment started from (or the known-good ones)",
+    mutating=True,
+)
+async def restore(ctx: StepContext) -> dict[str, Any]:
+    """The on_failure / on_cancel step: undo what `apply` did, if it did anything.
+
+    Nothing is restarted when the change was never applied (a refused preflight, a cancel
+    before the restart) or was already rolled back by `await_start`.
+    """
+    if not ctx.state.get("applied") or ctx.state.get("rolled_back") or ctx.state.get("restored"):
+        return {"restored": False, "why": "nothing was applied, or it was already undone"}
+    ts = ctx.session()
+    before = ctx.state.get("before_flags")
+    if before is None:
+        result = await rollback(ts, trigger="on-demand", cache_dir=ctx.cache_dir, force=True)
+        for block in result.evidence:
+            await ctx.emit(block)
+        ctx.state["restored"] = result.ok
+        return {"restored": result.ok, "rolled_back": result.ok, "to": result.to}
+    flags = flags_from_json(before)
+    report = await apply_and_restart(
+        ts,
+        flags_for_nodes(flags, len(ts.nodes)),
+        ctx.state.get("before_env"),
+        force=True,
+        reason=f"experiment #{ctx.experiment_id}: restore",
+    )
+    previous = {node.node: node.old_invocation for node in report.nodes}
+    outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
+    ok = outcome.observation is not None and outcome.observation.healthy
+    ctx.state["restored"] = ok
+    capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
+    await ctx.emit(
+        TextBlock(
+            f"restored the flags from before experiment #{ctx.experiment_id}; "
+            + (f"healthy again (max_running_requests {capacity})" if ok else "the server did not come back"),
+            "Restored",
+        )
+    )
+    return {"restored": ok, "rolled_back": ok, "max_running_requests": capacity}
+
+
+@action(
+    "check_interrupted", summary="After a crash: resume if the target runs the intended flags and is healthy"
+)
+async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
+    import httpx
+
+    ts = ctx.session()
+    if not ctx.state.get("applied"):
+        return {"resume": True, "why": "nothing had been changed on the target yet"}
+    view = await read_unit(ts.node0)
+    intended = flags_from_json(ctx.state.get("intended_flags") or [])
+    async with httpx.AsyncClient(timeout=3.0, trust_env=False) as client:
+        health = await probe_health(client, ts.target.http_base() + "/health")
+    if view.flags == intended and health == 200:
+        return {"resume": True, "why": "the target runs the experiment's flags and answers /health 200"}
+    if view.flags == intended and view.state.active_state in ("activating", "active"):
+        outcome = await ensure_ready(ts, previous={}, cache_dir=ctx.cache_dir, promote=False)
+        if outcome.observation is not None:
+            ctx.state["after_snapshot_id"] = outcome.observation.snapshot_id
+            return {
+                "resume": True,
+                "why": "the target was still starting with the experiment's flags; now ready",
+            }
+        ctx.state["rolled_back"] = bool(outcome.rollback and outcome.rollback.ok)
+        return {"resume": False, "why": "the start with the experiment's flags failed"}
+    return {
+        "resume": False,
+        "why": f"the target runs other flags than the experiment meant, or is unhealthy (health {health})",
+    }
+
+
+@action("promote", summary="Make the current start the target's known-good configuration")
+async def promote(ctx: StepContext) -> dict[str, Any]:
+    snapshot_id = ctx.state.get("after_snapshot_id")
+    if snapshot_id is None:
+        return {"promoted": False}
+    await ctx.store.run(set_known_good, ctx.store.store, ctx.target, snapshot_id)
+    return {"promoted": True, "snapshot_id": snapshot_id}
