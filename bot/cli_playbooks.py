@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import os
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,16 @@ if TYPE_CHECKING:
     from bot.loop.report import RunOutcome
 
 _CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def lease_ttl_s() -> float:
+    """The lease's time-to-live: 60 s, or `FLAGBOT_LEASE_TTL_S` (tests shorten it to see a dead
+    holder's lease expire quickly; the heartbeat renews it every third of that)."""
+    raw = os.environ.get("FLAGBOT_LEASE_TTL_S", "")
+    try:
+        return max(1.0, float(raw)) if raw else 60.0
+    except ValueError:
+        return 60.0
 
 
 def register_playbooks(app: typer.Typer) -> None:
@@ -177,7 +188,7 @@ async def _run(
 
     astore = AsyncStore(store)
     reporter = MemoryReporter() if quiet else ConsoleReporter()
-    engine = Engine(config, astore, reporter, playbooks=books)
+    engine = Engine(config, astore, reporter, playbooks=books, lease_ttl_s=lease_ttl_s())
     actor = f"cli:{getpass.getuser()}@{socket.gethostname()}"
     try:
         reconciled = await engine.reconcile(target) if book.mutating else []

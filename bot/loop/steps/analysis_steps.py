@@ -166,7 +166,6 @@ async def isolate_step(
     ctx: StepContext, *, since: str = "baseline", profile: str | None = None, end: str = "good"
 ) -> dict[str, Any]:
     from bot.loop.isolate import ProbeRecord, isolate
-    from bot.loop.steps.common import describe_flags
     from bot.loop.steps.state_steps import _reference
     from bot.sglang.change import apply_changes
     from bot.store.bench_repo import load_set
@@ -278,9 +277,11 @@ async def isolate_step(
     ctx.state["restored"] = True  # the target is where `end` said, nothing to undo
     ctx.state["verdict"] = "found" if result.status == "found" else "not-found"
     culprits = ", ".join(result.culprits) or "none"
+    kept = [flag for flag in changes if flag not in result.culprits] if end == "good" else []
+    left = {"good": "the reference" + (" + " + ", ".join(kept) if kept else ""), "reference": "the reference"}
     ctx.state["summary"] = (
         f"culprit(s): {culprits} after {len(result.probes)} probe restart(s){settled}; "
-        f"left on: {describe_flags(settle)}"
+        f"left on {left.get(end, 'the flags it had before')}"
     )
     await ctx.emit(VerdictBlock(ctx.state["verdict"], ctx.state["summary"], (result.message,)))
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
