@@ -204,13 +204,14 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "bench",
         "Benchmark the running server with a profile; compare with a stored measurement set.",
         "mutating",
-        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [compare-to=ID] [target=NAME]",
+        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [compare-to=ID] [wait=DURATION] [target=NAME]",
         (
             "bench",
             "bench profile=quick concurrency=1,64",
             "bench profile=full repeats=5",
             "bench backend=bench_serving",
             "bench compare-to=12",
+            "bench wait=10m",
         ),
         options=(
             TARGET,
@@ -224,6 +225,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 ("builtin", "bench_serving"),
             ),
             Option("compare-to", "id", "a stored measurement set to judge this one against"),
+            Option(
+                "wait",
+                "duration",
+                "when the target's lease is held, wait this long for it (default 0: refuse at once)",
+            ),
         ),
     ),
     CommandSpec(
@@ -261,7 +267,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
             Sub(
                 "add",
                 "record a falsifiable statement",
-                positionals=(Positional("text", "the statement"),),
+                positionals=(Positional("text", "the statement", raw=True),),
                 expectations=True,
             ),
             Sub("list", "hypotheses on the target"),
