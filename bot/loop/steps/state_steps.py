@@ -6,6 +6,7 @@ values are the baseline's again (not merely that the flag is gone), with the num
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bot.loop.actions import StepContext, action
@@ -54,11 +55,23 @@ def _latest_kept_try(store: Any, target: str) -> Any:
     return None
 
 
-def _inverse(change: Change, before: FlagSet, current: list[FlagItem]) -> list[FlagItem]:
+def _identity(name: str) -> str:
+    return name
+
+
+def _inverse(
+    change: Change, before: FlagSet, current: list[FlagItem], canonical: Callable[[str], str] = _identity
+) -> list[FlagItem]:
+    """`current` with `change` undone; `before` holds the values it replaced. Names are compared
+    canonically (`--tp` in the unit is the `--tp-size` a change names)."""
     flag = change.flag
-    present = [item for item in current if item.flag == flag]
-    old = [item for item in before.items if item.flag == flag]
-    kept = [item for item in current if item.flag != flag]
+
+    def same(item: FlagItem) -> bool:
+        return canonical(item.flag) == flag
+
+    present = [item for item in current if same(item)]
+    old = [item for item in before.items if same(item)]
+    kept = [item for item in current if not same(item)]
     if change.op == "add":
         return kept
     if change.op == "remove":
@@ -66,7 +79,7 @@ def _inverse(change: Change, before: FlagSet, current: list[FlagItem]) -> list[F
     if change.op == "set" and old:  # put the old value back where the flag is
         out, done = [], False
         for item in current:
-            if item.flag == flag:
+            if same(item):
                 if not done:
                     out.extend(old)
                     done = True
@@ -74,6 +87,25 @@ def _inverse(change: Change, before: FlagSet, current: list[FlagItem]) -> list[F
             out.append(item)
         return out if done else [*current, *old]
     return current
+
+
+def _canonical_of(ctx: StepContext) -> Callable[[str], str]:
+    """The target's flag names made canonical (a name SGLang does not know stays as written)."""
+    from bot.sglang.catalog import FlagCatalog
+
+    version = ctx.settings.targets[ctx.target].sglang_version or "0.5.10"
+    try:
+        catalog = FlagCatalog.load(version)
+    except LookupError:
+        catalog = FlagCatalog.load("0.5.10")
+
+    def canonical(name: str) -> str:
+        try:
+            return catalog.canonical(name)
+        except ValueError:
+            return name
+
+    return canonical
 
 
 @action(
@@ -90,14 +122,16 @@ async def plan_revert(
     env = dict(view.env)
     reference = await _reference(ctx)
     ctx.state["reference_snapshot_id"] = reference.id if reference is not None else None
+    canonical = _canonical_of(ctx)
     if names:
-        unknown = [flag for flag in names if flag not in {item.flag for item in current}]
+        names = [canonical(name) for name in names]
+        unknown = [flag for flag in names if flag not in {canonical(item.flag) for item in current}]
         if unknown:
             raise ValueError(f"not in the current flags: {', '.join(unknown)}")
         base = flags_from_json(reference.requested_flags) if reference is not None else FlagSet(())
         for flag in names:
-            current = _inverse(Change("add", flag), FlagSet(()), current)
-            current += [item for item in base.items if item.flag == flag]
+            current = _inverse(Change("add", flag), FlagSet(()), current, canonical)
+            current += [item for item in base.items if canonical(item.flag) == flag]
         described = "remove " + ", ".join(names)
     elif what == "baseline":
         if reference is None:
@@ -127,7 +161,7 @@ async def plan_revert(
             elif change.op == "env-unset" and change.env_name:
                 env[change.env_name] = (experiment.state.get("before_env") or {}).get(change.env_name, "")
             else:
-                current = _inverse(change, before, current)
+                current = _inverse(change, before, current, canonical)
         described = f"experiment #{experiment.id}'s change undone"
         ctx.state["reverting_experiment"] = experiment.id
     new = FlagSet(tuple(current))

@@ -52,3 +52,13 @@ def test_inverse_changes_undo_add_set_and_remove() -> None:
     assert _inverse(Change("set", "--tp", "4"), before, after_set) == list(FLAGS.items)
     after_remove = list(FLAGS.items[:2])
     assert _inverse(Change("remove", "--enable-metrics"), before, after_remove) == list(FLAGS.items)
+
+
+def test_inverse_compares_names_canonically() -> None:
+    from bot.sglang.catalog import FlagCatalog
+
+    catalog = FlagCatalog.load("0.5.10")
+    before = FlagSet((FlagItem("--tp", "2"), FlagItem("--enable-metrics")))
+    now = [FlagItem("--tp-size", "4"), FlagItem("--enable-metrics")]
+    undone = _inverse(Change("set", "--tp-size", "4"), before, now, catalog.canonical)
+    assert undone == list(before.items)
