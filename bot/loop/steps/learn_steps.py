@@ -119,13 +119,13 @@ def _implied_delta(before: Any, after: Any) -> dict[str, Any]:
 
 @action("learn", summary="Add what the experiment showed to the knowledge base (implied flags, effects)")
 async def learn(ctx: StepContext) -> dict[str, Any]:
-    if ctx.state.get("start_failed"):
-        return {"observations": 0}
     changes = [c for c in changes_of(ctx) if c.flag is not None and c.op in ("add", "set")]
     if not changes:
         return {"observations": 0}
     before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
     after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    if ctx.state.get("start_failed"):
+        return await _learn_failure(ctx, changes, before)
     gpu, cap = gpu_facts(after)
     version = after.sglang_version if after is not None else None
     where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
@@ -175,3 +175,28 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
             count += 1
             await ctx.emit(TextBlock(text, "Learned"))
     return {"observations": count}
+
+
+async def _learn_failure(ctx: StepContext, changes: list[Any], before: Any) -> dict[str, Any]:
+    """A change the server would not start with is worth remembering, with its fatal line."""
+    gpu, cap = gpu_facts(before)
+    version = before.sglang_version if before is not None else None
+    fatal = ctx.state.get("fatal_line") or "no fatal line found"
+    described = ", ".join(change.describe() for change in changes)
+    text = f"{described}: the server did not start on {gpu or 'an unknown GPU'} ({cap or '?'}): {fatal}"
+    for change in changes:
+        await ctx.store.run(
+            add_observation,
+            ctx.store.store,
+            flag=change.flag or "",
+            kind="failure",
+            text=text,
+            target=ctx.target,
+            gpu_name=gpu,
+            compute_capability=cap,
+            sglang_version=version,
+            experiment_id=ctx.experiment_id,
+            detail={"fatal_line": ctx.state.get("fatal_line"), "experiment_id": ctx.experiment_id},
+        )
+    await ctx.emit(TextBlock(text, "Learned"))
+    return {"observations": len(changes)}

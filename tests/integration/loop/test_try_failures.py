@@ -1,0 +1,39 @@
+"""A try the server will not start with: failed to start, the fatal line in the evidence, rolled back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.store.observations import list_observations
+from bot.store.records import evidence_of
+from bot.testbed import Testbed
+from tests.integration.loop.support import flagbot, flagbot_json, store_of, write_config
+from tests.integration.target.support_control import on_baseline  # noqa: F401
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+FATAL = "Not enough memory"
+
+
+@pytest.mark.usefixtures("on_baseline")
+async def test_a_change_that_does_not_start_is_rolled_back_with_its_fatal_line(
+    testbed: Testbed, tmp_path: Path
+) -> None:
+    config = write_config(testbed, tmp_path)
+    assert (await flagbot(config, "db", "upgrade"))[0] == 0
+    _, status_before, _ = await flagbot_json(config, "status")
+    _, tried, err = await flagbot_json(config, "try", "add", "--mem-fraction-static", "0.2")
+    assert tried["verdict"] == "failed-to-start", (tried, err)
+    assert FATAL in tried["summary"] and "rolled back, healthy again" in tried["summary"]
+    store = store_of(config)
+    try:
+        evidence = [row.data for row in evidence_of(store, tried["experiment_id"])]
+        learned = list_observations(store, flag="--mem-fraction-static")
+    finally:
+        store.close()
+    excerpts = [b for b in evidence if b["kind"] == "journal"]
+    assert excerpts and any(FATAL in (b.get("highlight") or "") for b in excerpts)
+    assert [o.kind for o in learned] == ["failure"] and FATAL in learned[0].text
+    _, status, _ = await flagbot_json(config, "status")
+    assert status["health"] == 200 and status["flags"] == status_before["flags"]
