@@ -251,9 +251,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "hypothesis",
         "Keep the hypothesis log: add, list, show, close.",
         "read-only",
-        "hypothesis add TEXT [EXPECTATION] | list [status=STATUS] | show ID | close ID VERDICT [because=TEXT]",
+        "hypothesis add TEXT [EXPECTATION] [variable=FLAG] | list [status=STATUS] | show ID | close ID VERDICT [because=TEXT]",
         (
             'hypothesis add "fused MoE sum costs KV memory" max_running_requests>=48',
+            'hypothesis add "the fusion is a no-op on SM 12.1" variable=--enable-flashinfer-allreduce-fusion',
             "hypothesis list status=open",
             "hypothesis show 3",
             'hypothesis close 3 refuted because="48 was only the parsed value"',
@@ -262,6 +263,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
             TARGET,
             BECAUSE,
             Option("status", "choice", "filter by status", ("open", "confirmed", "refuted", "inconclusive")),
+            Option(
+                "variable", "text", "the one variable the hypothesis is about (default: a flag named in it)"
+            ),
         ),
         subs=(
             Sub(
@@ -327,9 +331,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "log",
         "The experiment and hypothesis log of a target.",
         "read-only",
-        "log [limit=N] [target=NAME]",
-        ("log", "log limit=20"),
-        options=(TARGET, Option("limit", "int", "at most this many entries")),
+        "log [limit=N] [since=DURATION] [target=NAME]",
+        ("log", "log limit=20", "log since=7d"),
+        options=(
+            TARGET,
+            Option("limit", "int", "at most this many entries"),
+            Option("since", "duration", "only what happened this recently"),
+        ),
     ),
     CommandSpec(
         "cancel",

@@ -58,7 +58,7 @@ def _hypothesis(store: Store, invocation: Invocation, target: str, actor: str) -
             store,
             target=target,
             statement=statement,
-            variable=found.group(0) if found else None,
+            variable=options.get("variable") or (found.group(0) if found else None),
             expectations=[str(e) for e in invocation.expectations],
             because=options.get("because"),
             created_by=actor,
@@ -119,7 +119,17 @@ def _hypothesis(store: Store, invocation: Invocation, target: str, actor: str) -
 
 def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
     limit = int(invocation.options.get("limit", 50))
-    entries = story(store, target, limit=limit)
+    since_text = invocation.options.get("since")
+    since = None
+    if since_text:
+        from datetime import UTC, datetime, timedelta
+
+        from bot.config.schema import parse_duration
+
+        window = parse_duration(since_text)
+        assert isinstance(window, timedelta)
+        since = datetime.now(UTC) - window
+    entries = story(store, target, since=since, limit=limit)
     rows = [[e.at.strftime("%Y-%m-%d %H:%M:%S"), e.kind, e.ref, e.text] for e in entries]
     return {
         "entries": [e.to_json() for e in entries],

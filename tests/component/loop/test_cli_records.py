@@ -97,3 +97,18 @@ def test_cancel_records_a_request_only_for_a_running_experiment(config: Path, tm
     assert code == 0 and cancelled["experiment_id"] == row.id and "cancel requested" in cancelled["lines"][0]
     code, again, _ = run(config, "cancel", str(row.id))
     assert again["experiment_id"] == row.id
+
+
+def test_a_hypothesis_names_its_variable_and_the_log_has_a_window(config: Path) -> None:
+    code, added, _ = run(
+        config,
+        "hypothesis",
+        "add",
+        "the fusion is a no-op here",
+        "variable=--enable-flashinfer-allreduce-fusion",
+    )
+    assert code == 0 and added["hypothesis"]["variable"] == "--enable-flashinfer-allreduce-fusion"
+    code, recent, _ = run(config, "log", "since=1h")
+    assert [entry["ref"] for entry in recent["entries"]] == [f"H{added['hypothesis']['id']}"]
+    code, _, err = run(config, "log", "since=soon")
+    assert code == 2 and "since" in err
