@@ -6,16 +6,30 @@ the console only and are taken off first: `--json` (one JSON object on stdout), 
 (a PNG of throughput and latency percentiles against concurrency) and `--base-url URL` (measure
 a server that is not a configured target, e.g. a local twin; the set is stored under
 `target=` or `adhoc`). Progress goes to stderr, one line per level and repeat.
+
+The target's lease (docs/loop.md, Leases): a benchmark puts load on the server, so it runs under
+the target's lease like a mutating playbook (holder `cli:USER@HOST:XXXXXXXX`, purpose `bench`,
+ttl `FLAGBOT_LEASE_TTL_S`, renewed every ttl/3, released at the end however the run ends). When
+someone else holds it, `wait=DURATION` waits for it (default 0: refuse at once); then bench exits
+1 with the holder named, before anything is contacted. bench always opens the store (every run
+is stored as a measurement set), so the lease is always available; it is taken whenever the load
+reaches a configured target: no `--base-url` (the target's own URL), `--base-url` equal to the
+target's URL, or `backend=bench_serving` (its client runs on the target's node 0). Only a
+`--base-url` server that is no configured target (stored under `target=` or `adhoc`) is measured
+without a lease: there is no target to lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import math
+import socket
 import statistics
 import sys
 from contextlib import AsyncExitStack
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +97,26 @@ def bench(ctx: typer.Context) -> None:
     backend = options.get("backend") or config.bench[profile_name].backend
     if backend == "bench_serving" and target is None:
         raise cli.fail("error: backend=bench_serving runs on a target's node 0: name a configured target")
+    from bot.config.schema import parse_duration
+
+    wait = options.get("wait", "0")
+    delay = parse_duration(wait)  # the grammar checked it: a timedelta
+    wait_s = delay.total_seconds() if isinstance(delay, timedelta) else 0.0
+    leased = target is not None and (
+        local["base_url"] is None
+        or backend == "bench_serving"
+        or local["base_url"].rstrip("/") == target.http_base().rstrip("/")
+    )
 
     from bot.bench.loadgen import LoadError
     from bot.bench.run import BenchPlan
-    from bot.store import StoreNotReadyError
+    from bot.cli_playbooks import lease_ttl_s
+    from bot.store import AsyncStore, StoreNotReadyError
     from bot.store.bench_repo import UnknownMeasurementSetError, load_set
+    from bot.store.leases import LeaseHeld
 
     store = cli._store()
+    astore = AsyncStore(store)  # the lease and the run's writes, off the event loop
     try:
         try:
             store.check_ready()
@@ -112,14 +139,20 @@ def bench(ctx: typer.Context) -> None:
             backend="bench_serving" if backend == "bench_serving" else "builtin",
             **({"bench_serving": target.bench_serving} if target else {}),
         )
+        lease = {"target": name, "ttl_s": lease_ttl_s(), "wait_s": wait_s, "wait": wait} if leased else None
         try:
-            run = asyncio.run(_run(plan, store, name, target))
+            run, lost = asyncio.run(_run(plan, astore, name, target, lease))
+        except LeaseHeld as exc:
+            hint = f" (waited {wait})" if wait_s > 0 else "; bench wait=DURATION waits for it"
+            raise cli.fail(f"error: {exc}{hint}", code=1) from None
         except LoadError as exc:
             raise cli.fail(f"error: benchmark failed: {exc}".splitlines()[0]) from None
         except Exception as exc:  # a target error (SSH, unreachable node) is one line, not a traceback
             if type(exc).__module__.startswith("bot.target"):
                 raise cli.fail(f"error: {exc}") from None
             raise
+        if lost:
+            typer.echo(f"warning: {lost} during the run: its figures may be disturbed", err=True)
         comparison: Any = None
         if reference is not None:
             from bot.bench.verdict import VerdictSettings
@@ -152,11 +185,16 @@ def bench(ctx: typer.Context) -> None:
         if isinstance(comparison, str):
             raise cli.fail(f"error: {comparison} (set #{run.set.id} is stored)", code=1)
     finally:
-        store.close()
+        asyncio.run(astore.aclose())  # stops its worker thread and closes the store
 
 
-async def _run(plan: Any, store: Any, name: str | None, target: Any) -> Any:
+async def _run(
+    plan: Any, astore: Any, name: str | None, target: Any, lease: dict[str, Any] | None
+) -> tuple[Any, str | None]:
+    """Run the plan under the target's lease (when `lease` names one); the set, and why the lease
+    was lost during the run (None when it was held throughout or not needed)."""
     from bot.bench.run import run_plan
+    from bot.loop.lease_guard import hold_lease, holder_id
 
     def progress(repeat: int, result: Any) -> None:
         m = result.metrics
@@ -169,14 +207,44 @@ async def _run(plan: Any, store: Any, name: str | None, target: Any) -> Any:
             flush=True,
         )
 
+    def waiting(busy: Any, remaining_s: float) -> None:
+        assert lease is not None
+        print(
+            f"waiting (up to {remaining_s:.0f} s more) for the lease of {busy.lease.target}: "
+            f"{busy.lease.describe()}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     async with AsyncExitStack() as stack:
+        held = None
+        if lease is not None:  # first: a busy target is refused before anything is contacted
+            held = await stack.enter_async_context(
+                hold_lease(
+                    astore,
+                    lease["target"],
+                    purpose="bench",
+                    holder=holder_id(f"cli:{getpass.getuser()}@{socket.gethostname()}"),
+                    ttl_s=lease["ttl_s"],
+                    wait_s=lease["wait_s"],
+                    on_wait=waiting,
+                )
+            )
+            if held.taken_over is not None:
+                print(
+                    f"note: took over an expired lease of {lease['target']} "
+                    f"({held.taken_over.describe()}); `flagbot reconcile` settles what it left",
+                    file=sys.stderr,
+                    flush=True,
+                )
         node = None
         if plan.backend == "bench_serving":
             from bot.target.session import TargetSession
 
             session = await stack.enter_async_context(TargetSession.open(name or "target", target))
             node = session.node0
-        return await run_plan(plan, store=store, node=node, on_level=progress)
+        run = await run_plan(plan, store=astore, node=node, on_level=progress)
+        return run, (held.lost_reason if held is not None and held.lost.is_set() else None)
 
 
 def _num(value: Any, digits: int = 1) -> str:

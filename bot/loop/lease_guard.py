@@ -1,0 +1,177 @@
+"""Hold a target's lease around work that is not a playbook: `flagbot bench`, later the
+scheduler's checks. Anything that puts load on a server takes the target's lease or waits for it,
+so a benchmark never measures a server that a `try` is restarting, and a `try` never judges
+figures that a benchmark disturbed.
+
+    async with hold_lease(astore, "sglang-qwen", purpose="bench", holder=holder_id(actor),
+                          ttl_s=60, wait_s=600) as held:
+        ...                      # held.lease: ours; held.lost is set if it is taken from us
+
+- The lease is taken at once when the target is free or its lease expired (a takeover is
+  audited, as the engine does); otherwise, with `wait_s > 0`, it is polled with a backoff
+  (`POLL_FIRST_S`, x`POLL_GROWTH`, at most `POLL_MAX_S`, never past the deadline) until it is
+  free or the wait is over; then `LeaseHeld` (the holder's, naming who, where, for what, since
+  when) is raised and nothing was taken.
+- While held, a task renews it every `ttl_s / 3`. When a renewal finds the lease is no longer
+  ours (another process took it over after our heartbeats stopped for longer than the ttl),
+  `held.lost` is set and `held.lost_reason` says who has it now; the body decides what to do.
+- On leaving the block, however it is left (an exception, a cancellation), the heartbeat stops
+  and the lease is released; a release that fails is logged (the lease then expires by itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from uuid import uuid4
+
+from bot.store import AsyncStore
+from bot.store.leases import Acquired, LeaseHeld, LeaseInfo, acquire, current, heartbeat, release
+from bot.store.records import audit
+
+__all__ = ["POLL_FIRST_S", "POLL_GROWTH", "POLL_MAX_S", "HeldLease", "LeaseHeld", "hold_lease", "holder_id"]
+
+log = logging.getLogger(__name__)
+
+POLL_FIRST_S = 0.25
+"""The first pause before asking again for a busy lease."""
+POLL_GROWTH = 1.5
+"""Each further pause is this much longer ..."""
+POLL_MAX_S = 5.0
+"""... up to this; a waiter sees a released lease at most this late."""
+
+
+def holder_id(actor: str) -> str:
+    """A holder id unique to this run, e.g. `cli:alice@laptop:1f2e3d4c` (as the engine makes them)."""
+    return f"{actor}:{uuid4().hex[:8]}"
+
+
+@dataclass
+class HeldLease:
+    """The lease a `hold_lease` block holds."""
+
+    lease: LeaseInfo
+    """As acquired (its `heartbeat_at` is not updated by the heartbeats)."""
+    taken_over: LeaseInfo | None
+    """The expired lease ours replaced (audited as "takeover"), or None."""
+    waited_s: float
+    """How long it took to get it (0 when the target was free)."""
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when a heartbeat finds the lease is no longer ours."""
+    lost_reason: str | None = None
+    beats: int = 0
+    """Heartbeats that renewed the lease so far."""
+
+
+@asynccontextmanager
+async def hold_lease(
+    astore: AsyncStore,
+    target: str,
+    *,
+    purpose: str,
+    holder: str,
+    ttl_s: float,
+    wait_s: float = 0.0,
+    host: str | None = None,
+    pid: int | None = None,
+    on_wait: Callable[[LeaseHeld, float], None] | None = None,
+) -> AsyncIterator[HeldLease]:
+    """Hold `target`'s lease for the block; LeaseHeld when it stays busy for `wait_s` seconds.
+
+    `on_wait(busy, remaining_s)` is called when the wait starts and whenever the lease changes
+    hands while waiting (to say whom we wait for); it is never called with `wait_s == 0`.
+    """
+    if ttl_s <= 0:
+        raise ValueError(f"lease ttl must be positive, got {ttl_s}")
+    host = host or socket.gethostname()
+    pid = os.getpid() if pid is None else pid
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + max(0.0, wait_s)
+    pause = POLL_FIRST_S
+    told: LeaseInfo | None = None
+    while True:
+        try:
+            got = await _acquire(astore, target, holder, host, pid, purpose, ttl_s)
+            break
+        except LeaseHeld as busy:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise
+            if on_wait is not None and (told is None or told.holder != busy.lease.holder):
+                on_wait(busy, remaining)
+            told = busy.lease
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * POLL_GROWTH, POLL_MAX_S)
+
+    held = HeldLease(got.lease, got.taken_over, loop.time() - started)
+    beating = asyncio.create_task(_heartbeats(astore, target, holder, ttl_s, held), name=f"lease {target}")
+    try:
+        if got.taken_over is not None:
+            old = got.taken_over
+            await astore.run(
+                audit,
+                astore.store,
+                actor=holder,
+                target=target,
+                action="takeover",
+                detail={"previous": old.describe(), "holder": old.holder, "purpose": purpose},
+                experiment_id=old.experiment_id,
+            )
+        yield held
+    finally:
+        beating.cancel()
+        with suppress(asyncio.CancelledError):
+            await beating
+        try:
+            await astore.run(release, astore.store, target, holder=holder)
+        except Exception as exc:  # it expires by itself after ttl_s
+            log.warning("releasing the lease of %s failed: %s", target, exc)
+
+
+async def _acquire(
+    astore: AsyncStore, target: str, holder: str, host: str, pid: int, purpose: str, ttl_s: float
+) -> Acquired:
+    """One `acquire` in the store's thread; if we are cancelled meanwhile, a lease it took is given back."""
+    attempt = asyncio.ensure_future(
+        astore.run(
+            acquire, astore.store, target, holder=holder, host=host, pid=pid, purpose=purpose, ttl_s=ttl_s
+        )
+    )
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        with suppress(Exception):  # LeaseHeld included: then there is nothing to give back
+            await attempt
+            await astore.run(release, astore.store, target, holder=holder)
+        raise
+
+
+async def _heartbeats(astore: AsyncStore, target: str, holder: str, ttl_s: float, held: HeldLease) -> None:
+    """Renew every ttl/3; when the lease is gone, say so on `held` and stop."""
+    while True:
+        await asyncio.sleep(ttl_s / 3)
+        try:
+            ours = await astore.run(heartbeat, astore.store, target, holder=holder)
+        except Exception as exc:  # a database hiccup: the next beat tries again
+            log.warning("heartbeat of %s failed: %s", target, exc)
+            continue
+        if ours:
+            held.beats += 1
+            continue
+        try:
+            now_held = await astore.run(current, astore.store, target)
+        except Exception:
+            now_held = None
+        held.lost_reason = (
+            f"the lease of {target} was lost ({now_held.describe()})"
+            if now_held is not None
+            else f"the lease of {target} was released by someone else"
+        )
+        held.lost.set()
+        return
