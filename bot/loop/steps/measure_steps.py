@@ -23,7 +23,7 @@ from bot.loop.steps.common import (
 )
 from bot.loop.steps.target_steps import _get_snapshot
 from bot.store.bench_repo import compare_by_id, load_set
-from bot.target.evidence import ComparisonRow, MetricComparison, TableBlock, VerdictBlock
+from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.rollback import ensure_ready
@@ -139,6 +139,8 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
         verdict = VERDICTS[compared.result.verdict]
         lines = compared.result.lines()
         ctx.state["comparison_id"] = compared.row.id if compared.row else None
+    if reference is not None and candidate is not None:
+        await _chart(ctx, reference, candidate)
     failed = await _expectations(ctx, after, candidate)
     if failed and verdict in ("improved", "no-effect", "inconclusive"):
         verdict = "regressed"
@@ -147,6 +149,35 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
     ctx.state["summary"] = lines[0] if lines else f"verdict: {verdict}"
     await ctx.emit(VerdictBlock(verdict, _headline(verdict, before, after), tuple(lines)))
     return {"verdict": verdict, "comparison_id": ctx.state.get("comparison_id")}
+
+
+async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
+    """Before (dashed grey) and after, per concurrency: the picture a reader checks the verdict by."""
+    import asyncio
+
+    from bot.bench.chart import render_chart
+
+    before = await ctx.store.run(load_set, ctx.store.store, reference)
+    after = await ctx.store.run(load_set, ctx.store.store, candidate)
+    if before is None or after is None:
+        return
+    path = ctx.cache_dir.parent / "evidence" / f"experiment-{ctx.experiment_id}-bench.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(
+        render_chart,
+        after.measurements,
+        path,
+        title=f"experiment #{ctx.experiment_id}: after (set #{candidate})",
+        reference=before.measurements,
+        reference_title=f"before (set #{reference})",
+    )
+    await ctx.emit(
+        ChartBlock(
+            "Benchmark: before vs after",
+            str(path),
+            "output tok/s and TTFT/ITL percentiles per concurrency; before dashed",
+        )
+    )
 
 
 def _headline(verdict: str, before: Any, after: Any) -> str:

@@ -59,6 +59,8 @@ async def test_the_seeds_story(testbed: Testbed, tmp_path: Path) -> None:
     verdict = next(b for b in evidence if b["kind"] == "verdict" and b["verdict"] == "regressed")
     throughput = [line for line in verdict["details"] if line.startswith("output_throughput@c=32")]
     assert throughput and "undecided" in throughput[0], verdict["details"]  # within noise
+    chart = next(b for b in evidence if b["kind"] == "chart")
+    assert Path(chart["path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ranked = next(b for b in evidence if b.get("title") == "Hypotheses, most likely first")
     assert ranked["rows"][0][1] == FUSED_MOE, ranked["rows"]
     assert any("reverted the change" in b.get("headline", "") for b in evidence)
