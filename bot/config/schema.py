@@ -92,7 +92,20 @@ class TargetPolicy(Strict):
     on_regression: Literal["revert", "keep", "ask"] = "revert"
     on_failed_start: Literal["rollback", "leave"] = "rollback"
     require_approval: bool = False
+    """A production target: a restart in Slack waits for an approver other than the requester,
+    and `force=` / `keep=always` on it need the admin role."""
+    confirm_restart: bool = False
+    """A restart in Slack waits for the requester's own confirmation click."""
+    approval_expiry: Duration = timedelta(hours=1)
+    """How long an approval request stays valid; later it must be requested again."""
     max_restarts_per_hour: int = Field(6, ge=0)
+
+    @field_validator("approval_expiry", mode="after")
+    @classmethod
+    def _positive_expiry(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("an approval must stay valid for some time, e.g. 15m or 1h")
+        return value
 
 
 _NODE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]{1,255}$")
@@ -179,12 +192,49 @@ def _shipped_profiles() -> dict[str, BenchProfile]:
     }
 
 
-class SlackRBAC(Strict):
-    """Slack user or group ids per role; read-only commands are open to `viewers`."""
+_SLACK_ID = re.compile(r"^[UWS][A-Z0-9]+$")
+_MENTION = re.compile(r"^<[@!]?(?:subteam\^)?([UWS][A-Z0-9]+)(?:\|[^>]*)?>$")
 
-    admins: list[str] = Field(default_factory=list)
-    operators: list[str] = Field(default_factory=list)
-    viewers: list[str] = Field(default_factory=lambda: ["*"])
+
+def _slack_principal(value: str) -> str:
+    """A Slack user id (`U…`, `W…`), a user-group id (`S…`) or `"*"`: never a display name,
+    which anyone can change to impersonate someone else."""
+    if value == "*" or _SLACK_ID.match(value):
+        return value
+    mention = _MENTION.match(value.strip())
+    if mention:
+        raise ValueError(f"write the bare id {mention.group(1)!r}, not the mention syntax")
+    if value[:1] in ("C", "G", "D") and value[1:].isalnum() and value[1:].upper() == value[1:]:
+        raise ValueError("that is a channel id; use a user id (U…/W…) or a user-group id (S…)")
+    raise ValueError(
+        "not a Slack user or user-group id: use the user id, e.g. U012ABCDEF (profile, ⋮, "
+        'Copy member ID), a user-group id (S…) or "*"; display names are never accepted'
+    )
+
+
+SlackPrincipal = Annotated[str, AfterValidator(_slack_principal)]
+
+
+class SlackRBAC(Strict):
+    """Slack user ids (`U…`/`W…`) or user-group ids (`S…`) per role; `"*"` is everyone.
+
+    viewers run read-only commands, operators mutating ones, approvers approve a production
+    restart someone else requested, admins everything (docs/slack.md, RBAC contract).
+    """
+
+    admins: list[SlackPrincipal] = Field(default_factory=list)
+    operators: list[SlackPrincipal] = Field(default_factory=list)
+    approvers: list[SlackPrincipal] = Field(default_factory=list)
+    viewers: list[SlackPrincipal] = Field(default_factory=lambda: ["*"])
+
+    def group_ids(self) -> set[str]:
+        """Every user-group id named in any role (resolved with `usergroups.users.list`)."""
+        return {
+            entry
+            for entries in (self.admins, self.operators, self.approvers, self.viewers)
+            for entry in entries
+            if entry.startswith("S")
+        }
 
 
 class SlackSettings(Strict):
@@ -192,6 +242,7 @@ class SlackSettings(Strict):
     investigation_channel: str | None = None
     confirm_mutating: bool = True
     rbac: SlackRBAC = SlackRBAC()
+    """Roles by Slack user id and user-group id (bot.slack.rbac)."""
 
 
 def _valid_timezone(value: str) -> str:
