@@ -224,7 +224,7 @@ def _journal_lines(
         (f"⋮ ({count_gap(shown, i, len(block.lines))} more lines)", False)
         if index is None
         else (
-            (HIGHLIGHT_MARK if index in marked else PLAIN_MARK) + fence_safe(block.lines[index]),
+            (HIGHLIGHT_MARK if index in marked else PLAIN_MARK) + _one_line(block.lines[index]),
             index in marked,
         )
         for i, index in enumerate(shown)
@@ -243,6 +243,11 @@ def count_gap(shown: list[int | None], at: int, total: int) -> int:
     return after - before - 1
 
 
+def _one_line(line: str) -> str:
+    """A journal line as one line of a code block (a stray newline or ``` would break it)."""
+    return fence_safe(line.replace("\r", "␍").replace("\n", "␤"))
+
+
 def _file_name(node: str, count: int) -> str:
     return f"journal-{_UNSAFE_NAME.sub('_', node).strip('_') or 'node'}-{count}.txt"
 
@@ -251,9 +256,12 @@ def _journal(block: JournalExcerpt) -> Rendered:
     marked = _highlighted(block)
     command = " ".join(block.command.split("\n"))
     shown_command = clip_escaped(command, MAX_SECTION - 200)
-    where = f"on {clip_escaped(block.node, 100)}: " + (
-        f"`{shown_command}`" if "`" not in command else shown_command
-    )
+    node = clip_escaped(block.node.strip(), 100) or "?"
+    if not command.strip():
+        shown_command = "_(no command)_"
+    elif "`" not in command:
+        shown_command = f"`{shown_command}`"
+    where = f"on {node}: {shown_command}"
     extra = []
     if block.match_count is not None:
         extra.append(f"{block.match_count} matching line{'s' if block.match_count != 1 else ''}")
@@ -261,11 +269,11 @@ def _journal(block: JournalExcerpt) -> Rendered:
         extra.append("stopped reading early: the count is a lower bound")
     budget = MAX_SECTION - CODE_OVERHEAD - len(ATTACHED) - 1
     everything = [
-        escape((HIGHLIGHT_MARK if i in marked else PLAIN_MARK) + fence_safe(line))
+        escape((HIGHLIGHT_MARK if i in marked else PLAIN_MARK) + _one_line(line))
         for i, line in enumerate(block.lines)
     ]
     fits = len(block.lines) <= INLINE_EXCERPT_LINES and sum(len(line) + 1 for line in everything) <= budget
-    fits = fits and shown_command == escape(command)
+    fits = fits and len(escape(command)) <= MAX_SECTION - 200
     blocks: list[BlockDict] = []
     if block.title:
         blocks.append(section(bold_title(block.title)))
