@@ -69,6 +69,7 @@ def check_block(block: dict[str, Any]) -> None:
         if text["type"] == "mrkdwn":
             assert "<" not in MENTION.sub("", text["text"]) and ">" not in MENTION.sub("", text["text"])
             assert not ENTITY.search(text["text"]), text["text"]
+            assert text["text"].count(FENCE) % 2 == 0, "a code block left open"
     if block["type"] == "header":
         assert block["text"]["type"] == "plain_text" and len(block["text"]["text"]) <= 150
     if block["type"] == "context":
