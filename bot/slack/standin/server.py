@@ -1,0 +1,353 @@
+"""The stand-in's HTTP server: Slack's Web API for the bot, and Slack's requests to the bot.
+
+One aiohttp application serves `/api/<method>`, the upload URLs of files_upload_v2 and the
+response_urls handed to the bot; the same object sends signed slash commands, mentions and
+clicks to the bot's `/slack/events`. Tests and `make demo` use it in place of slack.com, so
+everything runs on loopback with no Slack workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+
+from bot.slack.standin.files import receive_upload
+from bot.slack.standin.model import Channel, Ephemeral, Message, StoredFile, User
+from bot.slack.standin.outbound import (
+    BotRequest,
+    Response,
+    Signing,
+    SlashInThreadError,
+    click_payload,
+    mention_event,
+    mention_text,
+    signed,
+    slash_form,
+)
+from bot.slack.standin.params import Params
+from bot.slack.standin.recording import Call, ResponsePost, ResponseTarget, ack_message, apply_response
+from bot.slack.standin.webapi import METHODS
+from bot.slack.standin.workspace import SlackError, Workspace
+
+T = TypeVar("T")
+FORM = "application/x-www-form-urlencoded"
+SCOPES = "app_mentions:read,channels:history,chat:write,commands,files:write,groups:history,usergroups:read,users:read"
+
+
+class Standin:
+    """A local Slack: Web API, file uploads, response_urls, and signed requests to the bot."""
+
+    def __init__(
+        self,
+        signing_secret: str,
+        bot_url: str | None = None,
+        *,
+        bot_token: str = "xoxb-standin",  # noqa: S107  (a stand-in's made-up token)
+        host: str = "127.0.0.1",
+        port: int = 0,
+        bot_timeout_s: float = 30.0,
+    ) -> None:
+        self.signing_secret = signing_secret
+        self.bot_url = bot_url
+        self.bot_token = bot_token
+        self.workspace = Workspace()
+        self._host, self._port, self._bot_timeout_s = host, port, bot_timeout_s
+        self._calls: list[Call] = []
+        self._responses: list[ResponsePost] = []
+        self._targets: dict[str, ResponseTarget] = {}
+        self._rate_limits: dict[str, int] = {}
+        self._sent: list[BotRequest] = []
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._base: str | None = None
+
+    # ---- lifecycle
+
+    async def start(self) -> str:
+        """Listen (port 0: any free port) and return the base URL, e.g. http://127.0.0.1:PORT."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/api/{method}", self._api)
+        app.router.add_post("/upload/v1/{file_id}", self._upload)
+        app.router.add_post("/response/{key}", self._response_url)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self._base = f"http://{host}:{port}"
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._bot_timeout_s))
+        return self._base
+
+    async def stop(self) -> None:
+        """Stop listening and close the client session to the bot; safe to call twice."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Standin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """Where the stand-in listens (after start())."""
+        if self._base is None:
+            raise RuntimeError("the stand-in is not started")
+        return self._base
+
+    @property
+    def api_url(self) -> str:
+        """What `AsyncWebClient(base_url=...)` takes: `<base>/api/`."""
+        return f"{self.base_url}/api/"
+
+    # ---- Web API
+
+    def rate_limit(self, method: str, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with HTTP 429 and `Retry-After: 1`."""
+        self._rate_limits[method] = self._rate_limits.get(method, 0) + times
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        values: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            body = await request.json()
+            if not isinstance(body, dict):
+                raise SlackError("invalid_json")
+            values.update(body)
+        elif request.content_type in (FORM, "multipart/form-data"):
+            form = await request.post()
+            values.update({k: v for k, v in form.items() if isinstance(v, str)})
+        return values
+
+    def _token(self, request: web.Request, values: dict[str, Any]) -> str | None:
+        header = request.headers.get("Authorization", "")
+        token = values.pop("token", None)
+        if header.startswith("Bearer "):
+            return header.removeprefix("Bearer ").strip()
+        return None if token is None else str(token)
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        values: dict[str, Any] = {}
+        status, headers = 200, {"X-OAuth-Scopes": SCOPES}
+        try:
+            values = await self._params(request)
+            token = self._token(request, values)
+            if self._rate_limits.get(method, 0) > 0:
+                self._rate_limits[method] -= 1
+                status, headers["Retry-After"] = 429, "1"
+                raise SlackError("ratelimited")
+            handler = METHODS.get(method)
+            if handler is None:
+                raise SlackError("unknown_method")
+            if token is None:
+                raise SlackError("not_authed")
+            if token != self.bot_token:
+                raise SlackError("invalid_auth")
+            answer = handler(self.workspace, Params(values), self.base_url)
+        except SlackError as err:
+            answer = {"ok": False, "error": err.code, **err.extra}
+        except json.JSONDecodeError:
+            answer = {"ok": False, "error": "invalid_json"}
+        self._calls.append(Call(method, values, time.time(), status, answer))
+        await self._notify()
+        return web.json_response(answer, status=status, headers=headers)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        status, text = receive_upload(self.workspace, request.match_info["file_id"], await request.read())
+        await self._notify()
+        return web.Response(status=status, text=text, content_type="text/plain")
+
+    async def _response_url(self, request: web.Request) -> web.Response:
+        target = self._targets.get(request.match_info["key"])
+        if target is None:
+            return web.json_response({"ok": False, "error": "expired_url"}, status=404)
+        body = await request.json()
+        self._responses.append(ResponsePost(str(request.url), body, time.time(), target))
+        try:
+            apply_response(self.workspace, target, body)
+        except SlackError as err:
+            return web.json_response({"ok": False, "error": err.code}, status=404)
+        finally:
+            await self._notify()
+        return web.json_response({"ok": True})
+
+    # ---- what was recorded
+
+    def calls(self, method: str | None = None) -> list[Call]:
+        """Every Web API call (rate-limited and failed ones too), oldest first; or one method's."""
+        return [c for c in self._calls if method is None or c.method == method]
+
+    def responses(self) -> list[ResponsePost]:
+        """Every POST the bot made to a response_url, oldest first."""
+        return list(self._responses)
+
+    def sent(self) -> list[BotRequest]:
+        """Every request sent to the bot, oldest first."""
+        return list(self._sent)
+
+    @property
+    def last_request(self) -> BotRequest:
+        """The latest request sent to the bot (to redeliver it)."""
+        if not self._sent:
+            raise LookupError("nothing was sent to the bot yet")
+        return self._sent[-1]
+
+    def messages(self, channel: str, thread_ts: str | None = None) -> list[Message]:
+        """Oldest first: what the channel shows (roots, plain and broadcast messages), or with
+        `thread_ts` that thread's replies (not its root; `thread()` gives both)."""
+        if thread_ts is None:
+            return self.workspace.roots(channel)
+        return self.workspace.replies(channel, thread_ts)
+
+    def thread(self, channel: str, ts: str) -> list[Message]:
+        """A thread as people see it: its root, then its replies."""
+        root = self.workspace.thread_root(channel, ts)
+        return [root, *self.workspace.replies(channel, root.ts)]
+
+    def message(self, channel: str, ts: str) -> Message:
+        """One message (with its edit history)."""
+        return self.workspace.message(channel, ts)
+
+    def ephemerals(self, user: str | None = None) -> list[Ephemeral]:
+        """Messages only one user saw (chat.postEphemeral, ephemeral response_url replies)."""
+        return [e for e in self.workspace.ephemerals if user is None or e.user == user]
+
+    def files(self) -> list[StoredFile]:
+        """Every file of the upload flow, in the order step 1 created them."""
+        return list(self.workspace.files.values())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 5.0) -> T:
+        """Wait until `predicate()` is truthy (re-checked after every change) and return it."""
+        try:
+            async with self._changed:
+                return await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+        except TimeoutError:
+            seen = [c.method for c in self._calls]
+            raise TimeoutError(f"not met within {timeout}s; Web API calls so far: {seen}") from None
+
+    async def wait_for_calls(self, method: str, count: int = 1, *, timeout: float = 5.0) -> list[Call]:
+        """Wait until `method` was called at least `count` times; its calls."""
+
+        def enough() -> list[Call]:
+            found = self.calls(method)
+            return found if len(found) >= count else []
+
+        return await self.wait_for(enough, timeout=timeout)
+
+    # ---- requests to the bot
+
+    def _user(self, user_id: str) -> User:
+        if user_id not in self.workspace.users:
+            raise KeyError(f"no user {user_id!r} in the stand-in (add it with workspace.add_user)")
+        return self.workspace.users[user_id]
+
+    def _channel(self, ref: str) -> Channel:
+        try:
+            return self.workspace.channel(ref)
+        except SlackError:
+            raise KeyError(
+                f"no channel {ref!r} in the stand-in (add it with workspace.add_channel)"
+            ) from None
+
+    def _response_url_for(self, target: ResponseTarget) -> str:
+        key = uuid.uuid4().hex
+        self._targets[key] = target
+        return f"{self.base_url}/response/{key}"
+
+    @property
+    def events_url(self) -> str:
+        """Where everything goes: Bolt's default path under the bot's URL."""
+        if self.bot_url is None:
+            raise RuntimeError("the stand-in has no bot_url to send to")
+        return self.bot_url.rstrip("/") + "/slack/events"
+
+    async def send(self, request: BotRequest) -> Response:
+        """Send one request to the bot as is and time the answer."""
+        if self._session is None:
+            raise RuntimeError("the stand-in is not started")
+        self._sent.append(request)
+        started = time.perf_counter()
+        async with self._session.post(request.url, data=request.body, headers=request.headers()) as answer:
+            body = await answer.text()
+            status, headers = answer.status, dict(answer.headers)
+        return Response(status, body, time.perf_counter() - started, request, headers)
+
+    async def slash(
+        self,
+        text: str,
+        *,
+        user: str,
+        channel: str,
+        thread_ts: str | None = None,
+        command: str = "/flagbot",
+        signing: Signing = "valid",
+    ) -> Response:
+        """Type `command text` in a channel; in a thread Slack refuses it (SlashInThreadError).
+
+        A message in the bot's HTTP answer is shown as Slack shows it (plain text: ephemeral).
+        """
+        if thread_ts is not None:
+            raise SlashInThreadError(command)
+        who, chan = self._user(user), self._channel(channel)
+        target = ResponseTarget(chan.id, who.id)
+        response_url = self._response_url_for(target)
+        body = slash_form(command=command, text=text, user=who, channel=chan, response_url=response_url)
+        answer = await self.send(signed(self.events_url, body, FORM, self.signing_secret, signing))
+        shown = (
+            ack_message(answer.body, answer.headers.get("Content-Type", "")) if answer.status == 200 else None
+        )
+        if shown is not None:
+            self._responses.append(ResponsePost(self.events_url, shown, time.time(), target, via="ack"))
+            apply_response(self.workspace, target, shown)
+            await self._notify()
+        return answer
+
+    async def mention(
+        self, text: str, *, user: str, channel: str, thread_ts: str | None = None, signing: Signing = "valid"
+    ) -> Response:
+        """Post `@flagbot text` as `user` (into the model) and deliver the app_mention event."""
+        who, chan = self._user(user), self._channel(channel)
+        message = self.workspace.post(chan.id, user=who.id, text=mention_text(text), thread_ts=thread_ts)
+        await self._notify()
+        body = mention_event(message)
+        return await self.send(
+            signed(self.events_url, body, "application/json", self.signing_secret, signing)
+        )
+
+    async def click(
+        self, channel: str, message_ts: str, action_id: str, *, user: str, signing: Signing = "valid"
+    ) -> Response:
+        """Click the button `action_id` of a stored message (KeyError when it has none)."""
+        who, chan = self._user(user), self._channel(channel)
+        try:
+            message = self.workspace.message(chan.id, message_ts)
+        except SlackError:
+            raise KeyError(f"no message {message_ts} in {chan.id}") from None
+        target = ResponseTarget(chan.id, who.id, message_ts=message.ts, thread_ts=message.thread_ts)
+        response_url = self._response_url_for(target)
+        body = click_payload(message, action_id, user=who, channel=chan, response_url=response_url)
+        return await self.send(signed(self.events_url, body, FORM, self.signing_secret, signing))
+
+    async def redeliver(
+        self, request: BotRequest | None = None, *, retry_num: int = 1, reason: str = "http_timeout"
+    ) -> Response:
+        """Send a request again byte for byte, marked as Slack's retry (`X-Slack-Retry-Num`)."""
+        return await self.send((request or self.last_request).retried(retry_num, reason))
