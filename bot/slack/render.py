@@ -211,7 +211,7 @@ def _preview(count: int, marked: set[int]) -> list[int | None]:
         if start > PREVIEW_HEAD:
             shown.append(None)
         shown.extend(range(start, min(count, first + 3)))
-    last = shown[-1]
+    last = shown[-1] if shown else None
     if last is not None and last < count - 1:
         shown.append(None)
     return shown
