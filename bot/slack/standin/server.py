@@ -31,6 +31,7 @@ from bot.slack.standin.outbound import (
     signed,
     slash_form,
 )
+from bot.slack.standin.page import page_routes
 from bot.slack.standin.params import Params
 from bot.slack.standin.recording import Call, ResponsePost, ResponseTarget, ack_message, apply_response
 from bot.slack.standin.webapi import METHODS
@@ -77,6 +78,7 @@ class Standin:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
         app.router.add_post("/response/{key}", self._response_url)
+        page_routes(app, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
