@@ -18,6 +18,7 @@ import typer
 from bot import __version__
 from bot.cli_bench import register_bench
 from bot.cli_loop import register_loop
+from bot.cli_serve import register_serve
 from bot.cli_parse import parse_app
 from bot.cli_playbooks import register_playbooks
 from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
@@ -211,6 +212,7 @@ for _spec in COMMANDS:
 register_bench(app)  # `bench` runs for real (bot/cli_bench.py); last registration wins
 register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
 register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
+register_serve(app)  # the Slack bot (bot/cli_serve.py)
 
 
 def main() -> None:

@@ -1,0 +1,116 @@
+"""`flagbot serve`: the Slack bot. Socket Mode by default (no public URL); `--http HOST:PORT`
+serves Slack's HTTP requests with signature verification.
+
+Tokens come from the environment only (SLACK_BOT_TOKEN, SLACK_APP_TOKEN for Socket Mode,
+SLACK_SIGNING_SECRET for HTTP mode); a missing one is named, never guessed. `--slack-api URL`
+points the Web API client at another base URL (the local stand-in the demo and tests use).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Annotated, Any
+
+import typer
+
+from bot.config import Secrets, Settings
+
+
+def register_serve(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def _need(value: Any, name: str) -> str:
+    if value is None:
+        typer.echo(
+            f"error: {name} is not set (secrets come from the environment, never the config file)", err=True
+        )
+        raise typer.Exit(2)
+    return str(value.get_secret_value())
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        typer.echo(f"error: --http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:3000", err=True)
+        raise typer.Exit(2)
+    return host, int(port)
+
+
+def serve(
+    http: Annotated[
+        str | None, typer.Option("--http", help="serve HTTP mode on HOST:PORT instead of Socket Mode")
+    ] = None,
+    slack_api: Annotated[
+        str | None, typer.Option("--slack-api", help="Web API base URL (default: slack.com)")
+    ] = None,
+) -> None:
+    """Run the Slack bot (Socket Mode, or HTTP mode with --http HOST:PORT)."""
+    from bot import cli
+
+    config = cli.settings()
+    secrets = Secrets()
+    token = _need(secrets.slack_bot_token, "SLACK_BOT_TOKEN")
+    if http is not None:
+        address = _address(http)
+        signing = _need(secrets.slack_signing_secret, "SLACK_SIGNING_SECRET")
+        asyncio.run(_run_http(config, token, signing, address, slack_api))
+    else:
+        app_token = _need(secrets.slack_app_token, "SLACK_APP_TOKEN")
+        signing = (
+            secrets.slack_signing_secret.get_secret_value() if secrets.slack_signing_secret else "unused"
+        )
+        asyncio.run(_run_socket(config, token, signing, app_token, slack_api))
+
+
+async def _services(config: Settings) -> Any:
+    from bot.cli_playbooks import lease_ttl_s
+    from bot.cli_target import _store
+    from bot.slack.services import SlackServices
+    from bot.store import AsyncStore
+
+    return SlackServices(config, AsyncStore(_store(config)), lease_ttl_s=lease_ttl_s())
+
+
+async def _until_stopped() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def _run_http(
+    config: Settings, token: str, signing: str, address: tuple[str, int], api: str | None
+) -> None:
+    from bot.slack.app import build_app, serve_http, web_client
+
+    services = await _services(config)
+    app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
+    runner = await serve_http(app, *address)
+    typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
+    try:
+        await _until_stopped()
+    finally:
+        await runner.cleanup()
+        await services.drain()
+        await services.store.aclose()
+
+
+async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    from bot.slack.app import build_app, web_client
+
+    services = await _services(config)
+    app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
+    handler = AsyncSocketModeHandler(app, app_token)
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    typer.echo("flagbot: Socket Mode connected", err=True)
+    try:
+        await _until_stopped()
+    finally:
+        await handler.close_async()  # type: ignore[no-untyped-call]
+        await services.drain()
+        await services.store.aclose()

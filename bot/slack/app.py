@@ -1,0 +1,65 @@
+"""The Slack app: a factory (no global app), its listeners, and the two ways to serve it.
+
+`build_app` makes a slack-bolt `AsyncApp` and `register_listeners` wires the handlers, so tests
+build as many apps as they like. HTTP mode (`flagbot serve --http HOST:PORT`) verifies every
+request's signature (Bolt does, with the signing secret); Socket Mode (the default: no public
+URL) connects out with the app-level token. Both run in one event loop with the engine's runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.handlers import on_action, on_command, on_mention
+from bot.slack.services import SlackServices
+
+EVENTS_PATH = "/slack/events"
+
+
+def web_client(token: str, *, base_url: str | None = None) -> AsyncWebClient:
+    """A Web API client that waits out 429s (Slack's rate limits) instead of failing the run."""
+    client = AsyncWebClient(token=token, base_url=base_url or AsyncWebClient.BASE_URL)
+    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+    return client
+
+
+def build_app(
+    services: SlackServices, *, token: str, signing_secret: str, client: AsyncWebClient | None = None
+) -> AsyncApp:
+    """A new app for `services`; `client` points elsewhere than slack.com (the stand-in)."""
+    app = AsyncApp(
+        token=token,
+        signing_secret=signing_secret,
+        client=client or web_client(token),
+    )
+    register_listeners(app, services)
+    return app
+
+
+def register_listeners(app: AsyncApp, services: SlackServices) -> None:
+    """The command, the mention and the buttons; `services` reaches handlers via the context."""
+
+    @app.middleware
+    async def with_services(context: Any, next: Any) -> Any:
+        context["flagbot"] = services
+        return await next()
+
+    app.command("/flagbot")(on_command)
+    app.event("app_mention")(on_mention)
+    app.action(re.compile(r"^flagbot_"))(on_action)
+
+
+async def serve_http(app: AsyncApp, host: str, port: int) -> Any:
+    """Start the aiohttp server for HTTP mode; returns the runner (`await runner.cleanup()`)."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app.web_app(path=EVENTS_PATH))
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    return runner

@@ -1,0 +1,225 @@
+"""The listeners: `/flagbot`, `@flagbot` in a thread, and the buttons. Plain async functions.
+
+Each acks first (Slack's 3 s), with an ephemeral answer when the command is refused (a usage
+error, a role missing), and hands the work to a background task. Every command and click is
+audited with who, what and the outcome; a click or an event seen twice acts once.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.commands import CommandError, Invocation
+from bot.slack.dispatch import Where, answer, parse, run_in_thread, runs_playbook
+from bot.slack.render import messages, parse_action_value, render_block
+from bot.slack.services import SlackServices
+
+log = logging.getLogger(__name__)
+MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
+
+
+async def _authorise(
+    services: SlackServices, client: Any, invocation: Invocation, user: str, channel: str
+) -> str | None:
+    """None when allowed; else the sentence to show. Every decision is audited."""
+    from bot.slack.rbac import audit_decision, decide, groups_of, roles_of
+
+    rbac = services.settings.slack.rbac
+    configured = [g for role in (rbac.admins, rbac.operators, rbac.viewers, rbac.approvers) for g in role]
+    groups = await groups_of(client, user, [g for g in configured if g.startswith("S")])
+    roles = roles_of(user, groups, rbac)
+    target = invocation.options.get("target") or services.settings.default_target or ""
+    policy = services.settings.targets[target].policy if target in services.settings.targets else None
+    decision = decide(invocation, roles, actor=user, target_policy=policy)
+    await audit_decision(
+        services.store,
+        actor=f"slack:{user}",
+        target=target,
+        command=invocation.name,
+        decision=decision,
+        roles=roles,
+        channel=channel,
+    )
+    if not decision.allowed:
+        return decision.reason
+    if decision.needs != "none":  # approvals and confirmations: the next step of the Slack work
+        return (
+            f"{decision.reason or 'this restart needs a ' + decision.needs} — {decision.needs} buttons are not "
+            "built yet, so flagbot does not run it from Slack; run it with the flagbot CLI"
+        )
+    return None
+
+
+async def _post_answer(client: Any, blocks_of: list[Any], where: Where) -> None:
+    for block in blocks_of:
+        rendered = render_block(block)
+        for part, text in messages(rendered.blocks, rendered.text):
+            await client.chat_postMessage(
+                channel=where.channel, thread_ts=where.thread_ts, blocks=part, text=text
+            )
+
+
+async def _dispatch(
+    services: SlackServices, client: Any, invocation: Invocation, *, text: str, user: str, where: Where
+) -> None:
+    if runs_playbook(invocation):
+        await run_in_thread(services, client, invocation, text=text, user=user, where=where)
+    elif invocation.name == "cancel":
+        await _cancel(services, client, invocation, user=user, where=where)
+    else:
+        await _post_answer(client, await answer(services, client, invocation, user=user, where=where), where)
+
+
+async def _cancel(
+    services: SlackServices, client: Any, invocation: Invocation, *, user: str, where: Where
+) -> None:
+    from bot.loop.engine import Engine
+    from bot.loop.report import MemoryReporter
+    from bot.store.experiments import unfinished_experiments
+
+    given = invocation.positionals.get("experiment")
+    target = invocation.options.get("target") or services.settings.default_target or ""
+    if given is None:
+        running = await services.store.run(unfinished_experiments, services.store.store, target)
+        experiment_id = running[-1].id if running else None
+    else:
+        experiment_id = int(str(given))
+    if experiment_id is None:
+        text = f"nothing is running on {target}"
+    else:
+        engine = Engine(services.settings, services.store, MemoryReporter())
+        ok = await engine.cancel(experiment_id, f"slack:{user}")
+        text = (
+            f"<@{user}> asked experiment #{experiment_id} to stop; it stops at its next step and rolls back"
+            if ok
+            else f"experiment #{experiment_id} is not running"
+        )
+    await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text)
+
+
+def _report_error(client: Any, where: Where, user: str) -> Any:
+    async def report(ident: str, exc: BaseException) -> None:
+        known = isinstance(exc, CommandError | LookupError | ValueError)
+        text = str(exc) if known else f"something went wrong (error id {ident}); the log has the details"
+        await client.chat_postEphemeral(
+            channel=where.channel, user=user, thread_ts=where.thread_ts, text=text
+        )
+
+    return report
+
+
+async def on_command(ack: Any, command: dict[str, Any], client: Any, context: Any) -> None:
+    """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer."""
+    services: SlackServices = context["flagbot"]
+    text, user, channel = command.get("text", ""), command["user_id"], command["channel_id"]
+    try:
+        invocation = parse(services.settings, text)
+    except CommandError as exc:
+        await ack(response_type="ephemeral", text=exc.render())
+        return
+    refused = await _authorise(services, client, invocation, user, channel)
+    if refused is not None:
+        await ack(response_type="ephemeral", text=refused)
+        return
+    where = Where(channel)
+    if runs_playbook(invocation):
+        await ack(response_type="ephemeral", text=f"starting `{invocation.name}`: follow it in the thread")
+    else:
+        await ack()
+    services.spawn(
+        _dispatch(services, client, invocation, text=text, user=user, where=where),
+        on_error=_report_error(client, where, user),
+    )
+
+
+async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
+    """`@flagbot COMMAND` (in an investigation thread: acts there). Redelivered events act once."""
+    services: SlackServices = context["flagbot"]
+    key = f"event:{event.get('client_msg_id') or event.get('ts')}"
+    user, channel = event.get("user", ""), event["channel"]
+    if not await services.first_time(key, user):
+        return
+    text = MENTION.sub("", event.get("text", ""), count=1)
+    where = Where(channel, event.get("thread_ts") or event.get("ts"))
+    try:
+        invocation = parse(services.settings, text)
+    except CommandError as exc:
+        await client.chat_postEphemeral(
+            channel=channel, user=user, thread_ts=where.thread_ts, text=exc.render()
+        )
+        return
+    refused = await _authorise(services, client, invocation, user, channel)
+    if refused is not None:
+        await client.chat_postEphemeral(channel=channel, user=user, thread_ts=where.thread_ts, text=refused)
+        return
+    services.spawn(
+        _dispatch(services, client, invocation, text=text, user=user, where=where),
+        on_error=_report_error(client, where, user),
+    )
+
+
+async def on_action(
+    ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any, context: Any
+) -> None:
+    """A button: authorised like the command it stands for, acted on once, the thread told who did it.
+
+    The idempotency key is taken only after the click is authorised, so a refused click does not
+    use up the button for someone who may press it.
+    """
+    await ack()
+    services: SlackServices = context["flagbot"]
+    user = body["user"]["id"]
+    channel = body["channel"]["id"]
+    message = body.get("message") or {}
+    value = parse_action_value(action["value"])
+    root = message.get("thread_ts") or message.get("ts")
+    where = Where(channel, root)
+    words = await _button_words(services, action["action_id"], value.experiment_id)
+    invocation = parse(services.settings, words) if words is not None else None
+    if invocation is not None:
+        refused = await _authorise(services, client, invocation, user, channel)
+        if refused is not None:
+            await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=refused)
+            return
+    if not await services.first_time(f"click:{value.nonce}", user):
+        return
+    when = datetime.now(UTC).strftime("%H:%M:%S UTC")
+    label = action.get("text", {}).get("text", action["action_id"])
+    await client.chat_postMessage(
+        channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
+    )
+    if invocation is None or words is None:
+        return
+    services.spawn(
+        _dispatch(services, client, invocation, text=words, user=user, where=where),
+        on_error=_report_error(client, where, user),
+    )
+
+
+async def _button_words(services: SlackServices, action_id: str, experiment_id: int) -> str | None:
+    """The command a button stands for (Keep only records the decision). Isolate and re-run
+    check the capacity the experiment started from."""
+    if action_id == "flagbot_revert":
+        return f"revert {experiment_id}"
+    if action_id == "flagbot_cancel":
+        return f"cancel {experiment_id}"
+    if action_id not in ("flagbot_isolate", "flagbot_rerun"):
+        return None
+    from bot.loop.steps.common import snapshot_value
+    from bot.loop.steps.target_steps import _get_snapshot
+    from bot.store.experiments import get_experiment
+
+    row = await services.store.run(get_experiment, services.store.store, experiment_id)
+    if row is None:
+        raise LookupError(f"no experiment #{experiment_id}")
+    before = await services.store.run(
+        _get_snapshot, services.store.store, row.state.get("before_snapshot_id")
+    )
+    want = snapshot_value(before, "max_running_requests")
+    if want is None:
+        raise LookupError(f"experiment #{experiment_id} has no start to compare with")
+    verb = "isolate" if action_id == "flagbot_isolate" else "verify"
+    return f"{verb} max_running_requests>={want} target={row.target}"

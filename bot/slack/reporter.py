@@ -1,0 +1,119 @@
+"""The engine's Reporter for Slack: one investigation thread per run.
+
+The thread's root is a status card, edited in place (`chat.update`) as the playbook's steps
+run; evidence arrives as replies (tables, journal excerpts with their command, long excerpts as
+files, charts as images); the verdict is also broadcast to the channel, and the card gets the
+buttons for what comes next. Every message carries the experiment's id in its metadata, so a
+click or a mention in the thread finds its experiment without parsing text.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.loop.report import RunOutcome, RunStart
+from bot.slack.render import CardState, messages, render_block, status_card
+from bot.target.evidence import Evidence, TextBlock, VerdictBlock
+
+log = logging.getLogger(__name__)
+
+
+def metadata(experiment_id: int | None, hypothesis_id: int | None = None) -> dict[str, Any]:
+    """Slack message metadata naming the run (read back by button and mention handlers)."""
+    return {
+        "event_type": "flagbot_experiment",
+        "event_payload": {"experiment_id": experiment_id or 0, "hypothesis_id": hypothesis_id or 0},
+    }
+
+
+@dataclass
+class SlackThreadReporter:
+    """Posts one run into `channel`'s thread rooted at `card_ts` (the status card)."""
+
+    client: Any
+    """An `AsyncWebClient` (or anything with the same coroutine methods)."""
+    channel: str
+    card_ts: str
+    card: CardState
+    thread_ts: str | None = None
+    """The investigation thread (default: the card itself is the thread's root)."""
+    hypothesis_id: int | None = None
+    posted: list[str] = field(default_factory=list)
+    """ts of every reply posted, in order (tests and the demo read the thread back by them)."""
+
+    async def _update_card(self) -> None:
+        blocks, text = status_card(self.card)
+        await self.client.chat_update(
+            channel=self.channel,
+            ts=self.card_ts,
+            blocks=blocks,
+            text=text,
+            metadata=metadata(self.card.experiment_id, self.hypothesis_id),
+        )
+
+    @property
+    def thread(self) -> str:
+        return self.thread_ts or self.card_ts
+
+    async def refresh(self) -> None:
+        """Re-render the card (after a change made outside the engine, e.g. a refused lease)."""
+        await self._update_card()
+
+    async def note(self, text: str) -> None:
+        """A plain sentence in the thread (what reconcile settled, who clicked what)."""
+        await self.evidence(TextBlock(text), self.card.experiment_id or 0)
+
+    async def _reply(self, blocks: list[dict[str, Any]], text: str, *, broadcast: bool = False) -> None:
+        for part, part_text in messages(blocks, text):
+            answer = await self.client.chat_postMessage(
+                channel=self.channel,
+                thread_ts=self.thread,
+                blocks=part,
+                text=part_text,
+                reply_broadcast=broadcast,
+                metadata=metadata(self.card.experiment_id, self.hypothesis_id),
+            )
+            self.posted.append(str(answer["ts"]))
+
+    async def started(self, info: RunStart) -> None:
+        self.card.experiment_id = info.experiment_id
+        self.card.status = "running"
+        await self._update_card()
+
+    async def step(self, experiment_id: int, index: int, name: str, status: str, detail: str) -> None:
+        while len(self.card.steps) <= index:
+            self.card.steps.append((name, "pending"))
+        self.card.steps[index] = (name, status)
+        await self._update_card()
+
+    async def evidence(self, block: Evidence, experiment_id: int) -> None:
+        rendered = render_block(block)
+        if rendered.blocks:
+            await self._reply(rendered.blocks, rendered.text, broadcast=isinstance(block, VerdictBlock))
+        for upload in rendered.files:
+            answer = await self.client.files_upload_v2(
+                channel=self.channel,
+                thread_ts=self.thread,
+                content=upload.content,
+                filename=upload.filename,
+                title=upload.title,
+                initial_comment=upload.initial_comment,
+            )
+            self.posted.append(str(answer.get("file", {}).get("id", "")))
+        for image in rendered.images:
+            answer = await self.client.files_upload_v2(
+                channel=self.channel,
+                thread_ts=self.thread,
+                file=str(image),
+                filename=image.name,
+                title=getattr(block, "title", image.name),
+            )
+            self.posted.append(str(answer.get("file", {}).get("id", "")))
+
+    async def finished(self, outcome: RunOutcome) -> None:
+        self.card.status = outcome.status
+        self.card.verdict = outcome.verdict
+        self.card.summary = outcome.summary
+        await self._update_card()

@@ -1,0 +1,80 @@
+"""What the Slack handlers share: settings, the store, background runs, and idempotency keys.
+
+Why background tasks: Slack wants an acknowledgement within 3 s, an experiment takes minutes;
+so a handler acks, then hands the run to a task kept here (a reference is held so it is not
+garbage-collected mid-run, and its failure is logged with an error id and shown in the thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.config import Settings
+from bot.store import AsyncStore
+
+log = logging.getLogger(__name__)
+
+
+def error_id() -> str:
+    """A short id a user can quote; the log line with the traceback carries the same id."""
+    return uuid.uuid4().hex[:10]
+
+
+@dataclass
+class SlackServices:
+    """Everything a handler needs besides Slack's own arguments (one per app)."""
+
+    settings: Settings
+    store: AsyncStore
+    lease_ttl_s: float = 60.0
+    bot_user_id: str | None = None
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    seen: dict[str, str] = field(default_factory=dict)
+    """Idempotency keys already acted on (button nonce or event id) -> who acted."""
+    _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def spawn(
+        self,
+        work: Coroutine[Any, Any, Any],
+        *,
+        on_error: Callable[[str, BaseException], Awaitable[None]] | None = None,
+    ) -> asyncio.Task[Any]:
+        """Run `work` after the ack; an unexpected error is logged with an id and reported."""
+
+        async def guarded() -> Any:
+            try:
+                return await work
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                ident = error_id()
+                log.exception("flagbot error %s", ident)
+                if on_error is not None:
+                    try:
+                        await on_error(ident, exc)
+                    except Exception:
+                        log.exception("flagbot error %s: could not report it", ident)
+                return None
+
+        task = asyncio.create_task(guarded())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def first_time(self, key: str, actor: str) -> bool:
+        """True the first time `key` is seen; a double click or a redelivered event gets False."""
+        async with self._seen_lock:
+            if key in self.seen:
+                return False
+            self.seen[key] = actor
+            return True
+
+    async def drain(self) -> None:
+        """Wait for the runs in flight (shutdown, tests)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)

@@ -1,0 +1,111 @@
+"""flagbot's Slack app (HTTP mode, real Bolt, signed requests) against the stand-in, no host needed.
+
+The target points at a closed port: these commands must answer from the grammar, RBAC and the
+store alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.config import load_settings
+from bot.store import AsyncStore, Store
+from bot.store.hypotheses import list_hypotheses
+from bot.store.records import audit_events
+from tests.support.slack_bot import RunningBot, running_bot
+
+pytestmark = pytest.mark.asyncio
+CHANNEL = "C0FLAGBOT"
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
+    config = tmp_path / "flagbot.toml"
+    config.write_text(
+        'default_target = "lab"\n[targets.lab]\nunit = "sglang.service"\nbase_url = "http://127.0.0.1:9"\n'
+        'nodes = [{ host = "127.0.0.1", port = 9 }]\n'
+        f'[database]\nsqlite_path = "{tmp_path / "flagbot.db"}"\n'
+        '[slack.rbac]\nadmins = ["U0ADMIN"]\noperators = ["U0OPER"]\nviewers = ["*"]\n'
+    )
+    settings = load_settings(config, required=True)
+    sync = Store.open(f"sqlite:///{tmp_path / 'flagbot.db'}")
+    sync.upgrade()
+    store = AsyncStore(sync)
+    try:
+        async with running_bot(settings, store) as running:
+            yield running
+    finally:
+        await store.aclose()
+
+
+async def test_a_usage_error_is_answered_ephemerally_with_an_example(bot: RunningBot) -> None:
+    answer = await bot.standin.slash("try max_running_requests>>48", user="U0OPER", channel=CHANNEL)
+    assert answer.status == 200 and answer.elapsed_s < 3
+    body = answer.json()
+    assert body["response_type"] == "ephemeral" and "example:" in body["text"]
+
+
+async def test_help_is_posted_in_the_channel(bot: RunningBot) -> None:
+    answer = await bot.standin.slash("help try", user="U0VIEW", channel=CHANNEL)
+    assert answer.status == 200
+    posted = await bot.standin.wait_for(
+        lambda: [m for m in bot.standin.messages(CHANNEL) if "try CHANGE" in str(m.blocks)]
+    )
+    assert posted
+
+
+async def test_a_viewer_may_not_try_and_the_refusal_is_audited(bot: RunningBot) -> None:
+    answer = await bot.standin.slash("try add --enable-metrics", user="U0VIEW", channel=CHANNEL)
+    body = answer.json()
+    assert body["response_type"] == "ephemeral" and "operator" in body["text"], body
+    events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
+    refused = [e for e in events if e.action == "slack:try" and e.actor == "slack:U0VIEW"]
+    assert refused and refused[0].detail["allowed"] is False
+    assert not bot.standin.messages(CHANNEL)  # nothing was started
+
+
+async def test_a_hypothesis_is_recorded_from_slack(bot: RunningBot) -> None:
+    answer = await bot.standin.slash(
+        'hypothesis add "fused MoE sum costs KV memory" max_running_requests>=48',
+        user="U0VIEW",
+        channel=CHANNEL,
+    )
+    assert answer.status == 200
+    await bot.standin.wait_for(
+        lambda: [m for m in bot.standin.messages(CHANNEL) if "recorded" in str(m.blocks)]
+    )
+    rows = await bot.services.store.run(list_hypotheses, bot.services.store.store, "lab")
+    assert [row.statement for row in rows] == ["fused MoE sum costs KV memory"]
+
+
+async def test_bad_and_stale_signatures_are_rejected(bot: RunningBot) -> None:
+    for signing in ("wrong", "stale"):
+        answer = await bot.standin.slash("help", user="U0OPER", channel=CHANNEL, signing=signing)  # type: ignore[arg-type]
+        assert answer.status == 401, (signing, answer.body)
+
+
+async def test_a_mention_in_a_thread_answers_there_once(bot: RunningBot) -> None:
+    root = bot.standin.workspace.post(CHANNEL, user="U0OPER", text="investigating")
+    answer = await bot.standin.mention("log", user="U0OPER", channel=CHANNEL, thread_ts=root.ts)
+    assert answer.status == 200
+    replies = await bot.standin.wait_for(
+        lambda: [m for m in bot.standin.thread(CHANNEL, root.ts) if m.user != "U0OPER" and m.ts != root.ts]
+    )
+    assert all(m.thread_ts == root.ts for m in replies)
+    again = await bot.standin.redeliver()
+    assert again.status == 200
+    await bot.services.drain()
+    after = [m for m in bot.standin.thread(CHANNEL, root.ts) if m.user != "U0OPER" and m.ts != root.ts]
+    assert len(after) == len(replies)
+
+
+async def test_twenty_commands_at_once_are_all_acknowledged_in_time(bot: RunningBot) -> None:
+    answers = await asyncio.gather(
+        *(bot.standin.slash("help", user="U0VIEW", channel=CHANNEL) for _ in range(20))
+    )
+    assert [a.status for a in answers] == [200] * 20
+    assert max(a.elapsed_s for a in answers) < 3.0
