@@ -8,18 +8,16 @@ everything runs on loopback with no Slack workspace.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from bot.slack.standin.files import receive_upload
-from bot.slack.standin.model import Channel, Ephemeral, Message, StoredFile, User
+from bot.slack.standin.model import Channel, User
 from bot.slack.standin.outbound import (
     BotRequest,
     Response,
@@ -34,15 +32,15 @@ from bot.slack.standin.outbound import (
 from bot.slack.standin.page import page_routes
 from bot.slack.standin.params import Params
 from bot.slack.standin.recording import Call, ResponsePost, ResponseTarget, ack_message, apply_response
+from bot.slack.standin.state import StandinState
 from bot.slack.standin.webapi import METHODS
-from bot.slack.standin.workspace import SlackError, Workspace
+from bot.slack.standin.workspace import SlackError
 
-T = TypeVar("T")
 FORM = "application/x-www-form-urlencoded"
 SCOPES = "app_mentions:read,channels:history,chat:write,commands,files:write,groups:history,usergroups:read,users:read"
 
 
-class Standin:
+class Standin(StandinState):
     """A local Slack: Web API, file uploads, response_urls, and signed requests to the bot."""
 
     def __init__(
@@ -58,14 +56,9 @@ class Standin:
         self.signing_secret = signing_secret
         self.bot_url = bot_url
         self.bot_token = bot_token
-        self.workspace = Workspace()
+        super().__init__()
         self._host, self._port, self._bot_timeout_s = host, port, bot_timeout_s
-        self._calls: list[Call] = []
-        self._responses: list[ResponsePost] = []
-        self._targets: dict[str, ResponseTarget] = {}
         self._rate_limits: dict[str, int] = {}
-        self._sent: list[BotRequest] = []
-        self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._base: str | None = None
@@ -186,73 +179,6 @@ class Standin:
         finally:
             await self._notify()
         return web.json_response({"ok": True})
-
-    # ---- what was recorded
-
-    def calls(self, method: str | None = None) -> list[Call]:
-        """Every Web API call (rate-limited and failed ones too), oldest first; or one method's."""
-        return [c for c in self._calls if method is None or c.method == method]
-
-    def responses(self) -> list[ResponsePost]:
-        """Every POST the bot made to a response_url, oldest first."""
-        return list(self._responses)
-
-    def sent(self) -> list[BotRequest]:
-        """Every request sent to the bot, oldest first."""
-        return list(self._sent)
-
-    @property
-    def last_request(self) -> BotRequest:
-        """The latest request sent to the bot (to redeliver it)."""
-        if not self._sent:
-            raise LookupError("nothing was sent to the bot yet")
-        return self._sent[-1]
-
-    def messages(self, channel: str, thread_ts: str | None = None) -> list[Message]:
-        """Oldest first: what the channel shows (roots, plain and broadcast messages), or with
-        `thread_ts` that thread's replies (not its root; `thread()` gives both)."""
-        if thread_ts is None:
-            return self.workspace.roots(channel)
-        return self.workspace.replies(channel, thread_ts)
-
-    def thread(self, channel: str, ts: str) -> list[Message]:
-        """A thread as people see it: its root, then its replies."""
-        root = self.workspace.thread_root(channel, ts)
-        return [root, *self.workspace.replies(channel, root.ts)]
-
-    def message(self, channel: str, ts: str) -> Message:
-        """One message (with its edit history)."""
-        return self.workspace.message(channel, ts)
-
-    def ephemerals(self, user: str | None = None) -> list[Ephemeral]:
-        """Messages only one user saw (chat.postEphemeral, ephemeral response_url replies)."""
-        return [e for e in self.workspace.ephemerals if user is None or e.user == user]
-
-    def files(self) -> list[StoredFile]:
-        """Every file of the upload flow, in the order step 1 created them."""
-        return list(self.workspace.files.values())
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: Callable[[], T], *, timeout: float = 5.0) -> T:
-        """Wait until `predicate()` is truthy (re-checked after every change) and return it."""
-        try:
-            async with self._changed:
-                return await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
-        except TimeoutError:
-            seen = [c.method for c in self._calls]
-            raise TimeoutError(f"not met within {timeout}s; Web API calls so far: {seen}") from None
-
-    async def wait_for_calls(self, method: str, count: int = 1, *, timeout: float = 5.0) -> list[Call]:
-        """Wait until `method` was called at least `count` times; its calls."""
-
-        def enough() -> list[Call]:
-            found = self.calls(method)
-            return found if len(found) >= count else []
-
-        return await self.wait_for(enough, timeout=timeout)
 
     # ---- requests to the bot
 
