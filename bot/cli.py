@@ -18,9 +18,9 @@ import typer
 from bot import __version__
 from bot.cli_bench import register_bench
 from bot.cli_loop import register_loop
-from bot.cli_serve import register_serve
 from bot.cli_parse import parse_app
 from bot.cli_playbooks import register_playbooks
+from bot.cli_serve import register_serve
 from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
 from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
