@@ -125,14 +125,14 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
         await ack(response_type="ephemeral", text=refused)
         return
     where = Where(channel)
+    services.spawn(  # before the ack: once Slack has its answer, the run is already registered
+        _dispatch(services, client, invocation, text=text, user=user, where=where),
+        on_error=_report_error(client, where, user),
+    )
     if runs_playbook(invocation):
         await ack(response_type="ephemeral", text=f"starting `{invocation.name}`: follow it in the thread")
     else:
         await ack()
-    services.spawn(
-        _dispatch(services, client, invocation, text=text, user=user, where=where),
-        on_error=_report_error(client, where, user),
-    )
 
 
 async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
