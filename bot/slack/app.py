@@ -52,6 +52,29 @@ def register_listeners(app: AsyncApp, services: SlackServices) -> None:
     app.command("/flagbot")(on_command)
     app.event("app_mention")(on_mention)
     app.action(re.compile(r"^flagbot_"))(on_action)
+    app.error(on_error)
+
+
+async def on_error(error: Exception, body: dict[str, Any], client: Any, logger: Any) -> None:
+    """The one error handler for what escapes a listener: a known error becomes its own message,
+    anything else an error id (logged with the traceback) the user can quote."""
+    from bot.commands import CommandError
+    from bot.slack.services import error_id
+
+    user = (body.get("user") or {}).get("id") or body.get("user_id") or (body.get("event") or {}).get("user")
+    channel = (
+        (body.get("channel") or {}).get("id")
+        or body.get("channel_id")
+        or (body.get("event") or {}).get("channel")
+    )
+    if isinstance(error, CommandError | LookupError | ValueError):
+        text = error.render() if isinstance(error, CommandError) else str(error)
+    else:
+        ident = error_id()
+        logger.exception("flagbot error %s", ident, exc_info=error)
+        text = f"something went wrong (error id {ident}); the log has the details"
+    if user and channel:
+        await client.chat_postEphemeral(channel=channel, user=user, text=text)
 
 
 async def serve_http(app: AsyncApp, host: str, port: int) -> Any:

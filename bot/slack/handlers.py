@@ -174,8 +174,14 @@ async def on_action(
     user = body["user"]["id"]
     channel = body["channel"]["id"]
     message = body.get("message") or {}
-    value = parse_action_value(action["value"])
     root = message.get("thread_ts") or message.get("ts")
+    try:
+        value = parse_action_value(str(action.get("value", "")))
+    except ValueError as exc:
+        await client.chat_postEphemeral(
+            channel=channel, user=user, thread_ts=root, text=f"this button cannot be used: {exc}"
+        )
+        return
     where = Where(channel, root)
     words = await _button_words(services, action["action_id"], value.experiment_id)
     invocation = parse(services.settings, words) if words is not None else None

@@ -109,3 +109,17 @@ async def test_twenty_commands_at_once_are_all_acknowledged_in_time(bot: Running
     )
     assert [a.status for a in answers] == [200] * 20
     assert max(a.elapsed_s for a in answers) < 3.0
+
+
+async def test_a_broken_button_gets_a_specific_ephemeral_error(bot: RunningBot) -> None:
+    button = {
+        "type": "button",
+        "action_id": "flagbot_revert",
+        "text": {"type": "plain_text", "text": "Revert"},
+    }
+    blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": "not json"}]}]
+    message = bot.standin.workspace.post(CHANNEL, text="an old card", blocks=blocks)
+    answer = await bot.standin.click(CHANNEL, message.ts, "flagbot_revert", user="U0OPER")
+    assert answer.status == 200
+    shown = await bot.standin.wait_for(lambda: bot.standin.ephemerals("U0OPER"))
+    assert "JSON" in shown[-1].text or "json" in shown[-1].text, shown[-1].text
