@@ -1,0 +1,71 @@
+"""Run the testbed's twin under another scenario for one test, and put the session's back after.
+
+Each node's twin reads its hidden truth from `/etc/sglang-twin/scenario.json` at every start
+(`bot.twin.install.SCENARIO_FILE`; the shim's `scenario_path`), and the host sees each node's
+tree under `Layout.root(k)`. So switching is: write the compiled scenario into every node's
+root, restart both ranks together on the vendor line, wait until node 0 answers `/health`.
+Leaving (also after a failure) writes the original bytes back and restarts the same way, so the
+testbed is left exactly as found: same scenario file, vendor flags, the session's scenario
+running. Both moves are checked against the twin's ground truth (the `scenario` of the newest
+`start` record on every node), not assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from bot.testbed import Testbed
+from bot.twin.install import SCENARIO_FILE
+from bot.twin.schema import compile_scenario
+from tests.integration.loop.support import wait_for
+from tests.integration.target.support import truth_records
+from tests.integration.target.support_control import restore_baseline
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Replace the file atomically, readable by the node's root-run twin (as install_into does)."""
+    tmp = path.with_suffix(".json.switch")
+    tmp.write_bytes(data)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+
+
+def running_scenario(bed: Testbed, k: int) -> str | None:
+    """The scenario of node k's newest twin start, from its ground truth (None before any)."""
+    starts = [r for r in truth_records(bed, k) if r.get("kind") == "start"]
+    return str(starts[-1].get("scenario")) if starts else None
+
+
+async def _restart_into(bed: Testbed, name: str) -> None:
+    """Both ranks restarted together on the vendor line, then every node's newest start is `name`'s."""
+    await restore_baseline(bed)
+    nodes = range(len(bed.addresses))
+    await wait_for(
+        lambda: all(running_scenario(bed, k) == name for k in nodes),
+        timeout=10,
+        what=f"every node's twin to start with scenario {name}",
+    )
+
+
+@asynccontextmanager
+async def twin_scenario(bed: Testbed, name: str) -> AsyncIterator[None]:
+    """The twin runs scenario `name` (a shipped name) inside the block, the found one after."""
+    paths = [bed.layout.root(k) / SCENARIO_FILE for k in range(len(bed.addresses))]
+    originals = [path.read_bytes() for path in paths]
+    found = {json.loads(data)["name"] for data in originals}
+    assert len(found) == 1, f"the nodes run different scenarios: {sorted(found)}"
+    document = (json.dumps(compile_scenario(name), indent=1, sort_keys=False) + "\n").encode()
+    try:
+        for path in paths:
+            _write(path, document)
+        await _restart_into(bed, name)
+        yield
+    finally:
+        for path, data in zip(paths, originals, strict=True):
+            _write(path, data)
+        await _restart_into(bed, found.pop())
+        assert [path.read_bytes() for path in paths] == originals
