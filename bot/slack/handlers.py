@@ -34,14 +34,16 @@ async def _authorise(
     target = invocation.options.get("target") or services.settings.default_target or ""
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     decision = decide(invocation, roles, actor=user, target_policy=policy)
-    await audit_decision(
-        services.store,
-        actor=f"slack:{user}",
-        target=target,
-        command=invocation.name,
-        decision=decision,
-        roles=roles,
-        channel=channel,
+    services.spawn(  # written after the ack: the audit must not cost the user Slack's 3 s
+        audit_decision(
+            services.store,
+            actor=f"slack:{user}",
+            target=target,
+            command=invocation.name,
+            decision=decision,
+            roles=roles,
+            channel=channel,
+        )
     )
     if not decision.allowed:
         return decision.reason

@@ -62,6 +62,7 @@ async def test_a_viewer_may_not_try_and_the_refusal_is_audited(bot: RunningBot) 
     answer = await bot.standin.slash("try add --enable-metrics", user="U0VIEW", channel=CHANNEL)
     body = answer.json()
     assert body["response_type"] == "ephemeral" and "operator" in body["text"], body
+    await bot.services.drain()  # the audit is written after the ack
     events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
     refused = [e for e in events if e.action == "slack:try" and e.actor == "slack:U0VIEW"]
     assert refused and refused[0].detail["allowed"] is False

@@ -1,0 +1,46 @@
+"""`python -m bot.slack.standin`: run the stand-in on its own until SIGTERM or Ctrl-C.
+
+Why a process of its own: measuring the bot (acknowledgement latency) or running the demo
+must not share an event loop with the fake Slack, or the fake's work is counted as the bot's.
+Prints one line, `standin BASE_URL`, once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from bot.slack.standin.server import Standin
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    standin = Standin(
+        args.signing_secret, args.bot_url, bot_token=args.bot_token, host=args.host, port=args.port
+    )
+    base = await standin.start()
+    print(f"standin {base}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await standin.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--signing-secret", required=True)
+    parser.add_argument("--bot-token", default="xoxb-standin")
+    parser.add_argument("--bot-url", default=None, help="where the bot listens (HTTP mode)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    asyncio.run(_serve(parser.parse_args()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
