@@ -13,7 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.commands import CommandError, Invocation
+from bot.slack.approvals import decide as decide_approval
+from bot.slack.approvals import request_approval
 from bot.slack.dispatch import Where, answer, parse, run_in_thread, runs_playbook
+from bot.slack.rbac import Decision, Role
 from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.services import SlackServices
 
@@ -21,20 +24,25 @@ log = logging.getLogger(__name__)
 MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
 
 
-async def _authorise(
-    services: SlackServices, client: Any, invocation: Invocation, user: str, channel: str
-) -> str | None:
-    """None when allowed; else the sentence to show. Every decision is audited."""
-    from bot.slack.rbac import audit_decision, decide, groups_of, roles_of
+async def _roles(services: SlackServices, client: Any, user: str) -> frozenset[Role]:
+    from bot.slack.rbac import groups_of, roles_of
 
     rbac = services.settings.slack.rbac
-    configured = [g for role in (rbac.admins, rbac.operators, rbac.viewers, rbac.approvers) for g in role]
-    groups = await groups_of(client, user, [g for g in configured if g.startswith("S")])
-    roles = roles_of(user, groups, rbac)
+    groups = await groups_of(client, user, rbac.group_ids())
+    return roles_of(user, groups, rbac)
+
+
+async def _decide(
+    services: SlackServices, client: Any, invocation: Invocation, user: str, channel: str
+) -> Decision:
+    """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s)."""
+    from bot.slack.rbac import audit_decision, decide
+
+    roles = await _roles(services, client, user)
     target = invocation.options.get("target") or services.settings.default_target or ""
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     decision = decide(invocation, roles, actor=user, target_policy=policy)
-    services.spawn(  # written after the ack: the audit must not cost the user Slack's 3 s
+    services.spawn(
         audit_decision(
             services.store,
             actor=f"slack:{user}",
@@ -45,14 +53,27 @@ async def _authorise(
             channel=channel,
         )
     )
-    if not decision.allowed:
-        return decision.reason
-    if decision.needs != "none":  # approvals and confirmations: the next step of the Slack work
-        return (
-            f"{decision.reason or 'this restart needs a ' + decision.needs} — {decision.needs} buttons are not "
-            "built yet, so flagbot does not run it from Slack; run it with the flagbot CLI"
+    return decision
+
+
+async def _start(
+    services: SlackServices,
+    client: Any,
+    invocation: Invocation,
+    decision: Decision,
+    *,
+    text: str,
+    user: str,
+    where: Where,
+) -> None:
+    """Run it, or (a restart that needs an approver or a confirmation) post the approval card."""
+    if decision.needs != "none" and runs_playbook(invocation):
+        work = request_approval(
+            services, client, invocation, text=text, user=user, where=where, needs=decision.needs
         )
-    return None
+    else:
+        work = _dispatch(services, client, invocation, text=text, user=user, where=where)
+    services.spawn(work, on_error=_report_error(client, where, user))
 
 
 async def _post_answer(client: Any, blocks_of: list[Any], where: Where) -> None:
@@ -122,16 +143,16 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
     except CommandError as exc:
         await ack(response_type="ephemeral", text=exc.render())
         return
-    refused = await _authorise(services, client, invocation, user, channel)
-    if refused is not None:
-        await ack(response_type="ephemeral", text=refused)
+    decision = await _decide(services, client, invocation, user, channel)
+    if not decision.allowed:
+        await ack(response_type="ephemeral", text=decision.reason)
         return
     where = Where(channel)
-    services.spawn(  # before the ack: once Slack has its answer, the run is already registered
-        _dispatch(services, client, invocation, text=text, user=user, where=where),
-        on_error=_report_error(client, where, user),
-    )
-    if runs_playbook(invocation):
+    # before the ack: once Slack has its answer, the run is already registered
+    await _start(services, client, invocation, decision, text=text, user=user, where=where)
+    if decision.needs != "none" and runs_playbook(invocation):
+        await ack(response_type="ephemeral", text=f"`{invocation.name}` needs {decision.needs}: see the card")
+    elif runs_playbook(invocation):
         await ack(response_type="ephemeral", text=f"starting `{invocation.name}`: follow it in the thread")
     else:
         await ack()
@@ -153,14 +174,13 @@ async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
             channel=channel, user=user, thread_ts=where.thread_ts, text=exc.render()
         )
         return
-    refused = await _authorise(services, client, invocation, user, channel)
-    if refused is not None:
-        await client.chat_postEphemeral(channel=channel, user=user, thread_ts=where.thread_ts, text=refused)
+    decision = await _decide(services, client, invocation, user, channel)
+    if not decision.allowed:
+        await client.chat_postEphemeral(
+            channel=channel, user=user, thread_ts=where.thread_ts, text=decision.reason
+        )
         return
-    services.spawn(
-        _dispatch(services, client, invocation, text=text, user=user, where=where),
-        on_error=_report_error(client, where, user),
-    )
+    await _start(services, client, invocation, decision, text=text, user=user, where=where)
 
 
 async def on_action(
@@ -185,12 +205,17 @@ async def on_action(
         )
         return
     where = Where(channel, root)
+    if value.action in ("approve", "deny"):
+        roles = await _roles(services, client, user)
+        await decide_approval(services, client, value.experiment_id, value.action, user=user, roles=roles)
+        return
     words = await _button_words(services, action["action_id"], value.experiment_id)
     invocation = parse(services.settings, words) if words is not None else None
+    decision = None
     if invocation is not None:
-        refused = await _authorise(services, client, invocation, user, channel)
-        if refused is not None:
-            await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=refused)
+        decision = await _decide(services, client, invocation, user, channel)
+        if not decision.allowed:
+            await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=decision.reason)
             return
     if not await services.first_time(f"click:{value.nonce}", user):
         return
@@ -199,12 +224,9 @@ async def on_action(
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
-    if invocation is None or words is None:
+    if invocation is None or words is None or decision is None:
         return
-    services.spawn(
-        _dispatch(services, client, invocation, text=words, user=user, where=where),
-        on_error=_report_error(client, where, user),
-    )
+    await _start(services, client, invocation, decision, text=words, user=user, where=where)
 
 
 async def _button_words(services: SlackServices, action_id: str, experiment_id: int) -> str | None:

@@ -12,9 +12,11 @@ from bot.store.loop_models import (
     Lease,
 )
 from bot.store.models import Measurement, Snapshot
+from bot.store.slack_models import ApprovalRequest
 from bot.store.store import AsyncStore, Store, StoreNotReadyError
 
 __all__ = [
+    "ApprovalRequest",
     "AsyncStore",
     "AuditEvent",
     "Baseline",
