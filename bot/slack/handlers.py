@@ -224,9 +224,29 @@ async def on_action(
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
+    if value.action == "keep":
+        await _record_keep(services, value.experiment_id, user)
     if invocation is None or words is None or decision is None:
         return
     await _start(services, client, invocation, decision, text=words, user=user, where=where)
+
+
+async def _record_keep(services: SlackServices, experiment_id: int, user: str) -> None:
+    """Keep changes nothing on the target: it is the team's decision, recorded for the log."""
+    from bot.store.experiments import get_experiment
+    from bot.store.records import audit
+
+    row = await services.store.run(get_experiment, services.store.store, experiment_id)
+    target = row.target if row is not None else (services.settings.default_target or "")
+    await services.store.run(
+        audit,
+        services.store.store,
+        actor=f"slack:{user}",
+        target=target,
+        action="slack:keep",
+        experiment_id=experiment_id if row is not None else None,
+        detail={"decision": "keep", "experiment_id": experiment_id},
+    )
 
 
 async def _button_words(services: SlackServices, action_id: str, experiment_id: int) -> str | None:

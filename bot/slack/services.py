@@ -67,12 +67,15 @@ class SlackServices:
         return task
 
     async def first_time(self, key: str, actor: str) -> bool:
-        """True the first time `key` is seen; a double click or a redelivered event gets False."""
+        """True the first time `key` is seen; a double click or a redelivered event gets False,
+        also after a restart of the bot (the key is in the store)."""
+        from bot.store.seen_keys import first_time
+
         async with self._seen_lock:
             if key in self.seen:
                 return False
             self.seen[key] = actor
-            return True
+        return await self.store.run(first_time, self.store.store, key, actor=actor)
 
     async def drain(self) -> None:
         """Wait for the runs in flight (shutdown, tests)."""

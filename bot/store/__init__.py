@@ -12,7 +12,7 @@ from bot.store.loop_models import (
     Lease,
 )
 from bot.store.models import Measurement, Snapshot
-from bot.store.slack_models import ApprovalRequest
+from bot.store.slack_models import ApprovalRequest, SeenKey
 from bot.store.store import AsyncStore, Store, StoreNotReadyError
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "KnowledgeObservation",
     "Lease",
     "Measurement",
+    "SeenKey",
     "Snapshot",
     "Store",
     "StoreNotReadyError",

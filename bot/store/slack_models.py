@@ -36,3 +36,17 @@ class ApprovalRequest(SQLModel, table=True):
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     decided_by: str | None = Field(default=None, max_length=64)
     decided_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+
+
+class SeenKey(SQLModel, table=True):
+    """An idempotency key (a button's nonce, an event's id) already acted on.
+
+    In the store, not in memory: Slack redelivers an event it thinks was lost, possibly to a bot
+    that restarted in between; the primary key makes "first time?" one atomic insert.
+    """
+
+    __tablename__ = "slack_seen_key"
+
+    key: str = Field(primary_key=True, max_length=200)
+    actor: str = Field(max_length=64)
+    seen_at: datetime = _timestamp()

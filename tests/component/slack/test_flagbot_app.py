@@ -124,3 +124,24 @@ async def test_a_broken_button_gets_a_specific_ephemeral_error(bot: RunningBot) 
     assert answer.status == 200
     shown = await bot.standin.wait_for(lambda: bot.standin.ephemerals("U0OPER"))
     assert "JSON" in shown[-1].text or "json" in shown[-1].text, shown[-1].text
+
+
+async def test_keep_is_recorded_once_even_after_a_restart(bot: RunningBot) -> None:
+    from bot.slack.render import action_value
+
+    button = {"type": "button", "action_id": "flagbot_keep", "text": {"type": "plain_text", "text": "Keep"}}
+    value = action_value(7, "keep", "n7keep")
+    blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": value}]}]
+    message = bot.standin.workspace.post(CHANNEL, text="a finished card", blocks=blocks)
+    await bot.standin.click(CHANNEL, message.ts, "flagbot_keep", user="U0OPER")
+    await bot.standin.wait_for(
+        lambda: [m for m in bot.standin.messages(CHANNEL, message.ts) if "clicked" in m.text]
+    )
+    await bot.services.drain()
+    bot.services.seen.clear()  # what a restarted bot remembers in memory: nothing
+    await bot.standin.click(CHANNEL, message.ts, "flagbot_keep", user="U0OPER")
+    await bot.services.drain()
+    events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
+    assert [e.detail["experiment_id"] for e in events if e.action == "slack:keep"] == [7]
+    clicked = [m for m in bot.standin.messages(CHANNEL, message.ts) if "clicked" in m.text]
+    assert len(clicked) == 1
