@@ -27,9 +27,9 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from string import Formatter
 from typing import Final
 
+from bot.target.command_spec import NodeCommand, Opt, Rest, entry
 from bot.target.params import (
     DERIVED,
     DROPIN_NAME,
@@ -99,69 +99,11 @@ then `ServerArgs.__post_init__`), printed as the startup line prints it. Bad fla
 argparse's message; post-init warnings go to stderr. No braces: the text is a table literal."""
 
 
-@dataclass(frozen=True)
-class Opt:
-    """An optional argument: `flag value` when the parameter is given (`flag` alone for a switch)."""
-
-    flag: str
-    param: str
-
-
-@dataclass(frozen=True)
-class Rest:
-    """The command's last words: each element of a list parameter (`LIST_PARAMS`) as one argv word.
-
-    For an argv handed to a program whole (SGLang's own argument parser); never in a privileged
-    command, whose sudoers line must spell out every word.
-    """
-
-    param: str
-
-
-Token = str | Opt | Rest
-"""A literal (which may hold `{param}` fields, filled with validated values), an `Opt` or a `Rest`."""
-
-
-@dataclass(frozen=True)
-class NodeCommand:
-    name: str
-    program: str
-    args: tuple[Token, ...]
-    privileged: bool
-    doc: str
-    stdin: bool = False
-    """The command reads its payload on stdin (`tee` writing a file)."""
-
-    @property
-    def required(self) -> frozenset[str]:
-        """Parameters a caller must give (derived ones excluded)."""
-        names = {
-            field
-            for token in self.args
-            if isinstance(token, str)
-            for _, field, _, _ in Formatter().parse(token)
-            if field
-        }
-        if names & DERIVED.keys():
-            names = (names - DERIVED.keys()) | {"unit"}
-        return frozenset(names | {token.param for token in self.args if isinstance(token, Rest)})
-
-    @property
-    def optional(self) -> frozenset[str]:
-        return frozenset(token.param for token in self.args if isinstance(token, Opt))
-
-
-def _cmd(
-    name: str, program: str, *args: Token, privileged: bool = False, stdin: bool = False, doc: str
-) -> tuple[str, NodeCommand]:
-    return name, NodeCommand(name, program, tuple(args), privileged, doc, stdin)
-
-
 COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
     [
         # privileged: each renders to exactly one sudoers line
-        _cmd("daemon-reload", "systemctl", "daemon-reload", privileged=True, doc="reread unit files"),
-        _cmd(
+        entry("daemon-reload", "systemctl", "daemon-reload", privileged=True, doc="reread unit files"),
+        entry(
             "reset-failed",
             "systemctl",
             "reset-failed",
@@ -169,10 +111,10 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             privileged=True,
             doc="clear a tripped start limit so the unit can be started again",
         ),
-        _cmd("start", "systemctl", "start", "{unit}", privileged=True, doc="start the unit"),
-        _cmd("stop", "systemctl", "stop", "{unit}", privileged=True, doc="stop the unit"),
-        _cmd("restart", "systemctl", "restart", "{unit}", privileged=True, doc="restart the unit"),
-        _cmd(
+        entry("start", "systemctl", "start", "{unit}", privileged=True, doc="start the unit"),
+        entry("stop", "systemctl", "stop", "{unit}", privileged=True, doc="stop the unit"),
+        entry("restart", "systemctl", "restart", "{unit}", privileged=True, doc="restart the unit"),
+        entry(
             "make-dropin-dir",
             "mkdir",
             "-p",
@@ -180,7 +122,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             privileged=True,
             doc="create the drop-in directory on a host where it does not exist yet",
         ),
-        _cmd(
+        entry(
             "write-dropin",
             "tee",
             "{dropin}",
@@ -188,7 +130,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             stdin=True,
             doc="write flagbot's drop-in (content on stdin; tee echoes it)",
         ),
-        _cmd(
+        entry(
             "write-dropin-backup",
             "tee",
             "{dropin_backup}",
@@ -197,10 +139,10 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="save the previous drop-in content before a write",
         ),
         # unprivileged: reading only
-        _cmd(
+        entry(
             "cat", "systemctl", "cat", "{unit}", doc="the unit file and its drop-ins, as systemd reads them"
         ),
-        _cmd(
+        entry(
             "show",
             "systemctl",
             "show",
@@ -210,7 +152,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("--timestamp", "timestamp"),
             doc="unit properties, `Key=value` per line (`timestamp='us+utc'`: parseable times)",
         ),
-        _cmd(
+        entry(
             "journal",
             "journalctl",
             "-u",
@@ -223,7 +165,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("-n", "lines"),
             doc="the unit's journal (ops is in systemd-journal; `--all` keeps long and odd lines)",
         ),
-        _cmd(
+        entry(
             "journal-invocation",
             "journalctl",
             "_SYSTEMD_INVOCATION_ID={invocation}",
@@ -233,15 +175,15 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("-n", "lines"),
             doc="the journal of one invocation of a unit (its own lines, not systemd's)",
         ),
-        _cmd(
+        entry(
             "gpu-query",
             "nvidia-smi",
             "--query-gpu={gpu_fields}",
             "--format=csv,noheader,nounits",
             doc="GPU facts, one CSV line per GPU",
         ),
-        _cmd("gpu-list", "nvidia-smi", "-L", doc="GPU names and UUIDs"),
-        _cmd(
+        entry("gpu-list", "nvidia-smi", "-L", doc="GPU names and UUIDs"),
+        entry(
             "journal-grep",
             "journalctl",
             "-u",
@@ -256,7 +198,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("-n", "lines"),
             doc="the unit's journal lines matching a PCRE2 pattern, filtered by journalctl on the host",
         ),
-        _cmd(
+        entry(
             "journal-grep-invocation",
             "journalctl",
             "INVOCATION_ID={invocation}",
@@ -271,7 +213,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("-n", "lines"),
             doc="matching lines of one invocation: the service's own and systemd's about it",
         ),
-        _cmd(
+        entry(
             "journal-starts",
             "journalctl",
             "-u",
@@ -286,7 +228,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "{lines}",
             doc="the unit's last starts (systemd's `Started` message), newest first, with their InvocationID",
         ),
-        _cmd(
+        entry(
             "sglang-help",
             "env",
             "{python}",
@@ -295,7 +237,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "--help",
             doc="SGLang's own flag list, from the interpreter the unit's ExecStart names",
         ),
-        _cmd(
+        entry(
             "sglang-version",
             "env",
             "{python}",
@@ -303,7 +245,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "import sglang; print(sglang.__version__)",
             doc="the installed SGLang version (the server may be down; /server_info needs it up)",
         ),
-        _cmd(
+        entry(
             "sglang-dry-run",
             "env",
             "{python}",
@@ -313,7 +255,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="SGLang's own argument resolution (argparse, then post-init) for a flag argv, printed "
             "as `server_args=...`; loads no model, binds no port",
         ),
-        _cmd(
+        entry(
             "journal-follow",
             "journalctl",
             "-u",
@@ -326,7 +268,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Opt("-n", "lines"),
             doc="follow the unit's journal (streamed; flagbot ends it by closing the stream)",
         ),
-        _cmd(
+        entry(
             "unit-property",
             "busctl",
             "--json=short",
@@ -338,19 +280,19 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="one unit property as JSON: the exact argv of ExecStart, which `systemctl show` "
             "prints joined by spaces (ambiguous for arguments holding spaces)",
         ),
-        _cmd(
+        entry(
             "read-dropin",
             "cat",
             "{dropin}",
             doc="flagbot's drop-in as it is on disk (exits 1 when there is none yet)",
         ),
-        _cmd(
+        entry(
             "read-dropin-backup",
             "cat",
             "{dropin_backup}",
             doc="the backup of the drop-in's previous content",
         ),
-        _cmd(
+        entry(
             "bench-serving",
             "env",
             "{python}",
@@ -384,8 +326,8 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "--output-details",
             doc="SGLang's own benchmark client on node 0, fixed lengths (random-ids needs no download)",
         ),
-        _cmd("read-bench-output", "cat", "{bench_output}", doc="the JSONL bench-serving appended to"),
-        _cmd("remove-bench-output", "rm", "-f", "{bench_output}", doc="remove bench-serving's output file"),
+        entry("read-bench-output", "cat", "{bench_output}", doc="the JSONL bench-serving appended to"),
+        entry("remove-bench-output", "rm", "-f", "{bench_output}", doc="remove bench-serving's output file"),
     ]
 )
 
