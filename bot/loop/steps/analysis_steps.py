@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.loop.actions import StepContext, StopPlaybook, action
 from bot.loop.steps.common import changes_of, expectations_of, flags_from_json
-from bot.loop.steps.target_steps import _get_snapshot
+from bot.loop.steps.target_steps import get_snapshot
 from bot.store.observations import list_observations
 from bot.target.evidence import TableBlock, TextBlock
 
@@ -82,12 +82,12 @@ async def propose(ctx: StepContext) -> dict[str, Any]:
     verdict = ctx.state.get("verdict")
     if verdict not in ("regressed", "fail"):
         return {"skipped": f"verdict {verdict}: nothing to explain"}
-    from bot.loop.steps.state_steps import _reference
+    from bot.loop.steps.state_steps import reference_snapshot
 
-    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
     if ctx.playbook == "verify":
-        before = await _reference(ctx)
-    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+        before = await reference_snapshot(ctx)
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
     metrics = list(ctx.state.get("failed_metrics") or ["max_running_requests"])
     expect = " ".join(ctx.params.get("expect") or []) or _capacity_expectation(before)
     proposals = await _rank(ctx, before, after, metrics)
@@ -119,13 +119,13 @@ def _capacity_expectation(before: Any) -> str:
 async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
     from bot.bench.run import run_plan
     from bot.loop.steps.common import bench_value, expectations_of, fmt, is_server_metric, snapshot_value
-    from bot.loop.steps.measure_steps import _plan
+    from bot.loop.steps.measure_steps import bench_plan
 
-    snap = await ctx.store.run(_get_snapshot, ctx.store.store, snapshot_id)
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     summary = None
     expectations = expectations_of(ctx)
     if any(not is_server_metric(e.metric) for e in expectations):
-        run = await run_plan(_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
+        run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
         summary = run.set.summary
     reference_summary = ctx.state.get("reference_summary")
     seen, ok = [], True
@@ -166,7 +166,7 @@ async def isolate_step(
     ctx: StepContext, *, since: str = "baseline", profile: str | None = None, end: str = "good"
 ) -> dict[str, Any]:
     from bot.loop.isolate import ProbeRecord, isolate
-    from bot.loop.steps.state_steps import _reference
+    from bot.loop.steps.state_steps import reference_snapshot
     from bot.sglang.change import apply_changes
     from bot.store.bench_repo import load_set
     from bot.store.experiments import get_experiment
@@ -178,13 +178,13 @@ async def isolate_step(
 
     ts = ctx.session()
     if since == "baseline":
-        reference = await _reference(ctx)
+        reference = await reference_snapshot(ctx)
     else:
         experiment = await ctx.store.run(get_experiment, ctx.store.store, int(since.lstrip("#")))
         if experiment is None:
             raise LookupError(f"no experiment #{since}")
         reference = await ctx.store.run(
-            _get_snapshot, ctx.store.store, experiment.state.get("before_snapshot_id")
+            get_snapshot, ctx.store.store, experiment.state.get("before_snapshot_id")
         )
     if reference is None:
         raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
@@ -289,8 +289,7 @@ async def isolate_step(
 
 @action("learn_isolate", summary="Record what isolate showed about each flag in the knowledge base")
 async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
-    from bot.loop.steps.learn_steps import gpu_facts
-    from bot.store.observations import add_observation
+    from bot.loop.steps.learn_steps import gpu_facts, record_observation
 
     found = ctx.state.get("isolate") or {}
     if found.get("status") != "found":
@@ -316,18 +315,7 @@ async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
         (flag, "not-culprit", f"isolate: {flag} alone keeps `{expect}` holding {where}") for flag in innocent
     ]
     for flag, kind, text in notes:
-        await ctx.store.run(
-            add_observation,
-            ctx.store.store,
-            flag=flag,
-            kind=kind,
-            text=text,
-            target=ctx.target,
-            gpu_name=gpu,
-            compute_capability=cap,
-            sglang_version=version,
-            experiment_id=ctx.experiment_id,
-            detail={"expect": ctx.params.get("expect"), "experiment_id": ctx.experiment_id},
+        await record_observation(
+            ctx, latest, flag=flag, kind=kind, text=text, detail={"expect": ctx.params.get("expect")}
         )
-        await ctx.emit(TextBlock(text, "Learned"))
     return {"observations": len(notes)}

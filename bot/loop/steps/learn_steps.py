@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import bench_value, changes_of, fmt, is_server_metric, snapshot_value
-from bot.loop.steps.target_steps import _get_snapshot
+from bot.loop.steps.target_steps import get_snapshot
 from bot.sglang.expectation import parse_expectation
 from bot.store.bench_repo import load_set
 from bot.store.experiments import update_experiment
@@ -33,6 +33,36 @@ def gpu_facts(snapshot: Any) -> tuple[str | None, str | None]:
             cap = first.get("compute_cap")
             return first.get("name"), None if cap is None else str(cap)
     return None, None
+
+
+async def record_observation(
+    ctx: StepContext,
+    snapshot: Any,
+    *,
+    flag: str,
+    kind: str,
+    text: str,
+    detail: dict[str, Any],
+    emit: bool = True,
+) -> None:
+    """One knowledge observation about `flag`, with the GPU and SGLang version of `snapshot`'s start
+    and this experiment as provenance; shown in the thread as "Learned" unless `emit` is False."""
+    gpu, cap = gpu_facts(snapshot)
+    await ctx.store.run(
+        add_observation,
+        ctx.store.store,
+        flag=flag,
+        kind=kind,
+        text=text,
+        target=ctx.target,
+        gpu_name=gpu,
+        compute_capability=cap,
+        sglang_version=snapshot.sglang_version if snapshot is not None else None,
+        experiment_id=ctx.experiment_id,
+        detail={**detail, "experiment_id": ctx.experiment_id},
+    )
+    if emit:
+        await ctx.emit(TextBlock(text, "Learned"))
 
 
 @action("open_hypothesis", summary="Record the hypothesis this experiment tests (or link the given one)")
@@ -89,7 +119,7 @@ async def close_hypothesis(ctx: StepContext) -> dict[str, Any]:
     status = _status_from(verdict)
     why = f"experiment #{ctx.experiment_id} ({ctx.playbook}): {verdict}"
     if hypothesis is not None and hypothesis.expectations and not ctx.state.get("start_failed"):
-        after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+        after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
         summary = None
         if ctx.state.get("after_set_id") is not None:
             loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["after_set_id"])
@@ -122,8 +152,8 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
     changes = [c for c in changes_of(ctx) if c.flag is not None and c.op in ("add", "set")]
     if not changes:
         return {"observations": 0}
-    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
-    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
     if ctx.state.get("start_failed"):
         return await _learn_failure(ctx, changes, before)
     gpu, cap = gpu_facts(after)
@@ -159,44 +189,21 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
             elif verdict == "no-effect":
                 notes.append(("no-effect", f"{change.describe()} {where} had no measurable effect", {}))
         for kind, text, detail in notes:
-            await ctx.store.run(
-                add_observation,
-                ctx.store.store,
-                flag=flag,
-                kind=kind,
-                text=text,
-                target=ctx.target,
-                gpu_name=gpu,
-                compute_capability=cap,
-                sglang_version=version,
-                experiment_id=ctx.experiment_id,
-                detail={**detail, "experiment_id": ctx.experiment_id},
-            )
+            await record_observation(ctx, after, flag=flag, kind=kind, text=text, detail=detail)
             count += 1
-            await ctx.emit(TextBlock(text, "Learned"))
     return {"observations": count}
 
 
 async def _learn_failure(ctx: StepContext, changes: list[Any], before: Any) -> dict[str, Any]:
     """A change the server would not start with is worth remembering, with its fatal line."""
     gpu, cap = gpu_facts(before)
-    version = before.sglang_version if before is not None else None
     fatal = ctx.state.get("fatal_line") or "no fatal line found"
     described = ", ".join(change.describe() for change in changes)
     text = f"{described}: the server did not start on {gpu or 'an unknown GPU'} ({cap or '?'}): {fatal}"
     for change in changes:
-        await ctx.store.run(
-            add_observation,
-            ctx.store.store,
-            flag=change.flag or "",
-            kind="failure",
-            text=text,
-            target=ctx.target,
-            gpu_name=gpu,
-            compute_capability=cap,
-            sglang_version=version,
-            experiment_id=ctx.experiment_id,
-            detail={"fatal_line": ctx.state.get("fatal_line"), "experiment_id": ctx.experiment_id},
+        detail = {"fatal_line": ctx.state.get("fatal_line")}
+        await record_observation(
+            ctx, before, flag=change.flag or "", kind="failure", text=text, detail=detail, emit=False
         )
     await ctx.emit(TextBlock(text, "Learned"))
     return {"observations": len(changes)}

@@ -15,18 +15,15 @@ from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import (
     bench_value,
     expectations_of,
-    flags_from_json,
     fmt,
     is_server_metric,
     snapshot_value,
     target_of,
 )
-from bot.loop.steps.target_steps import _get_snapshot
+from bot.loop.steps.target_steps import back_to_before, get_snapshot
 from bot.store.bench_repo import compare_by_id, load_set
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
-from bot.target.restart import apply_and_restart, flags_for_nodes
-from bot.target.rollback import ensure_ready
 
 VERDICTS = {
     "improved": "improved",
@@ -36,7 +33,7 @@ VERDICTS = {
 }
 
 
-def _plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
+def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
     target = target_of(ctx)
     name = profile or target.benchmark_profile
     if name not in ctx.settings.bench:
@@ -68,7 +65,7 @@ async def measure(
     if ctx.state.get(key) is not None:
         return {"set_id": ctx.state[key], "reused": True}
     snapshot_id = ctx.state.get(f"{label}_snapshot_id")
-    plan = _plan(ctx, label, snapshot_id, profile)
+    plan = bench_plan(ctx, label, snapshot_id, profile)
     node = ctx.session().node0 if plan.backend == "bench_serving" else None
     run = await run_plan(plan, store=ctx.store, node=node)
     ctx.state[key] = run.set.id
@@ -119,8 +116,8 @@ def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
 async def compare(ctx: StepContext) -> dict[str, Any]:
     if ctx.state.get("start_failed"):
         return {"skipped": "the start failed", "verdict": "failed-to-start"}
-    before = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
-    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
     await ctx.emit(
         MetricComparison(
             "Capacity: before vs after, parsed vs effective side by side",
@@ -230,19 +227,7 @@ async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
             await ctx.store.run(set_known_good, ctx.store.store, ctx.target, snapshot_id)
         await ctx.emit(VerdictBlock(verdict, f"kept the change ({why})", ()))
         return {"kept": True, "why": why}
-    ts = ctx.session()
-    flags = flags_from_json(ctx.state["before_flags"])
-    report = await apply_and_restart(
-        ts,
-        flags_for_nodes(flags, len(ts.nodes)),
-        ctx.state.get("before_env"),
-        reason=f"experiment #{ctx.experiment_id}: revert ({why})",
-    )
-    previous = {node.node: node.old_invocation for node in report.nodes}
-    outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
-    ok = outcome.observation is not None and outcome.observation.healthy
-    ctx.state["restored"] = ok
-    capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
+    ok, capacity = await back_to_before(ctx, reason=f"revert ({why})")
     await ctx.emit(
         VerdictBlock(
             verdict,

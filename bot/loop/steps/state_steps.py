@@ -18,7 +18,7 @@ from bot.loop.steps.common import (
     is_server_metric,
     snapshot_value,
 )
-from bot.loop.steps.target_steps import _emit_observation, _get_snapshot
+from bot.loop.steps.target_steps import emit_observation, get_snapshot
 from bot.sglang.change import Change
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.baselines import current_baseline, pin_baseline
@@ -34,13 +34,13 @@ TOKENS_TOLERANCE = 0.02
 """max_total_num_tokens moves a little between starts (free memory measured at each start)."""
 
 
-async def _reference(ctx: StepContext) -> Any:
+async def reference_snapshot(ctx: StepContext) -> Any:
     """The start to compare with: the pinned baseline's snapshot, else the known-good one."""
     baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target)
     if baseline is not None:
         ctx.state["baseline_id"] = baseline.id
         ctx.state["reference_set_id"] = baseline.set_id
-        return await ctx.store.run(_get_snapshot, ctx.store.store, baseline.snapshot_id)
+        return await ctx.store.run(get_snapshot, ctx.store.store, baseline.snapshot_id)
     return await ctx.store.run(known_good, ctx.store.store, ctx.target)
 
 
@@ -120,7 +120,7 @@ async def plan_revert(
     view = await read_unit(ts.node0)
     current = list(view.flags.items)
     env = dict(view.env)
-    reference = await _reference(ctx)
+    reference = await reference_snapshot(ctx)
     ctx.state["reference_snapshot_id"] = reference.id if reference is not None else None
     canonical = _canonical_of(ctx)
     if names:
@@ -183,8 +183,8 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
     if ctx.state.get("start_failed"):
         ctx.state["verdict"] = "fail"
         return {"verdict": "fail"}
-    reference = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("reference_snapshot_id"))
-    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    reference = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("reference_snapshot_id"))
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
     rows, ok = [], True
     for metric in CHECKED:
         want, got = snapshot_value(reference, metric), snapshot_value(after, metric)
@@ -213,7 +213,7 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
 @action("observe_now", summary="Re-read the running start without restarting it")
 async def observe_now(ctx: StepContext) -> dict[str, Any]:
     obs = await observe(ctx.session(), cache_dir=ctx.cache_dir)
-    await _emit_observation(ctx, obs)
+    await emit_observation(ctx, obs)
     ctx.state["after_snapshot_id"] = obs.snapshot_id
     ctx.state["before_snapshot_id"] = ctx.state.get("before_snapshot_id", obs.snapshot_id)
     return {"snapshot_id": obs.snapshot_id, "healthy": obs.healthy}
@@ -224,8 +224,8 @@ async def observe_now(ctx: StepContext) -> dict[str, Any]:
     summary="Each expectation against the current start (parsed and effective shown), or the baseline's capacity",
 )
 async def check_expectations(ctx: StepContext) -> dict[str, Any]:
-    after = await ctx.store.run(_get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
-    reference = await _reference(ctx)
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    reference = await reference_snapshot(ctx)
     expectations = expectations_of(ctx)
     if not expectations:
         from bot.sglang.expectation import parse_expectation
@@ -289,7 +289,7 @@ async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
         note=note,
         pinned_by=ctx.actor,
     )
-    snap = await ctx.store.run(_get_snapshot, ctx.store.store, snapshot_id)
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     capacity = snapshot_value(snap, "max_running_requests")
     ctx.state["verdict"] = "pinned"
     ctx.state["summary"] = (

@@ -36,7 +36,7 @@ async def heal(ctx: StepContext) -> dict[str, Any]:
     return {"diverged": True, "reconciled": True}
 
 
-async def _emit_observation(ctx: StepContext, obs: Observation) -> None:
+async def emit_observation(ctx: StepContext, obs: Observation) -> None:
     for block in obs.evidence:
         await ctx.emit(block)
 
@@ -53,7 +53,7 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
     if baseline is not None:
         from bot.store.models import Snapshot
 
-        snap = await ctx.store.run(_get_snapshot, ctx.store.store, baseline.snapshot_id)
+        snap = await ctx.store.run(get_snapshot, ctx.store.store, baseline.snapshot_id)
         same = snap is not None and flags_from_json(snap.requested_flags) == view.flags
         same = same and snap is not None and snap.invocation_id == view.state.invocation_id
         if same and isinstance(snap, Snapshot) and baseline.set_id is not None:
@@ -75,14 +75,14 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
             f"the server is not healthy before the change (health {obs.health}, "
             f"error {obs.startup_error or 'none'}); fix or roll back first"
         )
-    await _emit_observation(ctx, obs)
+    await emit_observation(ctx, obs)
     ctx.state["before_snapshot_id"] = obs.snapshot_id
     if baseline is not None:
         ctx.state["baseline_id"] = baseline.id
     return {"snapshot_id": obs.snapshot_id, "invocation": obs.invocation}
 
 
-def _get_snapshot(store: Any, snapshot_id: int | None) -> Any:
+def get_snapshot(store: Any, snapshot_id: int | None) -> Any:
     from sqlmodel import Session
 
     from bot.store.models import Snapshot
@@ -137,7 +137,7 @@ async def await_start(
     timings = outcome.readiness.timings
     if outcome.observation is not None:
         obs = outcome.observation
-        await _emit_observation(ctx, obs)
+        await emit_observation(ctx, obs)
         ctx.state["after_snapshot_id"] = obs.snapshot_id
         ctx.state["after_invocation"] = obs.invocation
         return {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}
@@ -186,19 +186,7 @@ async def restore(ctx: StepContext) -> dict[str, Any]:
             await ctx.emit(block)
         ctx.state["restored"] = result.ok
         return {"restored": result.ok, "rolled_back": result.ok, "to": result.to}
-    flags = flags_from_json(before)
-    report = await apply_and_restart(
-        ts,
-        flags_for_nodes(flags, len(ts.nodes)),
-        ctx.state.get("before_env"),
-        force=True,
-        reason=f"experiment #{ctx.experiment_id}: restore",
-    )
-    previous = {node.node: node.old_invocation for node in report.nodes}
-    outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
-    ok = outcome.observation is not None and outcome.observation.healthy
-    ctx.state["restored"] = ok
-    capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
+    ok, capacity = await back_to_before(ctx, reason="restore", force=True)
     await ctx.emit(
         TextBlock(
             f"restored the flags from before experiment #{ctx.experiment_id}; "
@@ -207,6 +195,26 @@ async def restore(ctx: StepContext) -> dict[str, Any]:
         )
     )
     return {"restored": ok, "rolled_back": ok, "max_running_requests": capacity}
+
+
+async def back_to_before(ctx: StepContext, *, reason: str, force: bool = False) -> tuple[bool, Any]:
+    """Restart every node on the flags the experiment started from and wait until it serves;
+    (healthy?, effective max_running_requests). The healthy start becomes known-good again."""
+    ts = ctx.session()
+    flags = flags_from_json(ctx.state["before_flags"])
+    report = await apply_and_restart(
+        ts,
+        flags_for_nodes(flags, len(ts.nodes)),
+        ctx.state.get("before_env"),
+        force=force,
+        reason=f"experiment #{ctx.experiment_id}: {reason}",
+    )
+    previous = {node.node: node.old_invocation for node in report.nodes}
+    outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
+    ok = outcome.observation is not None and outcome.observation.healthy
+    ctx.state["restored"] = ok
+    capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
+    return ok, capacity
 
 
 @action(
