@@ -78,22 +78,18 @@ def settings() -> Settings:
 
 
 def catalog_for(config: Settings, words: list[str]) -> FlagCatalog:
-    """The flag list of the SGLang version the command's target runs (`target=` or default_target).
+    """The flag list of the command's target (`bot.commands.target_catalog`); an unknown
+    `target=` is one `error:` line, a missing version list a note on stderr."""
+    from bot.commands.target_catalog import UnknownTargetError
+    from bot.commands.target_catalog import catalog_for as target_catalog
 
-    Flags are validated against the target's own version; without a configured version, the
-    packaged 0.5.10 list is used. A `target=` naming no configured target is refused here, before
-    any flag is judged against the wrong list.
-    """
-    named = next((word.split("=", 1)[1] for word in words if word.startswith("target=")), None)
-    if named is not None and config.targets and named not in config.targets:
-        raise fail(f"error: unknown target {named!r}; targets: {', '.join(sorted(config.targets))}")
-    name = named or config.default_target
-    version = config.targets[name].sglang_version if name in config.targets else None
     try:
-        return FlagCatalog.load(version or "0.5.10")
-    except LookupError:
-        typer.echo(f"note: no flag list for SGLang {version} is packaged; checking against 0.5.10", err=True)
-        return FlagCatalog.load("0.5.10")
+        found = target_catalog(config, words)
+    except UnknownTargetError as exc:
+        raise fail(f"error: {exc}") from None
+    if found.note:
+        typer.echo(f"note: {found.note}", err=True)
+    return found.catalog
 
 
 @config_app.command("check")

@@ -115,25 +115,25 @@ def _command(name: str) -> Any:
 
 
 def _run_playbook(config: Settings, invocation: Invocation, target: str, *, json_output: bool) -> None:
-    from bot.cli_playbooks import _execute, _load
+    from bot.cli_playbooks import execute_playbook, load_all
 
-    books = _load(config)
+    books = load_all(config)
     playbook, params = playbook_params(invocation)
     book = books.get(playbook)
     if book is None:
         raise _fail(f"error: no playbook {playbook!r}; playbooks: {', '.join(books) or 'none'}")
-    code, document = _execute(config, books, book, params, target, json_output=json_output)
+    code, document = execute_playbook(config, books, book, params, target, json_output=json_output)
     if json_output:
         typer.echo(json.dumps(document, indent=2, default=str))
     raise typer.Exit(code)
 
 
 def _read_command(config: Settings, invocation: Invocation, target: str, *, json_output: bool) -> None:
-    from bot.cli_target import _store
+    from bot.cli_target import open_store
     from bot.loop import records_view
 
     try:
-        store = _store(config)
+        store = open_store(config)
     except CliError as exc:
         raise _fail(f"error: {exc}", exc.code) from None
     try:

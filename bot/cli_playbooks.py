@@ -51,7 +51,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _load(config: Settings) -> dict[str, Playbook]:
+def load_all(config: Settings) -> dict[str, Playbook]:
     try:
         return load_playbooks(playbook_dirs(config.playbook_dirs))
     except PlaybookError as exc:
@@ -72,7 +72,7 @@ def playbooks(ctx: typer.Context) -> None:
         return
     if words:
         raise _fail(f"error: playbooks takes no arguments, got {words[0]!r}")
-    books = _load(cli.settings())
+    books = load_all(cli.settings())
     if json_output:
         typer.echo(json.dumps([_book_json(book) for book in books.values()], indent=2))
         return
@@ -121,7 +121,7 @@ def run(ctx: typer.Context) -> None:
         invocation = parse_command(["run", *words], catalog=catalog)
     except CommandError as exc:
         raise _fail(f"error: {exc.message}") from None
-    books = _load(config)
+    books = load_all(config)
     name = str(invocation.positionals["playbook"])
     book = books.get(name)
     if book is None:
@@ -138,13 +138,13 @@ def run(ctx: typer.Context) -> None:
         params = parse_params(book, raw, catalog=catalog)
     except ParamError as exc:
         raise _fail(f"error: {exc}") from None
-    code, document = _execute(config, books, book, params, target, json_output=json_output)
+    code, document = execute_playbook(config, books, book, params, target, json_output=json_output)
     if json_output:
         typer.echo(json.dumps(document, indent=2, default=str))
     raise typer.Exit(code)
 
 
-def _execute(
+def execute_playbook(
     config: Settings,
     books: dict[str, Playbook],
     book: Playbook,
@@ -154,11 +154,11 @@ def _execute(
     json_output: bool,
 ) -> tuple[int, dict[str, Any]]:
     """Run it; exit code 0 when the experiment succeeded, and the outcome as a JSON document."""
-    from bot.cli_target import _store
+    from bot.cli_target import open_store
     from bot.store.leases import LeaseHeld
 
     try:
-        store = _store(config)
+        store = open_store(config)
     except CliError as exc:
         raise _fail(f"error: {exc}", exc.code) from None
     try:

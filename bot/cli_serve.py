@@ -66,11 +66,11 @@ def serve(
 
 async def _services(config: Settings) -> Any:
     from bot.cli_playbooks import lease_ttl_s
-    from bot.cli_target import _store
+    from bot.cli_target import open_store
     from bot.slack.services import SlackServices
     from bot.store import AsyncStore
 
-    return SlackServices(config, AsyncStore(_store(config)), lease_ttl_s=lease_ttl_s())
+    return SlackServices(config, AsyncStore(open_store(config)), lease_ttl_s=lease_ttl_s())
 
 
 async def _until_stopped() -> None:

@@ -60,7 +60,7 @@ def _target(config: Settings, invocation: Invocation) -> tuple[str, Any]:
     return name, config.targets[name]
 
 
-def _store(config: Settings) -> Store:
+def open_store(config: Settings) -> Store:
     from bot.store import Store
 
     url = Secrets().database_url
@@ -85,7 +85,7 @@ async def _with_target(
     from bot.target.session import TargetSession
 
     name, target = _target(config, invocation)
-    store = AsyncStore(_store(config))
+    store = AsyncStore(open_store(config))
     try:
         async with TargetSession.open(name, target, store=store) as ts:
             return await action(ts)
@@ -96,7 +96,7 @@ async def _with_target(
 # --- the commands -------------------------------------------------------------------------
 
 
-async def _status(ts: TargetSession) -> dict[str, Any]:
+async def status_of(ts: TargetSession) -> dict[str, Any]:
     import httpx
 
     from bot.target.known_good import known_good
@@ -146,7 +146,7 @@ def _snapshot_summary(snapshot: Any) -> dict[str, Any]:
     }
 
 
-def _observe(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
+def observer(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
     async def run(ts: TargetSession) -> dict[str, Any]:
         from bot.target.observe import observe
 
@@ -155,7 +155,7 @@ def _observe(config: Settings) -> Callable[[TargetSession], Awaitable[dict[str, 
     return run
 
 
-def _grep(invocation: Invocation) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
+def grepper(invocation: Invocation) -> Callable[[TargetSession], Awaitable[dict[str, Any]]]:
     from bot.target.grep import DEFAULT_LINES, Scope, grep, since_from_duration
 
     pattern = str(invocation.positionals["pattern"])
@@ -288,11 +288,11 @@ def run_target_command(name: str, invocation: Invocation, config: Settings, *, j
     """Run one target command and print it; raises `typer.Exit` with the exit code."""
     try:
         if name == "status":
-            action: Callable[[TargetSession], Awaitable[dict[str, Any]]] = _status
+            action: Callable[[TargetSession], Awaitable[dict[str, Any]]] = status_of
         elif name == "observe":
-            action = _observe(config)
+            action = observer(config)
         elif name == "grep":
-            action = _grep(invocation)
+            action = grepper(invocation)
         elif name == "reconcile":
             action = _reconcile(config)
         else:

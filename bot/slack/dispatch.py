@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.commands import CommandError, Invocation, help_text, parse_command
+from bot.commands.target_catalog import UnknownTargetError, catalog_for
 from bot.config import Settings
 from bot.loop.engine import Engine
 from bot.loop.playbook import load_playbooks, playbook_dirs
-from bot.sglang.catalog import FlagCatalog
 from bot.slack.reporter import SlackThreadReporter, metadata
 from bot.slack.services import SlackServices
 from bot.target.evidence import Evidence, TableBlock, TextBlock
@@ -33,23 +33,16 @@ class Where:
     thread_ts: str | None = None
 
 
-def catalog_for(settings: Settings, words: list[str]) -> FlagCatalog:
-    """The flag list of the target the words name (or the default target's SGLang version)."""
-    named = next((w.split("=", 1)[1] for w in words if w.startswith("target=")), None)
-    name = named or settings.default_target
-    version = settings.targets[name].sglang_version if name in settings.targets else None
-    try:
-        return FlagCatalog.load(version or "0.5.10")
-    except LookupError:
-        return FlagCatalog.load("0.5.10")
-
-
 def parse(settings: Settings, text: str) -> Invocation:
     """The invocation, or CommandError with the exact problem and a correct example."""
     from bot.commands.tokens import tokenize
 
     words = tokenize(text) if text.strip() else ["help"]
-    return parse_command(words, catalog=catalog_for(settings, words))
+    try:
+        catalog = catalog_for(settings, words).catalog
+    except UnknownTargetError as exc:
+        raise CommandError(str(exc)) from None
+    return parse_command(words, catalog=catalog)
 
 
 def target_of(settings: Settings, invocation: Invocation) -> str:
@@ -160,14 +153,14 @@ def _records_blocks(data: dict[str, Any]) -> list[Evidence]:
 
 
 async def _target_answer(services: SlackServices, invocation: Invocation, target: str) -> list[Evidence]:
-    from bot.cli_target import _grep, _observe, _status
+    from bot.cli_target import grepper, observer, status_of
     from bot.target.evidence import evidence_from_json
     from bot.target.session import TargetSession
 
     settings = services.settings
     async with TargetSession.open(target, settings.targets[target], store=services.store) as ts:
         if invocation.name == "status":
-            data = await _status(ts)
+            data = await status_of(ts)
             text = (
                 f"*{target}* `{data['unit']}`: /health {data['health']}; "
                 + "; ".join(f"{n['node']} {n.get('active', n.get('error'))}" for n in data["nodes"])
@@ -175,9 +168,9 @@ async def _target_answer(services: SlackServices, invocation: Invocation, target
             )
             return [TextBlock(text, f"Status of {target}")]
         if invocation.name == "observe":
-            data = await _observe(settings)(ts)
+            data = await observer(settings)(ts)
             return [evidence_from_json(item) for item in data.get("evidence", [])]
-        data = await _grep(invocation)(ts)
+        data = await grepper(invocation)(ts)
     blocks: list[Evidence] = []
     for item in data["results"]:
         if "error" in item:
@@ -189,4 +182,4 @@ async def _target_answer(services: SlackServices, invocation: Invocation, target
     return blocks
 
 
-__all__ = ["Where", "answer", "catalog_for", "parse", "run_in_thread", "runs_playbook", "target_of"]
+__all__ = ["Where", "answer", "parse", "run_in_thread", "runs_playbook", "target_of"]

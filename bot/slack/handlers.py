@@ -259,15 +259,13 @@ async def _button_words(services: SlackServices, action_id: str, experiment_id: 
     if action_id not in ("flagbot_isolate", "flagbot_rerun"):
         return None
     from bot.loop.steps.common import snapshot_value
-    from bot.loop.steps.target_steps import _get_snapshot
+    from bot.loop.steps.target_steps import get_snapshot
     from bot.store.experiments import get_experiment
 
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     if row is None:
         raise LookupError(f"no experiment #{experiment_id}")
-    before = await services.store.run(
-        _get_snapshot, services.store.store, row.state.get("before_snapshot_id")
-    )
+    before = await services.store.run(get_snapshot, services.store.store, row.state.get("before_snapshot_id"))
     want = snapshot_value(before, "max_running_requests")
     if want is None:
         raise LookupError(f"experiment #{experiment_id} has no start to compare with")
