@@ -10,12 +10,10 @@ import asyncio
 import os
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from bot.config import Settings
 from bot.loop.engine import Engine, LeaseHeld
@@ -31,26 +29,6 @@ from tests.support.loop_actions import Probe
 
 REPO = Path(__file__).resolve().parents[3]
 TARGET = "t1"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def sync_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        opened = Store.open(request.getfixturevalue("postgres_url"))
-        with opened.engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    opened.upgrade()
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-async def store(sync_store: Store) -> AsyncIterator[AsyncStore]:
-    astore = AsyncStore(sync_store)
-    yield astore
-    astore._executor.shutdown(wait=True)
 
 
 @pytest.fixture

@@ -7,15 +7,12 @@ the heartbeat test waits for the store to show a renewal past the ttl, never for
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from bot.loop.lease_guard import HeldLease, LeaseHeld, hold_lease, holder_id
-from bot.store import AsyncStore, Store
+from bot.store import AsyncStore
 from bot.store.experiments import create_experiment
 from bot.store.leases import LeaseInfo, acquire, current, release
 from bot.store.models import utcnow
@@ -24,26 +21,6 @@ from bot.store.records import audit_events
 TARGET = "t1"
 ME = "cli:alice@laptop:0a1b2c3d"
 BOB = "slack:bob:9f8e7d6c"
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def sync_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        opened = Store.open(request.getfixturevalue("postgres_url"))
-        with opened.engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    opened.upgrade()
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-async def store(sync_store: Store) -> AsyncIterator[AsyncStore]:
-    astore = AsyncStore(sync_store)
-    yield astore
-    astore._executor.shutdown(wait=True)
 
 
 async def bob_holds(store: AsyncStore, **kw: object) -> LeaseInfo:
