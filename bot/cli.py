@@ -25,6 +25,7 @@ from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
 from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import ConfigError, Secrets, Settings, load_settings
+from bot.diagnostics import install_dump_on_signal
 from bot.sglang.catalog import FlagCatalog
 
 app = typer.Typer(
@@ -213,6 +214,7 @@ register_serve(app)  # the Slack bot (bot/cli_serve.py)
 
 def main() -> None:
     """Console-script entry point."""
+    install_dump_on_signal()  # `kill -USR1 <pid>` prints where a stuck command is
     try:
         app()
     except BrokenPipeError:

@@ -19,6 +19,7 @@ from typing import Any
 from bot.store import Store
 from bot.target.readiness import Backoff
 from bot.testbed import Testbed
+from tests.support.processes import communicate
 
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
 PROFILE = """
@@ -60,7 +61,7 @@ async def start(config: Path, *args: str, **extra: str) -> asyncio.subprocess.Pr
 
 async def flagbot(config: Path, *args: str, timeout: float = 600, **extra: str) -> tuple[int, str, str]:
     process = await start(config, *args, **extra)
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    out, err = await communicate(process, timeout)
     return process.returncode or 0, out.decode(), err.decode()
 
 

@@ -19,7 +19,6 @@ the culprit(s).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ from tests.integration.loop.scenario_switch import running_scenario, twin_scenar
 from tests.integration.loop.support import start, store_of, wait_for, write_config
 from tests.integration.target.support import target_of, truth_records
 from tests.integration.target.support_control import on_baseline  # noqa: F401
+from tests.support.processes import communicate
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 EXPECT = "max_running_requests>=48"
@@ -87,7 +87,7 @@ async def run(config: Path, *args: str, timeout: float = 600) -> tuple[int, str,
     failure says how far the experiment got."""
     process = await start(config, *args)
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
+        out, err = await communicate(process, timeout)
     except TimeoutError:
         process.kill()
         await process.wait()

@@ -14,6 +14,7 @@ import pytest
 
 from bot.testbed import Testbed
 from tests.integration.target import support
+from tests.support.processes import communicate
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 baseline_after, store, ts = support.baseline_after, support.store, support.ts  # fixtures used by this module
@@ -41,7 +42,7 @@ async def flagbot(config: Path, *args: str) -> tuple[int, str, str]:
         stderr=asyncio.subprocess.PIPE,
         env=env,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 180)
+    out, err = await communicate(process, 180)
     return process.returncode or 0, out.decode(), err.decode()
 
 
