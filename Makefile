@@ -6,9 +6,10 @@ PYTHON      ?= python3
 PY          := $(VENV)/bin/python
 STAMP       := $(VENV)/.flagbot-installed
 # Debian packages the tests use; installed with apt-get only when missing (root needed then).
-DEB_PACKAGES := postgresql openssh-server sudo systemd-container iproute2
+# chromium, chromium-driver, fonts-noto-color-emoji: the stand-in's page in headless Chromium.
+DEB_PACKAGES := postgresql openssh-server sudo systemd-container iproute2 chromium chromium-driver fonts-noto-color-emoji
 
-.PHONY: test test-unit test-component test-integration lint typecheck deps venv clean bench
+.PHONY: test test-unit test-component test-integration lint typecheck deps venv clean bench screenshot
 
 venv: $(STAMP)
 
@@ -42,6 +43,10 @@ test-integration: deps venv
 
 bench: venv
 	$(PY) bench/parse_throughput.py
+
+# The README's screenshot of a thread on the stand-in's page (headless Chromium).
+screenshot: deps venv
+	$(PY) tools/screenshot_thread.py --out docs/images/slack-thread.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

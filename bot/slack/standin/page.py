@@ -1,166 +1,227 @@
-"""A small web page on the stand-in (`GET /`): channels, threads, a command box, buttons.
+"""A small web page on the stand-in (`GET /`): channels, threads, a command box, working buttons.
 
-`make demo` has no Slack workspace to look at, so this page is where a person watches the
-bot work: it shows each channel's threads with their blocks read as text, sends a slash
-command or a mention as a chosen user, and clicks the bot's buttons. Plain HTML and a few
-lines of JavaScript, no external assets, so it works offline.
+`make demo` has no Slack workspace to look at, so this page is where a person watches the bot
+work: a channel with its threads as Slack draws them (`page_view`, `page_blocks`), the current
+user's ephemeral messages, files and charts. The command box sends what is typed the way Slack
+would: `/flagbot …` as a signed slash command (refused inside a thread, as Slack refuses it),
+`@flagbot …` as an `app_mention` (in the open thread when typed there), anything else as a
+plain message. A button click goes through `Standin.click`, a signed `block_actions`. The page
+polls `/page/view` with a short backoff, so it follows the bot without a reload. No external
+assets: the CSS and script are package data inlined into the page, so it works offline.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
 from html import escape
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
 
-from bot.slack.standin.blocks import buttons, plain_text
-from bot.slack.standin.model import Message
+from bot.slack.standin.model import BOT_USER_ID, Channel, StoredFile
 from bot.slack.standin.outbound import Response, SlashInThreadError
+from bot.slack.standin.page_view import View, channel_html, thread_html
+from bot.slack.standin.workspace import SlackError
 
 if TYPE_CHECKING:
     from bot.slack.standin.server import Standin
 
-STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 0; display: flex; min-height: 100vh; }
-nav { background: #3f0e40; color: #fff; padding: 1em; min-width: 12em; }
-nav a { color: #fff; display: block; text-decoration: none; padding: .2em 0; }
-nav a.on { font-weight: bold; }
-main { padding: 1em 2em; flex: 1; }
-.msg { border-left: 3px solid #ddd; margin: .6em 0; padding: .2em .8em; }
-.reply { margin-left: 2.5em; border-color: #1264a3; }
-.who { font-weight: bold; } .ts { color: #888; font-size: 85%; }
-.text { white-space: pre-wrap; }
-.edited { color: #888; font-size: 85%; }
-.eph { background: #f4f4f4; border-color: #e8912d; }
-form { margin: .5em 0; } input[type=text] { width: 30em; }
-#out { color: #555; white-space: pre-wrap; }
-"""
-
-SCRIPT = """
-async function send(form) {
-  const answer = await fetch(form.action, {method: 'POST', body: new FormData(form)});
-  document.getElementById('out').textContent = await answer.text();
-  refresh();
-  return false;
-}
-async function click(channel, ts, actionId) {
-  const body = new FormData();
-  body.set('channel', channel); body.set('ts', ts); body.set('action_id', actionId);
-  body.set('user', document.getElementById('user').value);
-  const answer = await fetch('/page/click', {method: 'POST', body: body});
-  document.getElementById('out').textContent = await answer.text();
-  refresh();
-}
-async function refresh() {
-  const url = new URL(location.href); url.searchParams.set('fragment', '1');
-  url.searchParams.set('user', document.getElementById('user').value);
-  document.getElementById('log').innerHTML = await (await fetch(url)).text();
-}
-setInterval(refresh, 1500);
-"""
+COMMANDS = ("/flagbot",)
+"""The slash commands the stand-in's workspace has installed (flagbot's)."""
+MENTION = re.compile(rf"^\s*(?:@flagbot\b|<@{BOT_USER_ID}(?:\|[^>]*)?>)[:,]?\s*", re.IGNORECASE)
+SLASH = re.compile(r"^(/\S+)\s*(.*)$", re.DOTALL)
+EMPTY_MENTION = "say what flagbot should do: @flagbot COMMAND (e.g. @flagbot help)"
 
 
-def _message_html(standin: Standin, m: Message, *, reply: bool) -> str:
-    who = standin.workspace.users.get(m.user)
-    lines = [m.text] if m.text else []
-    lines += plain_text(m.blocks)
-    lines += [f"[file: {f.title or f.name}] {f.permalink}" for f in m.files]
-    clicks = "".join(
-        f"<button onclick=\"click('{escape(m.channel)}','{escape(m.ts)}','{escape(str(b.get('action_id')))}')\">"
-        f"{escape(str((b.get('text') or {}).get('text', b.get('action_id'))))}</button> "
-        for _, b in buttons(m.blocks)
-    )
-    edited = f'<span class="edited">(edited {len(m.edits)}x)</span>' if m.edits else ""
-    return (
-        f'<div class="msg{" reply" if reply else ""}"><span class="who">{escape(who.name if who else m.user)}</span> '
-        f'<span class="ts">{escape(m.ts)}</span> {edited}'
-        f'<div class="text">{escape(chr(10).join(lines))}</div>{clicks}</div>'
-    )
+@cache
+def _asset(name: str) -> str:
+    return files("bot.slack.standin").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _log_html(standin: Standin, channel: str, user: str) -> str:
-    parts: list[str] = []
-    for root in standin.messages(channel):
-        if root.is_reply:
-            continue
-        parts.append(_message_html(standin, root, reply=False))
-        parts += [_message_html(standin, r, reply=True) for r in standin.messages(channel, thread_ts=root.ts)]
-    for note in standin.ephemerals(user):
-        if note.channel == channel:
-            text = "\n".join([note.text, *plain_text(note.blocks)])
-            parts.append(
-                f'<div class="msg eph"><span class="who">only you</span> <span class="ts">{escape(note.ts)}</span>'
-                f'<div class="text">{escape(text)}</div></div>'
-            )
-    return "".join(parts) or "<p>No messages yet.</p>"
+@dataclass(frozen=True)
+class Typed:
+    """What a line typed in the command box is: a slash command, a mention of flagbot, a message."""
+
+    kind: str
+    """"slash", "mention" or "message"."""
+    text: str
+    """The command's text (after `/flagbot` or `@flagbot`), or the message as typed."""
+    command: str = ""
 
 
-def render_page(standin: Standin, channel: str, user: str) -> str:
-    """The whole page for one channel, as seen by `user` (whose ephemeral messages show)."""
+def classify(text: str) -> Typed:
+    """Read a typed line as Slack's composer does (only a leading `/` makes a slash command)."""
+    slash = SLASH.match(text.strip())
+    if slash:
+        return Typed("slash", slash.group(2).strip(), slash.group(1))
+    mention = MENTION.match(text)
+    if mention:
+        return Typed("mention", text[mention.end() :].strip())
+    return Typed("message", text.strip())
+
+
+def _slack_escaped(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _view(standin: Standin, query: Any) -> View:
+    """The view a request asks for (channel by id or name, the user, the open thread), checked."""
     ws = standin.workspace
+    channel = query.get("channel") or next(iter(ws.channels))
+    try:
+        found: Channel = ws.channel(channel)
+    except SlackError:
+        raise web.HTTPNotFound(text=f"no channel {channel!r} in the stand-in") from None
+    user = query.get("user") or next(u.id for u in ws.users.values() if not u.is_bot)
+    if user not in ws.users:
+        raise web.HTTPNotFound(text=f"no user {user!r} in the stand-in")
+    return View(found.id, user, query.get("thread") or None)
+
+
+def _shown(standin: Standin, view: View) -> tuple[str, str | None, str]:
+    """The channel's and the thread's HTML, and a tag that changes whenever either does."""
+    channel = channel_html(standin.workspace, view)
+    thread = thread_html(standin.workspace, view)
+    etag = hashlib.sha1(f"{channel}\0{thread}".encode(), usedforsecurity=False).hexdigest()
+    return channel, thread, etag
+
+
+def _pane(view: View, *, thread: str | None, channel_name: str) -> str:
+    """The thread pane (when a thread is open) with its own command box."""
+    if thread is None:
+        return ""
+    close = escape(view.url(thread=None))
+    return f"""<section class="pane thread-pane"><header>Thread <span class="sub">#{escape(channel_name)}</span>
+<a class="close" href="{close}" title="close the thread">×</a></header>
+<div class="log" id="thread-log">{thread}</div>
+<form class="composer" data-thread="{escape(view.thread or "")}"><input name="text" autocomplete="off"
+ placeholder="Reply… (@flagbot verify)"><button>Send</button></form><div class="notice"></div></section>"""
+
+
+def render_page(standin: Standin, view: View) -> str:
+    """The whole page for one view: sidebar, channel, and the open thread."""
+    ws = standin.workspace
+    channel_log, thread_log, etag = _shown(standin, view)
+    chan = ws.channels[view.channel]
     nav = "".join(
-        f'<a class="{"on" if c.id == channel else ""}" href="/?channel={escape(c.id)}">#{escape(c.name)}</a>'
+        f'<a class="chan{" on" if c.id == view.channel else ""}" '
+        f'href="{escape(View(c.id, view.user).url())}">{"🔒" if c.is_private else "#"} {escape(c.name)}</a>'
         for c in ws.channels.values()
     )
     users = "".join(
-        f'<option value="{escape(u.id)}"{" selected" if u.id == user else ""}>{escape(u.name)}</option>'
+        f'<option value="{escape(u.id)}"{" selected" if u.id == view.user else ""}>'
+        f"{escape(u.real_name)} ({escape(u.id)})</option>"
         for u in ws.users.values()
         if not u.is_bot
     )
-    hidden = f'<input type="hidden" name="channel" value="{escape(channel)}">'
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>flagbot stand-in</title>
-<style>{STYLE}</style></head><body><nav><b>flagbot stand-in</b><br><br>{nav}</nav><main>
-<p>As <select id="user" name="user" onchange="refresh()">{users}</select></p>
-<form action="/page/slash" onsubmit="return send(this)">{hidden}
-/flagbot <input type="text" name="text" placeholder="status">
-<button>Send</button></form>
-<form action="/page/mention" onsubmit="return send(this)">{hidden}
-@flagbot <input type="text" name="text" placeholder="why 26?">
-in thread <input type="text" name="thread_ts" style="width:11em" placeholder="(none)"> <button>Send</button></form>
-<div id="out"></div><div id="log">{_log_html(standin, channel, user)}</div></main>
-<script>
-document.querySelectorAll('form').forEach(f => f.addEventListener('formdata',
-  e => e.formData.set('user', document.getElementById('user').value)));
-{SCRIPT}</script></body></html>"""
+    data = (
+        f'data-channel="{escape(view.channel)}" data-user="{escape(view.user)}" '
+        f'data-thread="{escape(view.thread or "")}" data-etag="{etag}"'
+    )
+    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>#{escape(chan.name)} · flagbot stand-in</title><style>{_asset("page.css")}</style></head>
+<body {data}><nav class="side"><div class="ws">flagbot stand-in</div>
+<label class="as">You are<select id="user">{users}</select></label>
+<div class="sect">Channels</div>{nav}<div class="foot">A local Slack: nothing leaves this machine.</div></nav>
+<main class="pane chan-pane"><header>#{escape(chan.name)} <span class="sub">{escape(chan.topic)}</span></header>
+<div class="log" id="channel-log">{channel_log}</div>
+<form class="composer" data-thread=""><input name="text" autocomplete="off"
+ placeholder="Message #{escape(chan.name)} (/flagbot status, /flagbot help)"><button>Send</button></form>
+<div class="notice"></div></main>{_pane(view, thread=thread_log, channel_name=chan.name)}
+<dialog id="confirm"><h4></h4><p></p><div class="row"><button class="bk-btn deny"></button>
+<button class="bk-btn primary ok"></button></div></dialog>
+<script>{_asset("page.js")}</script></body></html>"""
 
 
-def _answer(response: Response) -> web.Response:
-    return web.json_response({"status": response.status, "body": response.body})
+def _answer(response: Response, kind: str) -> web.Response:
+    return web.json_response({"kind": kind, "status": response.status, "body": response.body})
+
+
+async def send_typed(standin: Standin, form: dict[str, Any]) -> web.Response:
+    """Send a line typed in the command box as Slack would (see `classify`)."""
+    typed = classify(str(form.get("text", "")))
+    channel, user = str(form["channel"]), str(form["user"])
+    thread_ts = str(form.get("thread_ts") or "") or None
+    if not typed.text and typed.kind != "slash":
+        return web.json_response({"error": EMPTY_MENTION}, status=400)
+    if typed.kind == "slash":
+        if typed.command not in COMMANDS:
+            error = f"{typed.command} is not a valid command. This workspace has: {', '.join(COMMANDS)}"
+            return web.json_response({"error": error}, status=400)
+        answer = await standin.slash(
+            typed.text, user=user, channel=channel, thread_ts=thread_ts, command=typed.command
+        )
+        return _answer(answer, "slash")
+    if typed.kind == "mention":
+        answer = await standin.mention(typed.text, user=user, channel=channel, thread_ts=thread_ts)
+        return _answer(answer, "mention")
+    standin.workspace.post(channel, user=user, text=_slack_escaped(typed.text), thread_ts=thread_ts)
+    await standin._notify()  # the stand-in's own waiters (tests) see the message too
+    return web.json_response({"kind": "message"})
+
+
+def _file_response(stored: StoredFile | None) -> web.Response:
+    if stored is None or stored.content is None:
+        raise web.HTTPNotFound(text="no such file (or its bytes were never uploaded)")
+    mimetype = stored.to_api()["mimetype"]
+    content_type = mimetype if mimetype.startswith("image/") else "text/plain"
+    return web.Response(body=stored.content, content_type=content_type, charset=None)
 
 
 def page_routes(app: web.Application, standin: Standin) -> None:
-    """Add `GET /` and the page's POST endpoints to the stand-in's application."""
+    """Add `GET /`, the page's endpoints and the files' URLs to the stand-in's application."""
 
     async def index(request: web.Request) -> web.Response:
-        channel = request.query.get("channel") or next(iter(standin.workspace.channels))
-        user = request.query.get("user") or next(
-            u.id for u in standin.workspace.users.values() if not u.is_bot
-        )
-        if request.query.get("fragment"):
-            return web.Response(text=_log_html(standin, channel, user), content_type="text/html")
-        return web.Response(text=render_page(standin, channel, user), content_type="text/html")
+        view = _view(standin, request.query)
+        return web.Response(text=render_page(standin, view), content_type="text/html")
+
+    async def shown(request: web.Request) -> web.Response:
+        channel, thread, etag = _shown(standin, _view(standin, request.query))
+        if request.query.get("have") == etag:
+            return web.Response(status=204)
+        return web.json_response({"etag": etag, "channel": channel, "thread": thread})
 
     async def act(request: web.Request) -> web.Response:
         form: dict[str, Any] = dict(await request.post())
         kind = request.match_info["kind"]
         try:
+            if kind == "send":
+                return await send_typed(standin, form)
             if kind == "slash":
-                return _answer(await standin.slash(form["text"], user=form["user"], channel=form["channel"]))
+                return _answer(
+                    await standin.slash(form["text"], user=form["user"], channel=form["channel"]), kind
+                )
             if kind == "mention":
                 thread_ts = form.get("thread_ts") or None
                 answer = await standin.mention(
                     form["text"], user=form["user"], channel=form["channel"], thread_ts=thread_ts
                 )
-                return _answer(answer)
+                return _answer(answer, kind)
             if kind == "click":
                 answer = await standin.click(
                     form["channel"], form["ts"], form["action_id"], user=form["user"]
                 )
-                return _answer(answer)
-        except (SlashInThreadError, KeyError, RuntimeError, OSError, aiohttp.ClientError) as err:
+                return _answer(answer, kind)
+        except KeyError as err:
+            return web.json_response({"error": str(err.args[0]) if err.args else str(err)}, status=400)
+        except (SlashInThreadError, SlackError, RuntimeError, OSError, aiohttp.ClientError) as err:
             return web.json_response({"error": str(err)}, status=400)
         raise web.HTTPNotFound()
 
+    async def stored_file(request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"].rsplit("-", 1)[-1]
+        return _file_response(standin.workspace.files.get(file_id))
+
     app.router.add_get("/", index)
+    app.router.add_get("/page/view", shown)
     app.router.add_post("/page/{kind}", act)
+    app.router.add_get("/files/{user}/{file_id}/{name}", stored_file)
+    app.router.add_get("/files-pri/{file_id}/{name}", stored_file)
+
+
+__all__ = ["Typed", "classify", "page_routes", "render_page", "send_typed"]
