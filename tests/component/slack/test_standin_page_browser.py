@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 import pytest
 from PIL import Image
 
+from bot.loop.playbook import load_playbooks, playbook_dirs
 from bot.slack.standin import BotRequest, signature
 from tests.support.chromium import Browser, chromium, missing, naming
 from tests.support.sample_thread import SampleThread, bot_without_hosts, post_sample_thread
@@ -102,7 +103,8 @@ async def test_the_thread_reads_as_in_slack_and_a_screenshot_is_kept(
     assert "replied to a thread" in channel and "REGRESSED" in channel  # the verdict broadcast
     assert "Capacity: parsed vs effective" not in channel  # evidence stays in the thread
     in_thread = await browser.js(texts("#thread-log"))
-    assert "asked by @bob" in in_thread and "✅ 14." in in_thread
+    steps = len(load_playbooks(playbook_dirs())["try"].steps)
+    assert "asked by @bob" in in_thread and f"✅ {steps}." in in_thread and "⏳" not in in_thread
     assert "Status: ✅ succeeded" in in_thread and "Verdict: 🔻 regressed" in in_thread
     assert "Also sent to the channel" in in_thread
     table = await browser.js(texts("#thread-log pre.code"))
