@@ -84,6 +84,7 @@ async def _until_stopped() -> None:
 async def _run_http(
     config: Settings, token: str, signing: str, address: tuple[str, int], api: str | None
 ) -> None:
+    from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_http, web_client
 
     services = await _services(config)
@@ -91,7 +92,8 @@ async def _run_http(
     runner = await serve_http(app, *address)
     typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
     try:
-        await _until_stopped()
+        async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
+            await _until_stopped()
     finally:
         await runner.cleanup()
         await services.drain()
@@ -101,6 +103,7 @@ async def _run_http(
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
+    from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, web_client
 
     services = await _services(config)
@@ -109,7 +112,8 @@ async def _run_socket(config: Settings, token: str, signing: str, app_token: str
     await handler.connect_async()  # type: ignore[no-untyped-call]
     typer.echo("flagbot: Socket Mode connected", err=True)
     try:
-        await _until_stopped()
+        async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
+            await _until_stopped()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await services.drain()

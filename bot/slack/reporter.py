@@ -42,6 +42,9 @@ class SlackThreadReporter:
     hypothesis_id: int | None = None
     posted: list[str] = field(default_factory=list)
     """ts of every reply posted, in order (tests and the demo read the thread back by them)."""
+    store: Any = None
+    """An `AsyncStore`: when set, where the run is discussed is recorded at its start
+    (`bot.digest.threads`; the weekly digest links each experiment to its thread)."""
 
     async def _update_card(self) -> None:
         blocks, text = status_card(self.card)
@@ -81,6 +84,30 @@ class SlackThreadReporter:
         self.card.experiment_id = info.experiment_id
         self.card.status = "running"
         await self._update_card()
+        await self._record_thread(info)
+
+    async def _record_thread(self, info: RunStart) -> None:
+        """The thread's channel, ts and permalink, stored with the experiment; a failure here is
+        logged and never stops the run."""
+        if self.store is None:
+            return
+        from bot.digest.threads import record_thread
+
+        try:
+            found = await self.client.chat_getPermalink(channel=self.channel, message_ts=self.thread)
+            link = found.get("permalink")
+            await self.store.run(
+                record_thread,
+                self.store.store,
+                experiment_id=info.experiment_id,
+                target=info.target,
+                channel=self.channel,
+                thread_ts=self.thread,
+                permalink=link if isinstance(link, str) else None,
+            )
+        except Exception:
+            log.warning("could not record the thread of experiment #%s", info.experiment_id, exc_info=True)
+
 
     async def step(self, experiment_id: int, index: int, name: str, status: str, detail: str) -> None:
         while len(self.card.steps) <= index:

@@ -12,6 +12,7 @@ from bot.store.loop_models import (
     Lease,
 )
 from bot.store.models import Measurement, Snapshot
+from bot.store.schedule_models import CheckRun, DriftEvent, DriftState, VerificationCheck
 from bot.store.slack_models import ApprovalRequest, SeenKey
 from bot.store.store import AsyncStore, Store, StoreNotReadyError
 
@@ -20,6 +21,9 @@ __all__ = [
     "AsyncStore",
     "AuditEvent",
     "Baseline",
+    "CheckRun",
+    "DriftEvent",
+    "DriftState",
     "EvidenceRecord",
     "Experiment",
     "ExperimentStep",
@@ -32,4 +36,5 @@ __all__ = [
     "Snapshot",
     "Store",
     "StoreNotReadyError",
+    "VerificationCheck",
 ]

@@ -3,9 +3,23 @@
 `target_steps`: heal, snapshot, apply + restart, await the start, restore, the interrupt check.
 `measure_steps`: benchmark, compare, keep or revert. `state_steps`: revert plans, verify,
 baseline. `learn_steps`: the hypothesis log and knowledge observations. `analysis_steps`:
-preflight, ranked hypotheses, isolate.
+preflight, ranked hypotheses, isolate. `schedule_steps`: verification checks later (bot.schedule).
 """
 
-from bot.loop.steps import analysis_steps, learn_steps, measure_steps, state_steps, target_steps
+from bot.loop.steps import (
+    analysis_steps,
+    learn_steps,
+    measure_steps,
+    schedule_steps,
+    state_steps,
+    target_steps,
+)
 
-__all__ = ["analysis_steps", "learn_steps", "measure_steps", "state_steps", "target_steps"]
+__all__ = [
+    "analysis_steps",
+    "learn_steps",
+    "measure_steps",
+    "schedule_steps",
+    "state_steps",
+    "target_steps",
+]

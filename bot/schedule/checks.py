@@ -1,0 +1,285 @@
+"""A verification check: look at the target again, without restarting it, and say whether what
+the experiment concluded still holds.
+
+A run: take the target's lease (waiting for it, like any load), re-observe the running start
+(journal of this invocation, /server_info; nothing restarted, the known-good start untouched),
+run a short benchmark, then compare with the conclusion: the same flags, the same effective
+capacity (`[verdicts.capacity]` tolerances: max_running_requests exactly), and throughput not
+regressed beyond the verdict's noise (`bot.bench.verdict`, same profile only). Every run is
+recorded; only a change of state (pass -> fail, fail -> pass) is told to the experiment's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.bench.capacity import judge_capacity, parse_tolerance
+from bot.schedule.notify import Notice
+from bot.schedule.runtime import ScheduleRuntime
+from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
+from bot.store.leases import LeaseHeld
+from bot.store.schedule_models import VerificationCheck
+from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, VerdictBlock
+
+__all__ = ["CheckOutcome", "Probe", "Verdict", "judge", "probe_target", "run_check"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Probe:
+    """What a check saw of the running start (and the benchmark it ran, if any)."""
+
+    healthy: bool
+    health: int | None
+    invocation: str | None
+    flags: list[dict[str, Any]]
+    effective: dict[str, Any]
+    snapshot_id: int | None = None
+    set_id: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    result: str
+    """pass or fail."""
+    reasons: tuple[str, ...]
+    rows: tuple[ComparisonRow, ...]
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    check: VerificationCheck
+    recorded: RecordedRun
+    blocks: tuple[Evidence, ...]
+    posted: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        run = self.recorded.run
+        return {
+            "check_id": self.check.id,
+            "run_id": run.id,
+            "result": run.result,
+            "summary": run.summary,
+            "previous_state": self.recorded.previous,
+            "state": self.recorded.state,
+            "changed": self.recorded.changed,
+            "posted": self.posted,
+            "detail": run.detail,
+        }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return str(value)
+
+
+def judge(
+    expected: dict[str, Any],
+    probe: Probe,
+    capacity_tolerances: dict[str, str],
+    throughput: tuple[str, list[str]] | None,
+) -> Verdict:
+    """Pass or fail, with the reasons and a row per thing compared (concluded vs now).
+
+    `throughput` is the verdict of the check's benchmark against the concluded one and its
+    lines (None when not compared); only `regressed` fails: improved, no effect and undecided
+    are within what the experiment concluded.
+    """
+    reasons: list[str] = []
+    rows: list[ComparisonRow] = []
+    healthy = "pass" if probe.healthy else "fail"
+    rows.append(
+        ComparisonRow("healthy (ready, /health 200)", "yes", "yes" if probe.healthy else "no", "", healthy)
+    )
+    if not probe.healthy:
+        reasons.append(f"the server is not healthy (/health {probe.health})")
+    want_flags = expected.get("flags")
+    if want_flags is not None:
+        same = list(want_flags) == list(probe.flags)
+        rows.append(
+            ComparisonRow(
+                "flags", "as concluded", "same" if same else "changed", "", "pass" if same else "fail"
+            )
+        )
+        if not same:
+            reasons.append("the flags differ from the ones the experiment left")
+    for metric, tolerance in capacity_tolerances.items():
+        want, got = expected.get(metric), probe.effective.get(metric)
+        if want is None:
+            continue
+        verdict = judge_capacity(metric, want, got, parse_tolerance(tolerance))
+        ok = verdict.verdict in ("no effect", "improved")
+        rows.append(
+            ComparisonRow(
+                f"{metric} (effective)", _cell(want), _cell(got), tolerance, "pass" if ok else "fail"
+            )
+        )
+        if not ok:
+            reasons.append(f"effective {metric} {_cell(got)}, concluded {_cell(want)} ({tolerance})")
+    if throughput is not None:
+        word, lines = throughput
+        ok = word != "regressed"
+        rows.append(ComparisonRow("benchmark vs the concluded one", "", word, "", "pass" if ok else "fail"))
+        if not ok:
+            reasons.append(
+                "throughput or latency regressed beyond the noise: " + (lines[0] if lines else word)
+            )
+    return Verdict("fail" if reasons else "pass", tuple(reasons), tuple(rows))
+
+
+async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
+    """Observe the running start and benchmark it, under the target's lease (LeaseHeld when it
+    stays busy for `rt.lease_wait_s`)."""
+    from bot.bench.run import BenchPlan, run_plan
+    from bot.loop.lease_guard import hold_lease, holder_id
+    from bot.target.observe import observe
+
+    settings = rt.settings
+    target = settings.targets[check.target]
+    async with (
+        hold_lease(
+            rt.store,
+            check.target,
+            purpose=f"check #{check.id}",
+            holder=holder_id(f"schedule:check-{check.id}"),
+            ttl_s=rt.lease_ttl_s,
+            wait_s=rt.lease_wait_s,
+        ),
+        rt.session(check.target) as ts,
+    ):
+        obs = await observe(ts, cache_dir=rt.cache(), promote=False)
+        probe = Probe(
+            healthy=obs.healthy,
+            health=obs.health,
+            invocation=obs.invocation,
+            flags=list(obs.requested),
+            effective=dict(obs.effective),
+            snapshot_id=obs.snapshot_id,
+        )
+        if not obs.healthy:
+            return probe
+        name = check.profile or check.expected.get("profile") or target.benchmark_profile
+        if name not in settings.bench:
+            probe.notes.append(f"no benchmark profile {name!r}: not benchmarked")
+            return probe
+        plan = BenchPlan.build(
+            target=check.target,
+            base_url=target.http_base(),
+            profile_name=name,
+            profile=settings.bench[name],
+            label=f"check #{check.id}",
+            snapshot_id=obs.snapshot_id,
+            bench_serving=target.bench_serving,
+        )
+        node = ts.node0 if plan.backend == "bench_serving" else None
+        run = await run_plan(plan, store=rt.store, node=node)
+        probe.set_id = run.set.id
+    return probe
+
+
+def _throughput(store: Any, reference: int | None, candidate: int | None, settings: Any) -> Any:
+    """(verdict word, lines) of the check's set against the concluded one; None when not comparable."""
+    from bot.bench.verdict import VerdictSettings
+    from bot.store.bench_repo import compare_by_id, load_set
+
+    if reference is None or candidate is None:
+        return None
+    a, b = load_set(store, reference), load_set(store, candidate)
+    if a is None or b is None or a.set.profile != b.set.profile:
+        return None
+    compared = compare_by_id(
+        store, reference, candidate, VerdictSettings.from_config(settings), single_look=True
+    )
+    return compared.result.verdict, compared.result.lines()
+
+
+async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "schedule") -> CheckOutcome | None:
+    """Run check `check_id` now; None when it is gone, or (scheduled runs) paused or already done."""
+    store = rt.store
+    check = await store.run(get_check, store.store, check_id)
+    if check is None:
+        log.info("check #%s no longer exists; nothing to run", check_id)
+        return None
+    if trigger == "schedule" and check.status != "scheduled":
+        log.info("check #%s is %s; its scheduled run is skipped", check_id, check.status)
+        return None
+    probe_func = rt.probe or probe_target
+    detail: dict[str, Any] = {"expected": check.expected}
+    probe: Probe | None = None
+    try:
+        if check.target not in rt.settings.targets and rt.probe is None:
+            raise LookupError(f"target {check.target!r} is not configured any more")
+        probe = await probe_func(rt, check)
+    except LeaseHeld as busy:
+        result, summary, verdict = "busy", f"not run: {busy}", None
+    except Exception as exc:  # the target could not be looked at: recorded, the state stays
+        log.warning("check #%s could not run: %s", check_id, exc)
+        result, summary, verdict = "error", f"could not look at {check.target}: {exc}".splitlines()[0], None
+    else:
+        compared = await store.run(
+            _throughput, store.store, check.expected.get("set_id"), probe.set_id, rt.settings.verdicts
+        )
+        verdict = judge(check.expected, probe, dict(rt.settings.verdicts.capacity), compared)
+        result = verdict.result
+        summary = "; ".join(verdict.reasons) or "what the experiment concluded still holds"
+        detail |= {
+            "reasons": list(verdict.reasons),
+            "rows": [row.to_json() for row in verdict.rows],
+            "invocation": probe.invocation,
+            "effective": {k: probe.effective.get(k) for k in rt.settings.verdicts.capacity},
+            "notes": probe.notes,
+        }
+    recorded = await store.run(
+        record_check_run,
+        store.store,
+        check_id,
+        result=result,
+        summary=summary,
+        detail=detail,
+        trigger=trigger,
+        snapshot_id=probe.snapshot_id if probe else None,
+        set_id=probe.set_id if probe else None,
+        ran_at=rt.clock(),
+        done=trigger == "schedule",
+    )
+    blocks = _blocks(check, recorded, verdict)
+    posted = None
+    if recorded.changed:
+        text = (
+            f"check #{check.id} of experiment #{check.experiment_id} on {check.target}: "
+            f"{recorded.previous} -> {recorded.state}: {summary}"
+        )
+        posted = await rt.notifier.notify(Notice(text, blocks, check.channel, check.thread_ts))
+        if posted is not None and recorded.run.id is not None:
+            await store.run(set_posted, store.store, recorded.run.id, posted)
+    return CheckOutcome(check, recorded, blocks, posted)
+
+
+def _blocks(check: VerificationCheck, recorded: RecordedRun, verdict: Verdict | None) -> tuple[Evidence, ...]:
+    run = recorded.run
+    concluded = check.expected.get("summary") or f"experiment #{check.experiment_id}"
+    head = VerdictBlock(
+        run.result,
+        f"check #{check.id} ({_after(check.after_s)} after experiment #{check.experiment_id}): {run.summary}",
+        (f"concluded: {concluded}",),
+    )
+    if verdict is None:
+        return (head,)
+    return (head, MetricComparison(f"Check #{check.id}: concluded vs now", verdict.rows))
+
+
+def _after(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+after_text = _after

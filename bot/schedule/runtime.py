@@ -1,0 +1,100 @@
+"""What scheduled jobs run with: settings, the store, a notifier, a clock, the scheduler.
+
+Why a module-level runtime: APScheduler's job store pickles a job as a reference to a
+module-level function and its plain arguments (`bot.schedule.jobs:check_job`, `(7,)`), never
+live objects. The process that runs the jobs (the bot, a test) installs one runtime; the job
+functions find it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bot.config import Settings
+from bot.schedule.notify import Notifier
+from bot.store import AsyncStore
+from bot.store.models import utcnow
+
+if TYPE_CHECKING:
+    from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+    from bot.schedule.checks import Probe
+    from bot.store.schedule_models import VerificationCheck
+    from bot.target.session import TargetSession
+
+__all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]
+
+SessionFactory = Callable[[str], AbstractAsyncContextManager["TargetSession"]]
+ProbeFunc = Callable[["ScheduleRuntime", "VerificationCheck"], Awaitable["Probe"]]
+
+
+@dataclass
+class ScheduleRuntime:
+    settings: Settings
+    store: AsyncStore
+    notifier: Notifier
+    clock: Callable[[], datetime] = utcnow
+    """Time of record for results and due dates (tests move it; production reads the wall clock)."""
+    scheduler: AsyncIOScheduler | None = None
+    lease_ttl_s: float = 60.0
+    lease_wait_s: float = 600.0
+    """How long a check or drift watch waits for a busy target's lease before recording `busy`."""
+    session_factory: SessionFactory | None = None
+    probe: ProbeFunc | None = None
+    """How a check looks at its target (default: observe + benchmark over SSH); tests replace it."""
+    cache_dir: Path | None = None
+    slack: Any = None
+    """The bot's `SlackServices` and web client, for the weekly digest (None outside the bot)."""
+    slack_client: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def session(self, target: str) -> AbstractAsyncContextManager[TargetSession]:
+        """A session to a configured target (connections open on first use)."""
+        if self.session_factory is not None:
+            return self.session_factory(target)
+        from bot.target.session import TargetSession
+
+        if target not in self.settings.targets:
+            raise LookupError(f"target {target!r} is not configured")
+        return TargetSession.open(target, self.settings.targets[target], store=self.store)
+
+    def cache(self) -> Path:
+        return self.cache_dir or self.settings.database.sqlite_path.parent / "cache"
+
+
+_CURRENT: list[ScheduleRuntime] = []
+
+
+def install(runtime: ScheduleRuntime) -> None:
+    """Make `runtime` the one job functions use (replacing any other)."""
+    _CURRENT[:] = [runtime]
+
+
+def uninstall(runtime: ScheduleRuntime | None = None) -> None:
+    if runtime is None or (_CURRENT and _CURRENT[0] is runtime):
+        _CURRENT.clear()
+
+
+def current() -> ScheduleRuntime:
+    if not _CURRENT:
+        raise RuntimeError("no scheduler runtime is installed in this process (is `flagbot serve` running?)")
+    return _CURRENT[0]
+
+
+def active() -> ScheduleRuntime | None:
+    """The installed runtime, or None (the CLI without a running bot)."""
+    return _CURRENT[0] if _CURRENT else None
+
+
+@asynccontextmanager
+async def installed(runtime: ScheduleRuntime) -> AsyncIterator[ScheduleRuntime]:
+    install(runtime)
+    try:
+        yield runtime
+    finally:
+        uninstall(runtime)
