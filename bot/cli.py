@@ -17,6 +17,7 @@ import typer
 
 from bot import __version__
 from bot.cli_bench import register_bench
+from bot.cli_checks import register_checks
 from bot.cli_digest import register_digest
 from bot.cli_loop import register_loop
 from bot.cli_parse import parse_app
@@ -211,6 +212,7 @@ register_bench(app)  # `bench` runs for real (bot/cli_bench.py); last registrati
 register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
 register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
 register_serve(app)  # the Slack bot (bot/cli_serve.py)
+register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli_checks.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli_digest.py)
 
 

@@ -108,7 +108,6 @@ class SlackThreadReporter:
         except Exception:
             log.warning("could not record the thread of experiment #%s", info.experiment_id, exc_info=True)
 
-
     async def step(self, experiment_id: int, index: int, name: str, status: str, detail: str) -> None:
         while len(self.card.steps) <= index:
             self.card.steps.append((name, "pending"))

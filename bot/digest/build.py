@@ -1,0 +1,349 @@
+"""`build_digest`: one week of the store read into a `Digest`.
+
+Why a few wide queries and not the repository's per-target helpers: the digest covers every
+target at once and must stay fast for a week of 10,000 experiments (bench/digest_scale.py), so
+each table is read once for the week's range (`[start, end)` in UTC, from the ISO week in
+`schedules.timezone`) and the rows are grouped here. Everything is read, nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from bot.config import Settings
+from bot.digest.checks import failed_checks
+from bot.digest.describe import describe_changes, describe_experiment, incidents_of
+from bot.digest.model import (
+    ChartData,
+    Digest,
+    ExperimentLine,
+    FlagDecision,
+    HypothesisLine,
+    Learned,
+    TargetFlags,
+)
+from bot.digest.threads import chunks, threads_of
+from bot.digest.week import IsoWeek, zone
+from bot.store import Store
+from bot.store.loop_models import Baseline, Experiment, Hypothesis, KnowledgeObservation
+from bot.store.models import MeasurementSet, Snapshot
+
+__all__ = ["build_digest"]
+
+CAPACITY = "max_running_requests"
+RESOLVED = ("confirmed", "refuted", "inconclusive")
+
+
+def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | None = None) -> Digest:
+    """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all."""
+    tz = zone(settings.schedules.timezone)
+    start, end = week.start(tz), week.end(tz)
+    with Session(store.engine, expire_on_commit=False) as session:
+        experiments = _in_range(session, Experiment, Experiment.created_at, start, end, target)
+        hypotheses = _hypotheses(session, start, end, target)
+        learned = _in_range(
+            session, KnowledgeObservation, KnowledgeObservation.observed_at, start, end, target
+        )
+        names = _targets(session, settings, experiments, start, end, target)
+        week_snapshots = _week_snapshots(session, names, start, end)
+        capacities = _capacities(session, experiments, week_snapshots)
+        chart = _chart(session, names, week_snapshots, experiments, start, end)
+        flags = [_against_baseline(session, name, end) for name in names]
+    links = threads_of(
+        store,
+        [int(e.id or 0) for e in experiments],
+        {int(e.id or 0): e.investigation_id for e in experiments if e.investigation_id is not None},
+    )
+    lines = [_line(e, capacities, links) for e in experiments]
+    by_id = {int(e.id or 0): e for e in experiments}
+    kept, reverted = _decisions(experiments, by_id)
+    failed_starts, rollbacks = incidents_of(experiments)
+    checks, checks_note = failed_checks(store, start, end, target=target)
+    return Digest(
+        week=week,
+        timezone=settings.schedules.timezone,
+        start=start,
+        end=end,
+        target=target,
+        experiments=lines,
+        confirmed=[h for h in hypotheses if h.status == "confirmed"],
+        refuted=[h for h in hypotheses if h.status == "refuted"],
+        inconclusive=[h for h in hypotheses if h.status == "inconclusive"],
+        still_open=[h for h in hypotheses if h.status == "open"],
+        kept=kept,
+        reverted=reverted,
+        targets=flags,
+        failed_starts=failed_starts,
+        rollbacks=rollbacks,
+        checks=checks,
+        checks_note=checks_note,
+        learned=[Learned(o.flag, o.kind, o.text, o.target, o.experiment_id, o.observed_at) for o in learned],
+        chart=chart,
+    )
+
+
+def _in_range(
+    session: Session, model: Any, column: Any, start: datetime, end: datetime, target: str | None
+) -> list[Any]:
+    query = select(model).where(col(column) >= start, col(column) < end)
+    if target is not None:
+        query = query.where(model.target == target)
+    return list(session.exec(query.order_by(col(column), col(model.id))).all())
+
+
+def _hypotheses(session: Session, start: datetime, end: datetime, target: str | None) -> list[HypothesisLine]:
+    """Resolved during the week, and still open at the end of it (by their status now)."""
+    resolved = select(Hypothesis).where(
+        col(Hypothesis.status).in_(RESOLVED),
+        col(Hypothesis.resolved_at) >= start,
+        col(Hypothesis.resolved_at) < end,
+    )
+    still_open = select(Hypothesis).where(Hypothesis.status == "open", col(Hypothesis.created_at) < end)
+    rows: list[Hypothesis] = []
+    for query in (resolved, still_open):
+        if target is not None:
+            query = query.where(Hypothesis.target == target)
+        rows.extend(session.exec(query.order_by(col(Hypothesis.id))).all())
+    return [
+        HypothesisLine(
+            int(h.id or 0), h.target, h.statement, h.status, h.because, h.resolved_at or h.created_at
+        )
+        for h in rows
+    ]
+
+
+def _targets(
+    session: Session,
+    settings: Settings,
+    experiments: Sequence[Experiment],
+    start: datetime,
+    end: datetime,
+    target: str | None,
+) -> list[str]:
+    """Configured targets, and any the week's experiments or starts touched (or just `target`)."""
+    if target is not None:
+        return [target]
+    names = set(settings.targets) | {e.target for e in experiments}
+    query = select(Snapshot.target).where(col(Snapshot.captured_at) >= start, col(Snapshot.captured_at) < end)
+    names.update(session.exec(query.distinct()).all())
+    return sorted(names)
+
+
+def _capacity(effective: Mapping[str, Any] | None) -> float | None:
+    value = (effective or {}).get(CAPACITY)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _week_snapshots(
+    session: Session, names: list[str], start: datetime, end: datetime
+) -> list[tuple[int, str, datetime, Mapping[str, Any]]]:
+    """(id, target, captured_at, effective) of the starts captured in the week, oldest first."""
+    if not names:
+        return []
+    query = (
+        select(Snapshot.id, Snapshot.target, Snapshot.captured_at, Snapshot.effective)
+        .where(
+            col(Snapshot.target).in_(names),
+            col(Snapshot.captured_at) >= start,
+            col(Snapshot.captured_at) < end,
+        )
+        .order_by(col(Snapshot.captured_at), col(Snapshot.id))
+    )
+    return [(int(i or 0), t, at, eff) for i, t, at, eff in session.exec(query).all()]
+
+
+def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
+    state = experiment.state or {}
+    before = experiment.before_snapshot_id or state.get("before_snapshot_id")
+    after = experiment.after_snapshot_id or state.get("after_snapshot_id")
+    return (before if isinstance(before, int) else None, after if isinstance(after, int) else None)
+
+
+def _capacities(
+    session: Session,
+    experiments: Sequence[Experiment],
+    week_snapshots: Sequence[tuple[int, str, datetime, Any]],
+) -> dict[int, float | None]:
+    """snapshot id -> effective max_running_requests, for every start an experiment names."""
+    known = {sid: _capacity(eff) for sid, _, _, eff in week_snapshots}
+    wanted = sorted({sid for e in experiments for sid in _snapshot_ids(e) if sid is not None} - set(known))
+    for part in chunks(wanted):
+        query = select(Snapshot.id, Snapshot.effective).where(col(Snapshot.id).in_(part))
+        for sid, effective in session.exec(query).all():
+            known[int(sid or 0)] = _capacity(effective)
+    return known
+
+
+def _line(
+    experiment: Experiment, capacities: dict[int, float | None], links: dict[int, Any]
+) -> ExperimentLine:
+    before, after = _snapshot_ids(experiment)
+    kept = (experiment.state or {}).get("kept")
+    ident = int(experiment.id or 0)
+    return ExperimentLine(
+        id=ident,
+        target=experiment.target,
+        playbook=experiment.playbook,
+        what=describe_experiment(experiment),
+        status=experiment.status,
+        verdict=experiment.verdict,
+        summary=experiment.summary,
+        actor=experiment.actor,
+        at=experiment.created_at,
+        kept=kept if isinstance(kept, bool) else None,
+        capacity_before=_whole(capacities.get(before)) if before is not None else None,
+        capacity_after=_whole(capacities.get(after)) if after is not None else None,
+        thread=links.get(ident),
+    )
+
+
+def _whole(value: float | None) -> int | float | None:
+    return int(value) if value is not None and value.is_integer() else value
+
+
+def _decisions(
+    experiments: Sequence[Experiment], by_id: dict[int, Experiment]
+) -> tuple[list[FlagDecision], list[FlagDecision]]:
+    kept: list[FlagDecision] = []
+    reverted: list[FlagDecision] = []
+    for e in experiments:
+        ident, state = int(e.id or 0), e.state or {}
+        if e.playbook == "try" and isinstance(state.get("kept"), bool):
+            why = e.verdict or e.status
+            for change in describe_changes(e.params) or [describe_experiment(e)]:
+                (kept if state["kept"] else reverted).append(
+                    FlagDecision(ident, e.target, change, "kept" if state["kept"] else "reverted", why)
+                )
+        elif e.playbook == "revert" and e.status == "succeeded":
+            undone = state.get("reverting_experiment")
+            source = by_id.get(undone) if isinstance(undone, int) else None
+            changes = describe_changes(source.params) if source is not None else []
+            if not changes:
+                changes = [describe_experiment(e)]
+            why = f"undoes #{undone}" if isinstance(undone, int) else "revert"
+            why += f", verified {e.verdict}" if e.verdict else ""
+            reverted.extend(FlagDecision(ident, e.target, change, "reverted", why) for change in changes)
+    return kept, reverted
+
+
+def _baseline_at(session: Session, target: str, end: datetime) -> Baseline | None:
+    """The baseline pinned last before `end` (the active one then; old pins stay as history)."""
+    return session.exec(
+        select(Baseline)
+        .where(Baseline.target == target, col(Baseline.pinned_at) < end)
+        .order_by(col(Baseline.pinned_at).desc(), col(Baseline.id).desc())
+        .limit(1)
+    ).first()
+
+
+def _against_baseline(session: Session, target: str, end: datetime) -> TargetFlags:
+    """The newest start before the week ended against the baseline pinned by then."""
+    from bot.loop.steps.common import flags_from_json
+    from bot.sglang.change import diff_flagsets
+
+    base = _baseline_at(session, target, end)
+    current = session.exec(
+        select(Snapshot)
+        .where(Snapshot.target == target, col(Snapshot.captured_at) < end)
+        .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
+        .limit(1)
+    ).first()
+    base_snap = session.get(Snapshot, base.snapshot_id) if base is not None else None
+    if base is None or base_snap is None:
+        return TargetFlags(
+            target=target,
+            baseline_id=None,
+            baseline_snapshot_id=None,
+            snapshot_id=current.id if current else None,
+            differences=(),
+            capacity=_whole(_capacity(current.effective)) if current else None,
+            note="no baseline pinned (`flagbot baseline pin`)",
+        )
+    if current is None:
+        return TargetFlags(
+            target=target,
+            baseline_id=base.id,
+            baseline_snapshot_id=base_snap.id,
+            snapshot_id=None,
+            differences=(),
+            baseline_capacity=_whole(_capacity(base_snap.effective)),
+            note="no start observed",
+        )
+    changes = diff_flagsets(
+        flags_from_json(base_snap.requested_flags), flags_from_json(current.requested_flags)
+    )
+    return TargetFlags(
+        target=target,
+        baseline_id=base.id,
+        baseline_snapshot_id=base_snap.id,
+        snapshot_id=current.id,
+        differences=tuple(change.describe() for change in changes),
+        baseline_capacity=_whole(_capacity(base_snap.effective)),
+        capacity=_whole(_capacity(current.effective)),
+        note="" if changes else "the same flags as the baseline",
+    )
+
+
+def _chart(
+    session: Session,
+    names: list[str],
+    week_snapshots: Sequence[tuple[int, str, datetime, Mapping[str, Any]]],
+    experiments: Sequence[Experiment],
+    start: datetime,
+    end: datetime,
+) -> ChartData:
+    capacity: dict[str, list[tuple[datetime, float]]] = {}
+    for name in names:  # where each line starts: the last start before the week, drawn at its beginning
+        before = session.exec(
+            select(Snapshot.effective)
+            .where(Snapshot.target == name, col(Snapshot.captured_at) < start)
+            .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
+            .limit(1)
+        ).first()
+        value = _capacity(before) if before is not None else None
+        if value is not None:
+            capacity[name] = [(start, value)]
+    for _, name, at, effective in week_snapshots:
+        value = _capacity(effective)
+        if value is not None:
+            capacity.setdefault(name, []).append((at, value))
+    throughput: dict[str, list[tuple[datetime, float]]] = {}
+    if names:
+        query = (
+            select(MeasurementSet.target, MeasurementSet.created_at, MeasurementSet.summary)
+            .where(
+                col(MeasurementSet.target).in_(names),
+                col(MeasurementSet.created_at) >= start,
+                col(MeasurementSet.created_at) < end,
+            )
+            .order_by(col(MeasurementSet.created_at), col(MeasurementSet.id))
+        )
+        for name, at, summary in session.exec(query).all():
+            peak = _peak_throughput(summary)
+            if peak is not None:
+                throughput.setdefault(name, []).append((at, peak))
+    reference: dict[str, float] = {}
+    for name in names:
+        base = _baseline_at(session, name, end)
+        measured = session.get(MeasurementSet, base.set_id) if base is not None and base.set_id else None
+        peak = _peak_throughput(measured.summary) if measured is not None else None
+        if peak is not None:
+            reference[name] = peak
+    marks = [(e.created_at, f"#{e.id}", e.verdict) for e in experiments]
+    return ChartData(capacity, throughput, marks, reference)
+
+
+def _peak_throughput(summary: Mapping[str, Any] | None) -> float | None:
+    """The best level's mean output tok/s of a measurement set (what the set could deliver)."""
+    values = [
+        float(level["output_throughput"])
+        for level in (summary or {}).get("levels", [])
+        if isinstance(level, dict)
+        and isinstance(level.get("output_throughput"), int | float)
+        and not isinstance(level.get("output_throughput"), bool)
+    ]
+    return max(values) if values else None

@@ -1,0 +1,134 @@
+"""The digest's chart: effective capacity and output throughput over the week, changes marked.
+
+Top: effective `max_running_requests` per target as a step line (a value holds until the next
+start changes it; the line begins with the last start before the week). Bottom: each benchmark's
+peak output tok/s, with the baseline's as a dotted line. Every experiment is a vertical line through both, red for a regression or a
+failure, green for an improvement, grey otherwise, labelled `#id` while there are few enough to
+read (and a tick along the top, not a line, in a week of hundreds). Drawn with matplotlib's Agg canvas on a private Figure (no pyplot state), so it is safe
+to render off the event loop in a worker thread.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.digest.model import Digest
+from bot.digest.week import zone
+
+__all__ = ["render_chart_png"]
+
+GOOD = frozenset({"improved", "pass", "found"})
+BAD = frozenset({"regressed", "fail", "failed-to-start"})
+MAX_LABELS = 40
+"""Above this many experiments the marks are drawn without their `#id` labels (unreadable)."""
+MAX_LINES = 300
+"""Above this many, each experiment is a tick along the top instead of a line through the panels."""
+
+
+def _colour(verdict: str | None) -> str:
+    if verdict in BAD:
+        return "tab:red"
+    return "tab:green" if verdict in GOOD else "0.55"
+
+
+def render_chart_png(digest: Digest, *, now: datetime | None = None) -> bytes | None:
+    """The chart as PNG bytes; None when the week has nothing to draw (no start, no benchmark, no change)."""
+    chart = digest.chart
+    if chart.empty:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.dates import DateFormatter, DayLocator
+    from matplotlib.figure import Figure
+
+    tz = zone(digest.timezone)
+    until = min(digest.end, now or datetime.now(UTC))
+    figure = Figure(figsize=(11, 6.2), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    cap_ax, tp_ax = figure.subplots(2, 1, sharex=True)
+    for index, (name, points) in enumerate(
+        sorted(chart.capacity.items())
+    ):  # the same colour per target below
+        xs = [at.astimezone(tz) for at, _ in points]
+        ys = [value for _, value in points]
+        if until > points[-1][0]:
+            xs.append(until.astimezone(tz))
+            ys.append(ys[-1])
+        cap_ax.step(xs, ys, where="post", color=f"C{index}", linewidth=2, label=name)
+        cap_ax.plot(xs[: len(points)], ys[: len(points)], "o", color=f"C{index}", markersize=4)
+    colours = {name: f"C{index}" for index, name in enumerate(sorted(chart.capacity))}
+    for name in sorted(set(chart.throughput) | set(chart.reference)):
+        colour = colours.setdefault(name, f"C{len(colours)}")
+        points = chart.throughput.get(name, [])
+        if points:
+            xs = [at.astimezone(tz) for at, _ in points]
+            tp_ax.plot(xs, [value for _, value in points], "-o", color=colour, markersize=4, label=name)
+        if name in chart.reference:
+            tp_ax.axhline(
+                chart.reference[name], color=colour, linestyle=":", linewidth=1.2, label=f"{name} baseline"
+            )
+    _marks(cap_ax, tp_ax, digest, tz)
+    _axes(cap_ax, tp_ax, digest, tz, DateFormatter, DayLocator)
+    figure.suptitle(f"{digest.title()}: effective capacity and output throughput", fontsize=11)
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def _marks(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any) -> None:
+    marks = digest.chart.marks
+    if len(marks) > MAX_LINES:  # a rug of ticks along the top: thousands of lines would be a wall
+        for colour in sorted({_colour(verdict) for _, _, verdict in marks}):
+            xs = [at.astimezone(tz) for at, _, verdict in marks if _colour(verdict) == colour]
+            for ax in (cap_ax, tp_ax):
+                ax.plot(
+                    xs, [0.97] * len(xs), "|", color=colour, markersize=8, transform=ax.get_xaxis_transform()
+                )
+        return
+    for ax in (cap_ax, tp_ax):
+        if marks:
+            ax.vlines(
+                [at.astimezone(tz) for at, _, _ in marks],
+                0,
+                1,
+                transform=ax.get_xaxis_transform(),
+                colors=[_colour(verdict) for _, _, verdict in marks],
+                linestyles="dashed",
+                linewidth=1,
+                alpha=0.8,
+            )
+    if len(marks) <= MAX_LABELS:
+        for at, label, verdict in marks:
+            cap_ax.text(
+                at.astimezone(tz),
+                0.98,
+                f" {label} {verdict or ''}".rstrip(),
+                transform=cap_ax.get_xaxis_transform(),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=7,
+                color=_colour(verdict),
+            )
+
+
+def _axes(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any, formatter: Any, locator: Any) -> None:
+    start, end = digest.start.astimezone(tz), digest.end.astimezone(tz)
+    cap_ax.set_ylabel("max_running_requests\n(effective)")
+    tp_ax.set_ylabel("output tok/s\n(peak level)")
+    for ax, has in (
+        (cap_ax, digest.chart.capacity),
+        (tp_ax, {**digest.chart.throughput, **digest.chart.reference}),
+    ):
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(start, end)
+        if any(has.values()):
+            ax.legend(fontsize=8, loc="lower left")
+        else:
+            ax.text(0.5, 0.5, "nothing recorded this week", transform=ax.transAxes, ha="center", color="0.4")
+    cap_ax.set_ylim(bottom=0)
+    tp_ax.set_ylim(bottom=0)
+    tp_ax.xaxis.set_major_locator(locator(tz=tz))
+    tp_ax.xaxis.set_major_formatter(formatter("%a %d %b", tz=tz))
+    tp_ax.set_xlabel(f"{digest.week} ({digest.timezone})")

@@ -1,0 +1,127 @@
+"""The digest in Slack: the weekly post (called by the scheduler) and `/flagbot digest`.
+
+Both build the digest on the store's worker thread, draw the chart on another thread (the
+event loop keeps serving Slack meanwhile), post the Block Kit (split at 50 blocks per
+message) and upload the chart with files_upload_v2 next to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.commands import Invocation
+from bot.digest.blocks import render_blocks
+from bot.digest.build import build_digest
+from bot.digest.chart import render_chart_png
+from bot.digest.week import IsoWeek, parse_week, zone
+from bot.slack.render import messages
+from bot.slack.services import SlackServices
+from bot.target.evidence import Evidence
+
+__all__ = ["Posted", "digest_answer", "post_digest", "post_weekly_digest", "week_ended_before"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Posted:
+    """What a digest post left in Slack (tests and the scheduler's log read it)."""
+
+    week: IsoWeek
+    channel: str
+    messages: list[str] = field(default_factory=list)
+    chart_file: str | None = None
+
+
+def week_ended_before(now: datetime, timezone: str) -> IsoWeek:
+    """The last week that has completely ended at `now` on the team's clock: the one before now's."""
+    return IsoWeek.containing(now, zone(timezone)).previous()
+
+
+async def post_digest(
+    services: SlackServices,
+    client: Any,
+    week: IsoWeek,
+    *,
+    channel: str,
+    thread_ts: str | None = None,
+    target: str | None = None,
+    now: datetime | None = None,
+) -> Posted:
+    """Build, render and post the digest of `week` to `channel` (in `thread_ts` when given)."""
+    store = services.store
+    digest = await store.run(build_digest, store.store, services.settings, week, target)
+    png = await asyncio.to_thread(render_chart_png, digest, now=now)
+    rendered = render_blocks(digest)
+    posted = Posted(week, channel)
+    for part, text in messages(rendered.blocks, rendered.text):
+        answer = await client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, blocks=part, text=text, unfurl_links=False
+        )
+        posted.channel = str(answer.get("channel") or channel)
+        posted.messages.append(str(answer["ts"]))
+    if png is not None:
+        uploaded = await client.files_upload_v2(
+            channel=posted.channel,  # the id chat.postMessage answered with: uploads want an id, not #name
+            thread_ts=thread_ts,
+            file=png,
+            filename=f"flagbot-digest-{week}.png",
+            title=f"{digest.title()}: capacity and throughput",
+            initial_comment=f"Effective capacity and output throughput, {week} ({digest.timezone})",
+        )
+        posted.chart_file = str((uploaded.get("file") or {}).get("id") or "") or None
+    return posted
+
+
+async def post_weekly_digest(services: SlackServices, client: Any, now: datetime) -> None:
+    """The scheduler's job (`schedules.digest_cron`): last week's digest to `schedules.digest_channel`."""
+    schedules = services.settings.schedules
+    if not schedules.digest_channel:
+        log.warning("weekly digest not posted: set schedules.digest_channel in flagbot.toml")
+        return
+    week = week_ended_before(now, schedules.timezone)
+    posted = await post_digest(services, client, week, channel=schedules.digest_channel, now=now)
+    log.info(
+        "weekly digest %s posted to %s (%d message(s), chart %s)",
+        week,
+        posted.channel,
+        len(posted.messages),
+        posted.chart_file or "none",
+    )
+
+
+async def digest_answer(
+    services: SlackServices,
+    client: Any,
+    invocation: Invocation,
+    *,
+    user: str,
+    channel: str,
+    thread_ts: str | None,
+) -> list[Evidence] | None:
+    """`/flagbot digest [week=2026-W48] [target=T]`: posts the digest where it was asked for.
+
+    Returns None: the digest (blocks and chart) is posted here, not as evidence blocks. A
+    malformed week or an unknown target raises ValueError with the expected form, which the
+    Slack error handler shows the user; nothing is posted then.
+    """
+    settings = services.settings
+    text = invocation.options.get("week")
+    week = (
+        parse_week(str(text))
+        if text
+        else IsoWeek.containing(
+            datetime.now(zone(settings.schedules.timezone)), zone(settings.schedules.timezone)
+        )
+    )
+    target = invocation.options.get("target")
+    if target is not None and target not in settings.targets:
+        known = ", ".join(sorted(settings.targets)) or "none"
+        raise ValueError(f"unknown target {target!r}; targets: {known}")
+    posted = await post_digest(services, client, week, channel=channel, thread_ts=thread_ts, target=target)
+    log.info("digest %s posted for %s in %s", week, user, posted.channel)
+    return None

@@ -1,0 +1,91 @@
+"""Where each run's Slack thread is: recorded when the run starts, read back by the digest.
+
+Why an audit event and not a new column: the Slack reporter already knows the channel and the
+thread's `ts` when the engine reports the start, and "flagbot opened a thread for experiment
+#N" is an event with an actor and a time like any other; the audit trail outlives the
+experiment, needs no store revision, and one indexed query by experiment id reads it back. An
+experiment tied to an investigation with a recorded thread is linked to that thread too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from sqlmodel import Session, col, select
+
+from bot.digest.model import ThreadLink
+from bot.store import Store
+from bot.store.loop_models import AuditEvent, Investigation
+from bot.store.records import audit
+
+__all__ = ["THREAD_ACTION", "chunks", "record_thread", "threads_of"]
+
+THREAD_ACTION = "slack-thread"
+CHUNK = 500
+"""Ids per `IN (...)`: well under SQLite's and PostgreSQL's bound-parameter limits."""
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def record_thread(
+    store: Store,
+    *,
+    experiment_id: int,
+    target: str,
+    channel: str,
+    thread_ts: str,
+    permalink: str | None = None,
+    actor: str = "flagbot",
+) -> None:
+    """Remember that experiment #N is discussed in this Slack thread (the newest record wins)."""
+    detail: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
+    if permalink:
+        detail["permalink"] = permalink
+    audit(store, actor=actor, target=target, action=THREAD_ACTION, detail=detail, experiment_id=experiment_id)
+
+
+def threads_of(
+    store: Store, experiment_ids: Iterable[int], investigations: dict[int, int] | None = None
+) -> dict[int, ThreadLink]:
+    """experiment id -> its thread: the newest recorded one, else its investigation's thread.
+
+    `investigations` maps experiment id -> investigation id for the experiments that have one.
+    """
+    wanted = sorted(set(experiment_ids))
+    found: dict[int, ThreadLink] = {}
+    with Session(store.engine, expire_on_commit=False) as session:
+        for part in chunks(wanted):
+            query = (
+                select(AuditEvent)
+                .where(col(AuditEvent.action) == THREAD_ACTION, col(AuditEvent.experiment_id).in_(part))
+                .order_by(col(AuditEvent.id))
+            )
+            for event in session.exec(query):
+                link = _link(event.detail)
+                if link is not None and event.experiment_id is not None:
+                    found[event.experiment_id] = link
+        missing = {e: i for e, i in (investigations or {}).items() if e not in found}
+        inv_ids = sorted(set(missing.values()))
+        threads: dict[int, ThreadLink] = {}
+        for part in chunks(inv_ids):
+            for row in session.exec(select(Investigation).where(col(Investigation.id).in_(part))):
+                if row.id is not None and row.channel and row.thread_ts:
+                    threads[row.id] = ThreadLink(row.channel, row.thread_ts)
+    for experiment_id, investigation_id in missing.items():
+        if investigation_id in threads:
+            found[experiment_id] = threads[investigation_id]
+    return found
+
+
+def _link(detail: dict[str, Any]) -> ThreadLink | None:
+    channel, ts = detail.get("channel"), detail.get("thread_ts")
+    if not isinstance(channel, str) or not isinstance(ts, str) or not channel or not ts:
+        return None
+    permalink = detail.get("permalink")
+    return ThreadLink(channel, ts, permalink if isinstance(permalink, str) and permalink else None)
