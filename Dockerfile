@@ -18,12 +18,12 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/venv
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# bot/playbooks is a link to the top-level playbooks/ (the built-in playbooks and the flag
+# knowledge base); the wheel carries them as package data of `bot`, so the link's target comes too.
+COPY playbooks ./playbooks
 COPY bot ./bot
 RUN /opt/venv/bin/pip install --upgrade pip \
  && /opt/venv/bin/pip install /src
-# The built-in playbooks and the flag knowledge base are found next to the installed `bot`
-# package (bot/loop/playbook.py BUILTIN_DIR, bot/loop/knowledge.py PACKAGED), not inside it.
-COPY playbooks /opt/venv/lib/python3.11/site-packages/playbooks
 
 # --- runtime: the same Python, the venv, a non-root user, state on a volume ---
 FROM ${PYTHON_IMAGE} AS runtime

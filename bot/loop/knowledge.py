@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from bot.loop.kb_schema import FlagEntry, ImpliedRule, KnowledgeFile, Source, version_in
 from bot.sglang.flagset import FlagSet, FlagValue
 
-PACKAGED = Path(__file__).resolve().parents[2] / "playbooks" / "knowledge" / "flags.yaml"
+PACKAGED = (Path(__file__).parents[1] / "playbooks").resolve() / "knowledge" / "flags.yaml"
 
 LOWERS_KINDS = frozenset({"capacity-lowered", "culprit", "regression"})
 """Observation kinds that say "this flag lowered the metric" (isolate's finding, a regressed try)."""

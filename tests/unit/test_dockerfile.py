@@ -109,16 +109,18 @@ def test_the_default_command_is_serve(runtime: Stage) -> None:
     assert "serve" in get_command(app).commands  # type: ignore[attr-defined]
 
 
-def test_playbooks_land_where_the_installed_package_looks(builder: Stage) -> None:
-    """bot/loop/playbook.py looks for `playbooks/` beside the `bot` package: in the image, in
-    the venv's site-packages (python3.11, as the base image)."""
+def test_playbooks_are_in_the_build_context_the_wheel_is_made_from(builder: Stage) -> None:
+    """bot/playbooks links to the top-level playbooks/; the builder must copy both, or the
+    wheel's package data (the built-in playbooks, the knowledge base) would dangle."""
     from bot.loop.knowledge import PACKAGED
     from bot.loop.playbook import BUILTIN_DIR
 
-    site = f"{venv_of(builder)}/lib/python3.11/site-packages"
-    (copy,) = [c for c in copies(builder) if c.sources == ["playbooks"]]
-    assert copy.dest == f"{site}/{BUILTIN_DIR.relative_to(ROOT)}"
-    assert PACKAGED.is_relative_to(BUILTIN_DIR)
+    link = ROOT / "bot" / "playbooks"
+    assert link.is_symlink() and link.resolve() == (ROOT / "playbooks").resolve()
+    assert BUILTIN_DIR == link.resolve() and PACKAGED.is_relative_to(BUILTIN_DIR)
+    order = [c.sources for c in copies(builder)]
+    assert ["playbooks"] in order and ["bot"] in order
+    assert order.index(["playbooks"]) < order.index(["bot"])
 
 
 def test_runs_as_a_non_root_user_it_creates(runtime: Stage) -> None:
