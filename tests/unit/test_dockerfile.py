@@ -117,7 +117,7 @@ def test_playbooks_are_in_the_build_context_the_wheel_is_made_from(builder: Stag
 
     link = ROOT / "bot" / "playbooks"
     assert link.is_symlink() and link.resolve() == (ROOT / "playbooks").resolve()
-    assert BUILTIN_DIR == link.resolve() and PACKAGED.is_relative_to(BUILTIN_DIR)
+    assert link.resolve() == BUILTIN_DIR and PACKAGED.is_relative_to(BUILTIN_DIR)
     order = [c.sources for c in copies(builder)]
     assert ["playbooks"] in order and ["bot"] in order
     assert order.index(["playbooks"]) < order.index(["bot"])
