@@ -32,6 +32,7 @@ __all__ = [
     "add_check",
     "check_runs",
     "delete_check",
+    "failed_checks_between",
     "get_check",
     "list_checks",
     "record_check_run",
@@ -222,3 +223,15 @@ def check_runs(store: Store, check_id: int, *, limit: int = 50) -> list[CheckRun
     with Session(store.engine, expire_on_commit=False) as session:
         query = select(CheckRun).where(CheckRun.check_id == check_id).order_by(col(CheckRun.id).desc())
         return list(session.exec(query.limit(limit)).all())
+
+
+def failed_checks_between(store: Store, start: datetime, end: datetime) -> list[CheckRun]:
+    """Runs that failed in [start, end), oldest first (the weekly digest's "checks that failed")."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        query = (
+            select(CheckRun)
+            .where(CheckRun.result == "fail")
+            .where(col(CheckRun.ran_at) >= _aware(start, "start"), col(CheckRun.ran_at) < _aware(end, "end"))
+            .order_by(col(CheckRun.ran_at), col(CheckRun.id))
+        )
+        return list(session.exec(query).all())

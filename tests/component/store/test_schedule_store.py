@@ -13,6 +13,7 @@ from bot.store import Store
 from bot.store.checks import (
     check_runs,
     delete_check,
+    failed_checks_between,
     get_check,
     list_checks,
     record_check_run,
@@ -82,6 +83,8 @@ def test_the_state_starts_at_pass_and_only_pass_or_fail_change_it(store: Store) 
     assert (
         row is not None and row.runs == 4 and row.last_result == "pass" and row.last_summary == "holds again"
     )
+    week = failed_checks_between(store, T0 - timedelta(days=1), T0 + timedelta(days=7))
+    assert [(r.check_id, r.summary) for r in week] == [(first.id, "48 -> 26")]
     with pytest.raises(ValueError, match="check result 'maybe'"):
         record_check_run(store, first.id, result="maybe", summary="")
     with pytest.raises(ValueError, match="naive datetime"):
