@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from uuid import uuid4
 
+from bot.aio import stop_tasks
 from bot.store import AsyncStore
 from bot.store.leases import Acquired, LeaseHeld, LeaseInfo, acquire, current, heartbeat, release
 from bot.store.records import audit
@@ -125,9 +126,7 @@ async def hold_lease(
             )
         yield held
     finally:
-        beating.cancel()
-        with suppress(asyncio.CancelledError):
-            await beating
+        await stop_tasks([beating])
         try:
             await astore.run(release, astore.store, target, holder=holder)
         except Exception as exc:  # it expires by itself after ttl_s

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.aio import stop_tasks
 from bot.loop.actions import StepContext, StopPlaybook, get_action
 from bot.loop.playbook import Playbook, StepSpec
 from bot.loop.report import RunOutcome
@@ -163,8 +164,8 @@ class Run:
             await asyncio.shield(self._stopped_mid_step())
             raise
         finally:
-            if beat is not None:
-                beat.cancel()
+            if beat is not None:  # a heartbeat left beating would hold the lease for ever
+                await stop_tasks([beat])
         return await self.finish(status, summary)
 
     async def _steps(self, cursor: int) -> tuple[str, str | None]:

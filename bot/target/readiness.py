@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import httpx
 
+from bot.aio import stop_tasks
 from bot.sglang import log_events as ev
 from bot.sglang.logline import parse_line
 from bot.target.journal_read import JournalEntry, iter_entries
@@ -238,11 +239,7 @@ class _Waiter:
         finally:
             if self.follower is not None:
                 tasks.append(self.follower)
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(BaseException):
-                    await task
+            await stop_tasks(tasks)  # re-cancels a watcher whose cancel a finishing wait_for swallowed
         return self.result
 
     async def _confirm(self, confirm_s: float) -> None:
