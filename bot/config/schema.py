@@ -240,9 +240,21 @@ class SlackRBAC(Strict):
 class SlackSettings(Strict):
     channels: list[str] = Field(default_factory=list, description="channels flagbot answers in; empty: any")
     investigation_channel: str | None = None
-    confirm_mutating: bool = True
     rbac: SlackRBAC = SlackRBAC()
     """Roles by Slack user id and user-group id (bot.slack.rbac)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _confirm_mutating_removed(cls, data: object) -> object:
+        """`confirm_mutating` was never read: a config that sets it believes restarts are confirmed.
+        Refused with where the setting lives, rather than ignored (a silent no-op on a safety switch)."""
+        if isinstance(data, dict) and "confirm_mutating" in data:
+            raise ValueError(
+                "confirm_mutating is no longer a setting (it never had an effect): a restart from Slack "
+                "waits for the requester's confirmation click per target, with "
+                "[targets.NAME.policy] confirm_restart = true; delete confirm_mutating from [slack]"
+            )
+        return data
 
 
 def _valid_timezone(value: str) -> str:

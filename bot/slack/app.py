@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.dispatch import preload
 from bot.slack.handlers import on_action, on_command, on_mention
 from bot.slack.services import SlackServices
 
@@ -36,8 +37,12 @@ def build_app(
         token=token,
         signing_secret=signing_secret,
         client=client or web_client(token),
+        # the listeners ack and hand their work to tasks, so the answer can go as they return
+        # (without it Bolt polls for the ack every 10 ms, behind every task that is ready)
+        process_before_response=True,
     )
     register_listeners(app, services)
+    preload()  # before the first request, not on the event loop during one
     return app
 
 

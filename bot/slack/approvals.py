@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.commands import Invocation
-from bot.slack.dispatch import Where, parse, run_in_thread, target_of
+from bot.slack.dispatch import Where, parse, start_thread, target_of
 from bot.slack.rbac import Role
 from bot.slack.render import CardState, status_card
 from bot.slack.services import SlackServices
@@ -116,7 +116,7 @@ async def decide(
     if status == "approved":  # registered before the card says so: whoever sees "approved" sees the run
         invocation = parse(services.settings, decided.command)
         services.spawn(
-            run_in_thread(
+            start_thread(
                 services, client, invocation, text=decided.command, user=decided.requester, where=where
             )
         )

@@ -32,8 +32,10 @@ from bot.slack.render_tables import (
 
 MAX_ACTION_VALUE = 2000
 """Characters of a button's value."""
-ACTIONS = ("revert", "keep", "rerun", "isolate", "cancel", "approve", "deny")
+ACTIONS = ("revert", "keep", "rerun", "isolate", "cancel", "approve", "deny", "test_hypothesis")
 """What a button asks for; its action id is `flagbot_<action>`."""
+ITEM_ACTIONS = frozenset({"test_hypothesis"})
+"""Actions whose button names one item of the experiment (the rank of a proposed hypothesis)."""
 ACTION_IDS = {action: f"flagbot_{action}" for action in ACTIONS}
 _NONCE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _MENTION = re.compile(r"^<[@!#][A-Z0-9]+(\|[^<>]*)?>$")
@@ -86,25 +88,35 @@ class ActionValue:
     experiment_id: int
     action: str
     nonce: str
+    item: int | None = None
+    """Which item of the experiment (the rank of a proposed hypothesis); None for whole-run buttons."""
 
 
-def _check(experiment_id: object, action: object, nonce: object) -> ActionValue:
-    if not isinstance(experiment_id, int) or isinstance(experiment_id, bool) or experiment_id < 1:
-        raise ValueError(f"action value: experiment_id must be a positive integer, not {experiment_id!r}")
+def _positive(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"action value: {name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _check(experiment_id: object, action: object, nonce: object, item: object = None) -> ActionValue:
+    number = _positive("experiment_id", experiment_id)
     if action not in ACTIONS:
         raise ValueError(f"action value: unknown action {action!r} (known: {', '.join(ACTIONS)})")
     if not isinstance(nonce, str) or not _NONCE.match(nonce):
         raise ValueError(f"action value: nonce must be 1-128 of [A-Za-z0-9_.:-], not {nonce!r}")
-    return ActionValue(experiment_id, str(action), nonce)
+    if (item is None) == (action in ITEM_ACTIONS):
+        raise ValueError(f"action value: {action} {'needs' if item is None else 'takes no'} item")
+    return ActionValue(number, str(action), nonce, None if item is None else _positive("item", item))
 
 
-def action_value(experiment_id: int, action: str, nonce: str) -> str:
+def action_value(experiment_id: int, action: str, nonce: str, *, item: int | None = None) -> str:
     """A button's value: compact JSON that `parse_action_value` reads back (ValueError if invalid)."""
-    checked = _check(experiment_id, action, nonce)
-    value = json.dumps(
-        {"experiment_id": checked.experiment_id, "action": checked.action, "nonce": checked.nonce},
-        separators=(",", ":"),
-    )
+    checked = _check(experiment_id, action, nonce, item)
+    data: dict[str, Any] = {"experiment_id": checked.experiment_id, "action": checked.action}
+    data["nonce"] = checked.nonce
+    if checked.item is not None:
+        data["item"] = checked.item
+    value = json.dumps(data, separators=(",", ":"))
     assert len(value) <= MAX_ACTION_VALUE
     return value
 
@@ -122,15 +134,18 @@ def parse_action_value(value: str) -> ActionValue:
     if not isinstance(data, dict):
         raise ValueError(f"action value must be a JSON object, not {type(data).__name__}")
     keys = {"experiment_id", "action", "nonce"}
-    if set(data) != keys:
-        raise ValueError(f"action value must have exactly the keys {sorted(keys)}, not {sorted(data)}")
-    return _check(data["experiment_id"], data["action"], data["nonce"])
+    if set(data) not in (keys, keys | {"item"}):
+        raise ValueError(
+            f"action value must have exactly the keys {sorted(keys)} (and `item`), not {sorted(data)}"
+        )
+    return _check(data["experiment_id"], data["action"], data["nonce"], data.get("item"))
 
 
-def nonce_for(experiment_id: int, action: str) -> str:
+def nonce_for(experiment_id: int, action: str, item: int | None = None) -> str:
     """The idempotency key of one button: the same in every render of the card, so a double
     click, a redelivered event or a click on an older copy of the card acts once."""
-    return hashlib.blake2s(f"flagbot:{experiment_id}:{action}".encode(), digest_size=8).hexdigest()
+    key = f"flagbot:{experiment_id}:{action}" + ("" if item is None else f":{item}")
+    return hashlib.blake2s(key.encode(), digest_size=8).hexdigest()
 
 
 def fresh_id(part: str) -> str:
@@ -146,6 +161,7 @@ _LABELS = {
     "cancel": ("Cancel", "danger"),
     "approve": ("Approve", "primary"),
     "deny": ("Deny", "danger"),
+    "test_hypothesis": ("Run this experiment", "primary"),
 }
 _CONFIRM = {
     "revert": ("Revert?", "Revert the change of experiment #{id} on every node (a restart)?", "Revert"),
@@ -158,13 +174,13 @@ _CONFIRM = {
 }
 
 
-def _button(experiment_id: int, action: str) -> BlockDict:
+def _button(experiment_id: int, action: str, item: int | None = None) -> BlockDict:
     label, style = _LABELS[action]
     button: BlockDict = {
         "type": "button",
         "action_id": ACTION_IDS[action],
         "text": plain(label, MAX_BUTTON_TEXT),
-        "value": action_value(experiment_id, action, nonce_for(experiment_id, action)),
+        "value": action_value(experiment_id, action, nonce_for(experiment_id, action, item), item=item),
     }
     if style:
         button["style"] = style
@@ -195,6 +211,19 @@ def verdict_buttons(experiment_id: int, *, running: bool) -> BlockDict:
 def approval_buttons(experiment_id: int) -> BlockDict:
     """An `actions` block for a run waiting for an approver: Approve and Deny."""
     return _actions(experiment_id, ("approve", "deny"))
+
+
+def hypothesis_button(experiment_id: int, rank: int, command: str) -> BlockDict:
+    """An `actions` block with "Run this experiment" for the proposal of rank `rank` of
+    `experiment_id`; its confirmation dialog shows the command it runs."""
+    button = _button(experiment_id, "test_hypothesis", rank)
+    button["confirm"] = {
+        "title": plain("Run this experiment?", 100),
+        "text": plain(f"/flagbot {' '.join(command.split())}", 300),
+        "confirm": plain("Run it", 30),
+        "deny": plain("Not now", 30),
+    }
+    return {"type": "actions", "block_id": fresh_id("hypothesis"), "elements": [button]}
 
 
 @dataclass

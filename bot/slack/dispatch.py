@@ -16,13 +16,16 @@ from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError, catalog_for
 from bot.config import Settings
 from bot.loop.engine import Engine
-from bot.loop.playbook import load_playbooks, playbook_dirs
+from bot.loop.playbook import Playbook, load_playbooks, playbook_dirs
+from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter, metadata
 from bot.slack.services import SlackServices
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 
 log = logging.getLogger(__name__)
-PLAYBOOK_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
+PLAYBOOK_COMMANDS = frozenset({"try", "revert", "verify", "isolate", "run"})
+THREAD_COMMANDS = frozenset({"rollback", "reconcile", "bench"})
+"""Mutating commands that are no playbook: each opens a thread with a status card all the same."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,130 @@ def runs_playbook(invocation: Invocation) -> bool:
     )
 
 
+def threaded(invocation: Invocation) -> bool:
+    """Does the command open an investigation thread (a status card, the work after the ack)?"""
+    return runs_playbook(invocation) or invocation.name in THREAD_COMMANDS
+
+
+def playbook_for(
+    settings: Settings, invocation: Invocation
+) -> tuple[Playbook, dict[str, Any], str, dict[str, Playbook]]:
+    """The playbook a command runs, its parameters, the target and every playbook (the engine
+    wants them all). `run NAME key=value ...` reads its options as the CLI's `flagbot run` does.
+    CommandError (shown ephemerally) when the playbook or a parameter is wrong."""
+    from bot.cli_loop import playbook_params
+    from bot.loop.playbook import ParamError, PlaybookError, parse_params
+
+    try:
+        books = load_playbooks(playbook_dirs(settings.playbook_dirs))
+    except PlaybookError as exc:
+        raise CommandError(str(exc)) from None
+    if invocation.name != "run":
+        name, params = playbook_params(invocation)
+        return books[name], params, target_of(settings, invocation), books
+    name = str(invocation.positionals["playbook"])
+    book = books.get(name)
+    if book is None:
+        raise CommandError(
+            f"no playbook {name!r}; playbooks: {', '.join(books) or 'none'}",
+            usage="run PLAYBOOK [key=value ...]",
+        )
+    raw = dict(invocation.options)
+    named = raw.pop("target", None) if book.param("target") is None else None
+    target = target_of(settings, invocation if named is None else _with_target(invocation, named))
+    try:
+        params = parse_params(book, raw, catalog=catalog_for(settings, [f"target={target}"]).catalog)
+    except ParamError as exc:
+        raise CommandError(
+            str(exc), usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params)
+        ) from None
+    return book, params, target, books
+
+
+def _with_target(invocation: Invocation, name: str) -> Invocation:
+    from dataclasses import replace
+
+    return replace(invocation, options={**invocation.options, "target": name})
+
+
+def preload() -> None:
+    """Import now what the commands import when first used (SSH, the statistics behind `log`, the
+    playbooks' actions: seconds of CPU). An import runs on the event loop and holds it: done in
+    the middle of a burst of commands, it would hold every acknowledgement behind it."""
+    import importlib
+
+    from bot.loop.actions import ensure_builtin_actions
+
+    for module in (
+        "bot.cli_loop",
+        "bot.cli_target",
+        "bot.loop.records_view",
+        "bot.slack.proposals",
+        "bot.slack.thread_commands",
+        "bot.target.session",
+        "bot.bench.run",
+        "bot.bench.chart",
+    ):
+        importlib.import_module(module)
+    ensure_builtin_actions()
+
+
+def check(settings: Settings, invocation: Invocation) -> None:
+    """What the user can fix, found before the ack and answered ephemerally (CommandError): the
+    target of a threaded command, `run`'s playbook and parameters, `bench`'s profile."""
+    if not threaded(invocation):
+        return
+    target_of(settings, invocation)
+    if invocation.name == "run":
+        playbook_for(settings, invocation)
+    elif invocation.name == "bench":
+        from bot.slack.thread_commands import bench_plan
+
+        bench_plan(settings, invocation)
+
+
+async def open_thread(
+    client: Any, where: Where, card: CardState, *, hypothesis_id: int | None = None
+) -> SlackThreadReporter:
+    """Post the status card (a new thread, or a reply in the given one); its reporter."""
+    from bot.slack.render import status_card
+
+    blocks, fallback = status_card(card)
+    root = await client.chat_postMessage(
+        channel=where.channel,
+        thread_ts=where.thread_ts,
+        blocks=blocks,
+        text=fallback,
+        metadata=metadata(None, hypothesis_id),
+    )
+    thread_ts = where.thread_ts or str(root["ts"])
+    return SlackThreadReporter(
+        client, where.channel, str(root["ts"]), card, thread_ts=thread_ts, hypothesis_id=hypothesis_id
+    )
+
+
+async def start_thread(
+    services: SlackServices,
+    client: Any,
+    invocation: Invocation,
+    *,
+    text: str,
+    user: str,
+    where: Where,
+    hypothesis_id: int | None = None,
+) -> Any:
+    """Run a threaded command: a playbook, or rollback / reconcile / bench (`bot.slack.thread_commands`)."""
+    if runs_playbook(invocation):
+        return await run_in_thread(
+            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+        )
+    from bot.slack.thread_commands import run_bench, run_target_change
+
+    if invocation.name == "bench":
+        return await run_bench(services, client, invocation, text=text, user=user, where=where)
+    return await run_target_change(services, client, invocation, text=text, user=user, where=where)
+
+
 async def run_in_thread(
     services: SlackServices,
     client: Any,
@@ -69,66 +196,59 @@ async def run_in_thread(
     where: Where,
     hypothesis_id: int | None = None,
 ) -> Any:
-    """Post the status card (a new thread, or a reply in the given one) and run the playbook."""
-    from bot.cli_loop import playbook_params
-    from bot.slack.render import CardState, status_card
+    """Post the status card (a new thread, or a reply in the given one) and run the playbook;
+    after a regression, the ranked hypotheses follow with their buttons."""
+    from bot.slack.proposals import post_proposals
     from bot.store.leases import LeaseHeld
 
     settings = services.settings
-    target = target_of(settings, invocation)
-    books = load_playbooks(playbook_dirs(settings.playbook_dirs))
-    name, params = playbook_params(invocation)
-    book = books[name]
+    book, params, target, books = playbook_for(settings, invocation)
     card = CardState(
         experiment_id=None,
-        playbook=name,
+        playbook=book.name,
         target=target,
         actor=f"<@{user}>",
         command=f"/flagbot {text}".strip(),
         steps=[(step.name, "pending") for step in book.steps],
         status="pending",
-        verdict=None,
-        summary=None,
     )
-    blocks, fallback = status_card(card)
-    root = await client.chat_postMessage(
-        channel=where.channel,
-        thread_ts=where.thread_ts,
-        blocks=blocks,
-        text=fallback,
-        metadata=metadata(None),
-    )
-    thread_ts = where.thread_ts or str(root["ts"])
-    reporter = SlackThreadReporter(client, where.channel, str(root["ts"]), card, thread_ts=thread_ts)
+    reporter = await open_thread(client, where, card, hypothesis_id=hypothesis_id)
     engine = Engine(settings, services.store, reporter, playbooks=books, lease_ttl_s=services.lease_ttl_s)
     try:
-        for settled in await engine.reconcile(target):
-            await reporter.note(
-                f"experiment #{settled.experiment_id} ({settled.playbook}) was left unfinished by a flagbot "
-                f"that stopped; it is now {settled.status}: {settled.summary or ''}"
-            )
-        return await engine.run(
+        if book.mutating:
+            await settle_unfinished(engine, reporter, target)
+        outcome = await engine.run(
             book, params, target=target, actor=f"slack:{user}", hypothesis_id=hypothesis_id
         )
     except LeaseHeld as exc:
-        card.status = "refused"
-        card.summary = str(exc)
-        await reporter.refresh()
+        await reporter.refuse(str(exc))
         return None
+    await post_proposals(services, client, outcome, channel=where.channel, thread=reporter.thread)
+    return outcome
+
+
+async def settle_unfinished(engine: Engine, reporter: SlackThreadReporter, target: str) -> None:
+    """What a flagbot that stopped left on the target is settled first (as every CLI mutating
+    command does), and the thread says so."""
+    for settled in await engine.reconcile(target):
+        await reporter.note(
+            f"experiment #{settled.experiment_id} ({settled.playbook}) was left unfinished by a flagbot "
+            f"that stopped; it is now {settled.status}: {settled.summary or ''}"
+        )
 
 
 async def answer(
     services: SlackServices, client: Any, invocation: Invocation, *, user: str, where: Where
 ) -> list[Evidence]:
     """A read-only command's answer as evidence blocks (posted by the caller)."""
-    from bot.loop.records_view import read
-
     settings = services.settings
     if invocation.name == "help":
         topic = invocation.positionals.get("command")
         return [TextBlock(help_text(str(topic) if topic else None))]
     target = target_of(settings, invocation)
     if invocation.name in ("hypothesis", "log", "baseline"):
+        from bot.loop.records_view import read
+
         data = await services.store.run(read, services.store.store, invocation, target, actor=f"slack:{user}")
         return _records_blocks(data)
     if invocation.name in ("status", "observe", "grep"):
@@ -182,4 +302,17 @@ async def _target_answer(services: SlackServices, invocation: Invocation, target
     return blocks
 
 
-__all__ = ["Where", "answer", "parse", "run_in_thread", "runs_playbook", "target_of"]
+__all__ = [
+    "Where",
+    "answer",
+    "check",
+    "open_thread",
+    "parse",
+    "playbook_for",
+    "preload",
+    "run_in_thread",
+    "runs_playbook",
+    "start_thread",
+    "target_of",
+    "threaded",
+]

@@ -15,7 +15,7 @@ from typing import Any
 from bot.commands import CommandError, Invocation
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
-from bot.slack.dispatch import Where, answer, parse, run_in_thread, runs_playbook
+from bot.slack.dispatch import Where, answer, check, parse, start_thread, threaded
 from bot.slack.rbac import Decision, Role
 from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.services import SlackServices
@@ -35,13 +35,25 @@ async def _roles(services: SlackServices, client: Any, user: str) -> frozenset[R
 async def _decide(
     services: SlackServices, client: Any, invocation: Invocation, user: str, channel: str
 ) -> Decision:
-    """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s)."""
+    """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
+
+    A `cancel` is decided with the owner of the run it names (someone else's needs an admin)."""
     from bot.slack.rbac import audit_decision, decide
 
     roles = await _roles(services, client, user)
     target = invocation.options.get("target") or services.settings.default_target or ""
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
-    decision = decide(invocation, roles, actor=user, target_policy=policy)
+    owner = None
+    if invocation.name == "cancel":
+        row = await _cancel_target(services, invocation, target)
+        owner = None if row is None else _owner(row.actor)
+    decision = decide(
+        invocation,
+        roles,
+        actor=user,
+        target_policy=policy,
+        run_owner=owner,
+    )
     services.spawn(
         audit_decision(
             services.store,
@@ -65,14 +77,17 @@ async def _start(
     text: str,
     user: str,
     where: Where,
+    hypothesis_id: int | None = None,
 ) -> None:
     """Run it, or (a restart that needs an approver or a confirmation) post the approval card."""
-    if decision.needs != "none" and runs_playbook(invocation):
+    if decision.needs != "none" and threaded(invocation):
         work = request_approval(
             services, client, invocation, text=text, user=user, where=where, needs=decision.needs
         )
     else:
-        work = _dispatch(services, client, invocation, text=text, user=user, where=where)
+        work = _dispatch(
+            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+        )
     services.spawn(work, on_error=_report_error(client, where, user))
 
 
@@ -86,14 +101,40 @@ async def _post_answer(client: Any, blocks_of: list[Any], where: Where) -> None:
 
 
 async def _dispatch(
-    services: SlackServices, client: Any, invocation: Invocation, *, text: str, user: str, where: Where
+    services: SlackServices,
+    client: Any,
+    invocation: Invocation,
+    *,
+    text: str,
+    user: str,
+    where: Where,
+    hypothesis_id: int | None = None,
 ) -> None:
-    if runs_playbook(invocation):
-        await run_in_thread(services, client, invocation, text=text, user=user, where=where)
+    if threaded(invocation):
+        await start_thread(
+            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+        )
     elif invocation.name == "cancel":
         await _cancel(services, client, invocation, user=user, where=where)
     else:
         await _post_answer(client, await answer(services, client, invocation, user=user, where=where), where)
+
+
+async def _cancel_target(services: SlackServices, invocation: Invocation, target: str) -> Any:
+    """The experiment a `cancel` names: the given one, else the newest unfinished on the target."""
+    from bot.store.experiments import get_experiment, unfinished_experiments
+
+    given = invocation.positionals.get("experiment")
+    if given is not None:
+        return await services.store.run(get_experiment, services.store.store, int(str(given)))
+    running = await services.store.run(unfinished_experiments, services.store.store, target)
+    return running[-1] if running else None
+
+
+def _owner(actor: str) -> str:
+    """Who started a run, comparable with a Slack user id: `slack:U123` is U123; any other actor
+    (`cli:alice@host`, the scheduler) is someone else than every Slack user."""
+    return actor.removeprefix("slack:") if actor.startswith("slack:") else actor
 
 
 async def _cancel(
@@ -101,24 +142,23 @@ async def _cancel(
 ) -> None:
     from bot.loop.engine import Engine
     from bot.loop.report import MemoryReporter
-    from bot.store.experiments import unfinished_experiments
 
-    given = invocation.positionals.get("experiment")
     target = invocation.options.get("target") or services.settings.default_target or ""
-    if given is None:
-        running = await services.store.run(unfinished_experiments, services.store.store, target)
-        experiment_id = running[-1].id if running else None
-    else:
-        experiment_id = int(str(given))
+    given = invocation.positionals.get("experiment")
+    row = await _cancel_target(services, invocation, target)
+    experiment_id = int(str(given)) if given is not None else (row.id if row is not None else None)
     if experiment_id is None:
         text = f"nothing is running on {target}"
+    elif row is None:
+        text = f"there is no experiment #{experiment_id}"
     else:
         engine = Engine(services.settings, services.store, MemoryReporter())
         ok = await engine.cancel(experiment_id, f"slack:{user}")
         text = (
-            f"<@{user}> asked experiment #{experiment_id} to stop; it stops at its next step and rolls back"
+            f"<@{user}> asked experiment #{experiment_id} ({row.playbook}) to stop; it stops at its next "
+            "step and rolls back"
             if ok
-            else f"experiment #{experiment_id} is not running"
+            else f"experiment #{experiment_id} is {row.status}: not running, nothing to cancel"
         )
     await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text)
 
@@ -140,6 +180,7 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
     text, user, channel = command.get("text", ""), command["user_id"], command["channel_id"]
     try:
         invocation = parse(services.settings, text)
+        check(services.settings, invocation)
     except CommandError as exc:
         await ack(response_type="ephemeral", text=exc.render())
         return
@@ -150,25 +191,35 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
     where = Where(channel)
     # before the ack: once Slack has its answer, the run is already registered
     await _start(services, client, invocation, decision, text=text, user=user, where=where)
-    if decision.needs != "none" and runs_playbook(invocation):
+    if decision.needs != "none" and threaded(invocation):
         await ack(response_type="ephemeral", text=f"`{invocation.name}` needs {decision.needs}: see the card")
-    elif runs_playbook(invocation):
+    elif threaded(invocation):
         await ack(response_type="ephemeral", text=f"starting `{invocation.name}`: follow it in the thread")
     else:
         await ack()
 
 
 async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
-    """`@flagbot COMMAND` (in an investigation thread: acts there). Redelivered events act once."""
+    """`@flagbot COMMAND` (in an investigation thread: acts there). Redelivered events act once.
+
+    Bolt acknowledges an event when its listener returns, so everything is done after it."""
     services: SlackServices = context["flagbot"]
+    where = Where(event["channel"], event.get("thread_ts") or event.get("ts"))
+    services.spawn(
+        _mentioned(services, client, event, where),
+        on_error=_report_error(client, where, event.get("user", "")),
+    )
+
+
+async def _mentioned(services: SlackServices, client: Any, event: dict[str, Any], where: Where) -> None:
     key = f"event:{event.get('client_msg_id') or event.get('ts')}"
     user, channel = event.get("user", ""), event["channel"]
     if not await services.first_time(key, user):
         return
     text = MENTION.sub("", event.get("text", ""), count=1)
-    where = Where(channel, event.get("thread_ts") or event.get("ts"))
     try:
         invocation = parse(services.settings, text)
+        check(services.settings, invocation)
     except CommandError as exc:
         await client.chat_postEphemeral(
             channel=channel, user=user, thread_ts=where.thread_ts, text=exc.render()
@@ -196,7 +247,21 @@ async def on_action(
     user = body["user"]["id"]
     channel = body["channel"]["id"]
     message = body.get("message") or {}
-    root = message.get("thread_ts") or message.get("ts")
+    where = Where(channel, message.get("thread_ts") or message.get("ts"))
+    services.spawn(
+        _clicked(services, client, action, user, message, where), on_error=_report_error(client, where, user)
+    )
+
+
+async def _clicked(
+    services: SlackServices,
+    client: Any,
+    action: dict[str, Any],
+    user: str,
+    message: dict[str, Any],
+    where: Where,
+) -> None:
+    channel, root = where.channel, where.thread_ts
     try:
         value = parse_action_value(str(action.get("value", "")))
     except ValueError as exc:
@@ -204,12 +269,11 @@ async def on_action(
             channel=channel, user=user, thread_ts=root, text=f"this button cannot be used: {exc}"
         )
         return
-    where = Where(channel, root)
     if value.action in ("approve", "deny"):
         roles = await _roles(services, client, user)
         await decide_approval(services, client, value.experiment_id, value.action, user=user, roles=roles)
         return
-    words = await _button_words(services, action["action_id"], value.experiment_id)
+    words = await _button_words(services, action["action_id"], value)
     invocation = parse(services.settings, words) if words is not None else None
     decision = None
     if invocation is not None:
@@ -221,6 +285,14 @@ async def on_action(
         return
     when = datetime.now(UTC).strftime("%H:%M:%S UTC")
     label = action.get("text", {}).get("text", action["action_id"])
+    hypothesis_id = None
+    if value.action == "test_hypothesis" and invocation is not None and words is not None:
+        hypothesis_id, words = await _hypothesis_words(services, value, invocation, words, user)
+        invocation = parse(services.settings, words)
+        label = f"{label} (hypothesis #{hypothesis_id}: `{words}`)"
+        await _mark_tested(
+            client, channel, message, f"<@{user}> ran it at {when} as hypothesis #{hypothesis_id}"
+        )
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
@@ -228,7 +300,41 @@ async def on_action(
         await _record_keep(services, value.experiment_id, user)
     if invocation is None or words is None or decision is None:
         return
-    await _start(services, client, invocation, decision, text=words, user=user, where=where)
+    await _start(
+        services,
+        client,
+        invocation,
+        decision,
+        text=words,
+        user=user,
+        where=where,
+        hypothesis_id=hypothesis_id,
+    )
+
+
+async def _hypothesis_words(
+    services: SlackServices, value: Any, invocation: Invocation, words: str, user: str
+) -> tuple[int, str]:
+    """Record the clicked proposal as a hypothesis; its id, and the words linked to it (a try
+    names it with `hypothesis=`, so an approval that runs the words later keeps the link)."""
+    from bot.slack.proposals import proposal, record
+
+    row, chosen = await proposal(services, value.experiment_id, value.item or 0)
+    expectations = [str(e) for e in invocation.expectations]
+    hypothesis_id = await record(services, row, chosen, expectations, user=user)
+    return hypothesis_id, words + (f" hypothesis={hypothesis_id}" if invocation.name == "try" else "")
+
+
+async def _mark_tested(client: Any, channel: str, message: dict[str, Any], text: str) -> None:
+    """The clicked proposal's button is replaced by who ran it and when (a later click finds none)."""
+    if not message.get("ts"):
+        return
+    from bot.slack.render_tables import context
+
+    kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
+    await client.chat_update(
+        channel=channel, ts=message["ts"], blocks=[*kept, context(text)], text=message.get("text") or text
+    )
 
 
 async def _record_keep(services: SlackServices, experiment_id: int, user: str) -> None:
@@ -249,13 +355,20 @@ async def _record_keep(services: SlackServices, experiment_id: int, user: str) -
     )
 
 
-async def _button_words(services: SlackServices, action_id: str, experiment_id: int) -> str | None:
+async def _button_words(services: SlackServices, action_id: str, value: Any) -> str | None:
     """The command a button stands for (Keep only records the decision). Isolate and re-run
-    check the capacity the experiment started from."""
+    check the capacity the experiment started from; a proposed hypothesis runs the command the
+    ranking proposed, on the experiment's target."""
+    experiment_id = value.experiment_id
     if action_id == "flagbot_revert":
         return f"revert {experiment_id}"
     if action_id == "flagbot_cancel":
         return f"cancel {experiment_id}"
+    if action_id == "flagbot_test_hypothesis":
+        from bot.slack.proposals import proposal
+
+        row, chosen = await proposal(services, experiment_id, value.item or 0)
+        return f"{chosen.command} target={row.target}"
     if action_id not in ("flagbot_isolate", "flagbot_rerun"):
         return None
     from bot.loop.steps.common import snapshot_value

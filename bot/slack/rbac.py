@@ -107,8 +107,9 @@ def decide(
 ) -> Decision:
     """May `actor` (with `roles`) run `invocation` on a target with `target_policy`?
 
-    `target_policy` is None for commands about no target; `run_owner` is the Slack user id that
-    started the run a `cancel` names (None: unknown or started outside Slack, e.g. the CLI).
+    `target_policy` is None for commands about no target; `run_owner` is who started the run a
+    `cancel` names: a Slack user id, or the actor of a run started elsewhere (`cli:alice@host`,
+    someone else's for every Slack user); None when no such run exists (nothing to protect).
     """
     label = command_label(invocation)
     production = target_policy is not None and target_policy.require_approval

@@ -24,6 +24,7 @@ from bot.slack.card import (
     CardState,
     action_value,
     approval_buttons,
+    hypothesis_button,
     parse_action_value,
     status_card,
     verdict_buttons,
@@ -84,6 +85,7 @@ __all__ = [
     "action_value",
     "approval_buttons",
     "escape",
+    "hypothesis_button",
     "messages",
     "parse_action_value",
     "render_block",
@@ -305,11 +307,12 @@ def _chart(block: ChartBlock) -> Rendered:
 
 
 def _verdict(block: VerdictBlock) -> Rendered:
-    word = clip_escaped(" ".join(block.verdict.split()).upper(), 60)
-    head = f"{verdict_emoji(block.verdict)} *{word}* {clip_escaped(' '.join(block.headline.split()), 1000)}"
+    word = clip_escaped(fence_safe(" ".join(block.verdict.split()).upper()), 60)
+    headline = fence_safe(" ".join(block.headline.split()))  # a stray ``` must not open a code block
+    head = f"{verdict_emoji(block.verdict)} *{word}* {clip_escaped(headline, 1000)}"
     bullets: list[str] = []
     for detail in block.details:
-        pieces = cut_escaped(" ".join(detail.split()), MAX_SECTION - 10)
+        pieces = cut_escaped(fence_safe(" ".join(detail.split())), MAX_SECTION - 10)
         bullets.extend([f"• {pieces[0]}", *pieces[1:]])
     groups = pack([head, *bullets], MAX_SECTION)
     blocks = [section("\n".join(group)) for group in groups]

@@ -64,6 +64,17 @@ class SlackThreadReporter:
         """Re-render the card (after a change made outside the engine, e.g. a refused lease)."""
         await self._update_card()
 
+    async def refuse(self, reason: str) -> None:
+        """The run did not start (the target's lease is held, ...): the card says why."""
+        self.card.status = "refused"
+        self.card.summary = reason
+        await self._update_card()
+
+    async def conclude(self, status: str, summary: str | None, verdict: str | None = None) -> None:
+        """The end of a command that is no playbook (rollback, reconcile, bench)."""
+        self.card.status, self.card.summary, self.card.verdict = status, summary, verdict
+        await self._update_card()
+
     async def note(self, text: str) -> None:
         """A plain sentence in the thread (what reconcile settled, who clicked what)."""
         await self.evidence(TextBlock(text), self.card.experiment_id or 0)
@@ -139,7 +150,4 @@ class SlackThreadReporter:
             self.posted.append(str(answer.get("file", {}).get("id", "")))
 
     async def finished(self, outcome: RunOutcome) -> None:
-        self.card.status = outcome.status
-        self.card.verdict = outcome.verdict
-        self.card.summary = outcome.summary
-        await self._update_card()
+        await self.conclude(outcome.status, outcome.summary, outcome.verdict)
