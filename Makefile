@@ -41,6 +41,12 @@ test-component: deps venv
 test-integration: deps venv
 	$(VENV)/bin/pytest -q -m integration
 
+# The seeds' incident end to end on the two-node twin, through the local Slack stand-in (as root;
+# docs/demo.md). Stays up until Ctrl-C; `make demo ARGS=--headless` prints the thread and exits.
+.PHONY: demo
+demo: deps venv
+	$(VENV)/bin/flagbot demo $(ARGS)
+
 bench: venv
 	$(PY) bench/parse_throughput.py
 

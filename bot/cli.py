@@ -18,6 +18,7 @@ import typer
 from bot import __version__
 from bot.cli_bench import register_bench
 from bot.cli_checks import register_checks
+from bot.cli_demo import register_demo
 from bot.cli_digest import register_digest
 from bot.cli_loop import register_loop
 from bot.cli_parse import parse_app
@@ -213,6 +214,7 @@ register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
 register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
 register_serve(app)  # the Slack bot (bot/cli_serve.py)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli_checks.py)
+register_demo(app)  # `flagbot demo`: the seeds' story through the stand-in (bot/cli_demo.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli_digest.py)
 
 
