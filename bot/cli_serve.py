@@ -73,12 +73,14 @@ async def _services(config: Settings) -> Any:
     return SlackServices(config, AsyncStore(open_store(config)), lease_ttl_s=lease_ttl_s())
 
 
-async def _until_stopped() -> None:
+def _stop_signal() -> asyncio.Event:
+    """Set by SIGINT / SIGTERM. Installed before anything starts, so a signal that arrives while
+    the bot connects or the scheduler starts still stops it cleanly (instead of killing it)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
 async def _run_http(
@@ -87,13 +89,14 @@ async def _run_http(
     from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_http, web_client
 
+    stop = _stop_signal()
     services = await _services(config)
     app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
     runner = await serve_http(app, *address)
     typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
     try:
         async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
-            await _until_stopped()
+            await stop.wait()
     finally:
         await runner.cleanup()
         await services.drain()
@@ -101,19 +104,17 @@ async def _run_http(
 
 
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
     from bot.schedule.scheduler import running_scheduler
-    from bot.slack.app import build_app, web_client
+    from bot.slack.app import build_app, serve_socket, web_client
 
+    stop = _stop_signal()
     services = await _services(config)
     app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
-    handler = AsyncSocketModeHandler(app, app_token)
-    await handler.connect_async()  # type: ignore[no-untyped-call]
+    handler = await serve_socket(app, app_token)
     typer.echo("flagbot: Socket Mode connected", err=True)
     try:
         async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
-            await _until_stopped()
+            await stop.wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
         await services.drain()

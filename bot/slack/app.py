@@ -8,11 +8,17 @@ URL) connects out with the app-level token. Both run in one event loop with the 
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import OrderedDict
 from typing import Any
 
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.dispatch import preload
@@ -91,3 +97,50 @@ async def serve_http(app: AsyncApp, host: str, port: int) -> Any:
     site = web.TCPSite(runner, host, port)
     await site.start()
     return runner
+
+
+class OnceSocketModeHandler(AsyncSocketModeHandler):
+    """Bolt's Socket Mode handler, acting once per delivery.
+
+    An envelope is sent again when its connection dropped before the ack arrived, though the
+    bot may have received it and acted (a `try` started, help posted). The redelivery gets the
+    first delivery's answer as its ack (a usage error's text is not lost with the ack) and the
+    listener does not run again. The key is what Slack keeps across deliveries: the trigger id
+    of a command or click, the event id of an event; the last MEMORY deliveries are kept.
+    """
+
+    MEMORY = 1000
+
+    def __init__(self, app: AsyncApp, app_token: str, **kwargs: Any) -> None:
+        super().__init__(app, app_token, **kwargs)
+        self._answers: OrderedDict[str, asyncio.Future[BoltResponse]] = OrderedDict()
+
+    async def handle(self, client: Any, req: SocketModeRequest) -> None:
+        start = asyncio.get_running_loop().time()
+        key = delivery_key(req)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = asyncio.ensure_future(run_async_bolt_app(self.app, req))
+            self._answers[key] = answer
+            while len(self._answers) > self.MEMORY:
+                self._answers.popitem(last=False)
+        response = await asyncio.shield(answer)
+        await send_async_response(client, req, response, start)
+
+
+def delivery_key(req: SocketModeRequest) -> str:
+    """What identifies one delivery across retries (the envelope id when the payload has nothing)."""
+    payload = req.payload
+    ident = payload.get("event_id") if req.type == "events_api" else payload.get("trigger_id")
+    return f"{req.type}:{ident or req.envelope_id}"
+
+
+async def serve_socket(
+    app: AsyncApp, app_token: str, *, ping_interval: float = 10.0
+) -> OnceSocketModeHandler:
+    """Connect to Slack in Socket Mode (`apps.connections.open` goes to the app's Web API client,
+    so to the stand-in when the client points there); returns the handler (`await
+    handler.close_async()`). The client reconnects by itself after a drop or Slack's `disconnect`."""
+    handler = OnceSocketModeHandler(app, app_token, ping_interval=ping_interval)
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    return handler

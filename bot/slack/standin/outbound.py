@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from bot.slack.standin.blocks import buttons
 from bot.slack.standin.model import APP_ID, BOT_USER_ID, TEAM_DOMAIN, TEAM_ID, Channel, Message, User
+from bot.slack.standin.socket_mode import Envelope
 
 VERIFICATION_TOKEN = "standin-verification-token"  # noqa: S105  (Slack's deprecated, public field)
 STALE_AFTER_S = 5 * 60
@@ -65,14 +66,22 @@ class BotRequest:
         return replace(self, retry_num=retry_num, retry_reason=reason)
 
 
+Delivery = BotRequest | Envelope
+"""What the stand-in sends the bot: a signed HTTP request, or a Socket Mode envelope."""
+
+
 @dataclass(frozen=True)
 class Response:
-    """The bot's answer to one request, and how long it took (Slack gives up after 3 s)."""
+    """The bot's answer to one request, and how long it took (Slack gives up after 3 s).
+
+    Over Socket Mode the answer is the envelope's ack: status 200, the ack's `payload` as a
+    JSON body (empty when it has none), and the time from sending the envelope to its ack.
+    """
 
     status: int
     body: str
     elapsed_s: float
-    request: BotRequest
+    request: Delivery
     headers: dict[str, str]
 
     def json(self) -> Any:
@@ -100,9 +109,11 @@ def trigger_id() -> str:
     return f"{int(time.time())}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex}"
 
 
-def slash_form(*, command: str, text: str, user: User, channel: Channel, response_url: str) -> bytes:
-    """The form body of a slash command, field for field."""
-    fields = {
+def slash_fields(
+    *, command: str, text: str, user: User, channel: Channel, response_url: str
+) -> dict[str, str]:
+    """A slash command's fields, field for field (the HTTP form body, or a Socket Mode payload)."""
+    return {
         "token": VERIFICATION_TOKEN,
         "team_id": TEAM_ID,
         "team_domain": TEAM_DOMAIN,
@@ -117,6 +128,11 @@ def slash_form(*, command: str, text: str, user: User, channel: Channel, respons
         "response_url": response_url,
         "trigger_id": trigger_id(),
     }
+
+
+def slash_form(*, command: str, text: str, user: User, channel: Channel, response_url: str) -> bytes:
+    """The form body of a slash command over HTTP."""
+    fields = slash_fields(command=command, text=text, user=user, channel=channel, response_url=response_url)
     return urlencode(fields).encode()
 
 
@@ -138,7 +154,7 @@ def mention_text(text: str) -> str:
     return text if tag in text else f"{tag} {text}"
 
 
-def mention_event(message: Message) -> bytes:
+def mention_callback(message: Message) -> dict[str, Any]:
     """The Events API `event_callback` for an `app_mention` (the user's message already posted)."""
     event: dict[str, Any] = {
         "type": "app_mention",
@@ -166,7 +182,7 @@ def mention_event(message: Message) -> bytes:
         "is_ext_shared_channel": False,
         "event_context": "4-" + uuid.uuid4().hex,
     }
-    return json.dumps(envelope).encode()
+    return envelope
 
 
 def find_button(message: Message, action_id: str) -> tuple[str | None, dict[str, Any]]:
@@ -178,10 +194,10 @@ def find_button(message: Message, action_id: str) -> tuple[str | None, dict[str,
     return found[0]
 
 
-def click_payload(
+def click_body(
     message: Message, action_id: str, *, user: User, channel: Channel, response_url: str
-) -> bytes:
-    """The form body (`payload=<json>`) of a `block_actions` click on a stored message's button."""
+) -> dict[str, Any]:
+    """The `block_actions` payload of a click on a stored message's button."""
     block_id, button = find_button(message, action_id)
     action: dict[str, Any] = {
         "action_id": action_id,
@@ -217,4 +233,4 @@ def click_payload(
         "response_url": response_url,
         "actions": [action],
     }
-    return urlencode({"payload": json.dumps(payload)}).encode()
+    return payload

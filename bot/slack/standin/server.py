@@ -1,9 +1,11 @@
 """The stand-in's HTTP server: Slack's Web API for the bot, and Slack's requests to the bot.
 
-One aiohttp application serves `/api/<method>`, the upload URLs of files_upload_v2 and the
-response_urls handed to the bot; the same object sends signed slash commands, mentions and
-clicks to the bot's `/slack/events`. Tests and `make demo` use it in place of slack.com, so
-everything runs on loopback with no Slack workspace.
+One aiohttp application serves `/api/<method>`, the upload URLs of files_upload_v2, the
+response_urls handed to the bot and Socket Mode's websocket; the same object sends slash
+commands, mentions and clicks to the bot: as Socket Mode envelopes when the bot is connected
+that way (or the stand-in was started with `socket_mode=True`), else as signed requests to the
+bot's `/slack/events`. Tests and `make demo` use it in place of slack.com, so everything runs
+on loopback with no Slack workspace.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import time
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -19,19 +22,21 @@ from aiohttp import web
 from bot.slack.standin.files import receive_upload
 from bot.slack.standin.model import Channel, User
 from bot.slack.standin.outbound import (
-    BotRequest,
+    Delivery,
     Response,
     Signing,
     SlashInThreadError,
-    click_payload,
-    mention_event,
+    click_body,
+    mention_callback,
     mention_text,
     signed,
-    slash_form,
+    slash_fields,
 )
 from bot.slack.standin.page import page_routes
 from bot.slack.standin.params import Params
 from bot.slack.standin.recording import Call, ResponsePost, ResponseTarget, ack_message, apply_response
+from bot.slack.standin.socket_mode import PATH as SOCKET_PATH
+from bot.slack.standin.socket_mode import Envelope, EnvelopeType, SocketMode
 from bot.slack.standin.state import StandinState
 from bot.slack.standin.webapi import METHODS
 from bot.slack.standin.workspace import SlackError
@@ -41,7 +46,8 @@ SCOPES = "app_mentions:read,channels:history,chat:write,commands,files:write,gro
 
 
 class Standin(StandinState):
-    """A local Slack: Web API, file uploads, response_urls, and signed requests to the bot."""
+    """A local Slack: Web API, file uploads, response_urls, and requests to the bot (signed HTTP
+    requests, or Socket Mode envelopes once the bot connects with `app_token`)."""
 
     def __init__(
         self,
@@ -49,6 +55,8 @@ class Standin(StandinState):
         bot_url: str | None = None,
         *,
         bot_token: str = "xoxb-standin",  # noqa: S107  (a stand-in's made-up token)
+        app_token: str = "xapp-standin",  # noqa: S107  (the app-level token of Socket Mode)
+        socket_mode: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
         bot_timeout_s: float = 30.0,
@@ -56,7 +64,9 @@ class Standin(StandinState):
         self.signing_secret = signing_secret
         self.bot_url = bot_url
         self.bot_token = bot_token
+        self.socket_mode = socket_mode
         super().__init__()
+        self.socket = SocketMode(app_token, self._notify)
         self._host, self._port, self._bot_timeout_s = host, port, bot_timeout_s
         self._rate_limits: dict[str, int] = {}
         self._runner: web.AppRunner | None = None
@@ -71,6 +81,7 @@ class Standin(StandinState):
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/v1/{file_id}", self._upload)
         app.router.add_post("/response/{key}", self._response_url)
+        app.router.add_get(SOCKET_PATH, self.socket.handle)
         page_routes(app, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -83,6 +94,7 @@ class Standin(StandinState):
 
     async def stop(self) -> None:
         """Stop listening and close the client session to the bot; safe to call twice."""
+        await self.socket.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -145,14 +157,10 @@ class Standin(StandinState):
                 self._rate_limits[method] -= 1
                 status, headers["Retry-After"] = 429, "1"
                 raise SlackError("ratelimited")
-            handler = METHODS.get(method)
-            if handler is None:
-                raise SlackError("unknown_method")
-            if token is None:
-                raise SlackError("not_authed")
-            if token != self.bot_token:
-                raise SlackError("invalid_auth")
-            answer = handler(self.workspace, Params(values), self.base_url)
+            if method == "apps.connections.open":
+                answer = self.socket.open_connection(token, self.base_url)
+            else:
+                answer = self._method(method, token, values)
         except SlackError as err:
             answer = {"ok": False, "error": err.code, **err.extra}
         except json.JSONDecodeError:
@@ -160,6 +168,18 @@ class Standin(StandinState):
         self._calls.append(Call(method, values, time.time(), status, answer))
         await self._notify()
         return web.json_response(answer, status=status, headers=headers)
+
+    def _method(self, method: str, token: str | None, values: dict[str, Any]) -> dict[str, Any]:
+        handler = METHODS.get(method)
+        if handler is None:
+            raise SlackError("unknown_method")
+        if token is None:
+            raise SlackError("not_authed")
+        if token.startswith("xapp-"):
+            raise SlackError("not_allowed_token_type")  # the app-level token opens connections only
+        if token != self.bot_token:
+            raise SlackError("invalid_auth")
+        return handler(self.workspace, Params(values), self.base_url)
 
     async def _upload(self, request: web.Request) -> web.Response:
         status, text = receive_upload(self.workspace, request.match_info["file_id"], await request.read())
@@ -207,16 +227,36 @@ class Standin(StandinState):
             raise RuntimeError("the stand-in has no bot_url to send to")
         return self.bot_url.rstrip("/") + "/slack/events"
 
-    async def send(self, request: BotRequest) -> Response:
-        """Send one request to the bot as is and time the answer."""
+    @property
+    def over_socket(self) -> bool:
+        """Whether requests go as Socket Mode envelopes (started so, or an app is connected)."""
+        return self.socket_mode or self.socket.connected
+
+    async def send(self, request: Delivery) -> Response:
+        """Send one request to the bot as is and time the answer (an envelope: until its ack)."""
         if self._session is None:
             raise RuntimeError("the stand-in is not started")
         self._sent.append(request)
+        if isinstance(request, Envelope):
+            ack = await self.socket.deliver(request, timeout=self._bot_timeout_s)
+            body = "" if ack.payload is None else json.dumps(ack.payload)
+            headers = {"Content-Type": "application/json"} if ack.payload is not None else {}
+            return Response(200, body, ack.elapsed_s, request, headers)
         started = time.perf_counter()
         async with self._session.post(request.url, data=request.body, headers=request.headers()) as answer:
             body = await answer.text()
             status, headers = answer.status, dict(answer.headers)
         return Response(status, body, time.perf_counter() - started, request, headers)
+
+    def _request(
+        self, kind: EnvelopeType, payload: dict[str, Any], body: bytes, content_type: str, signing: Signing
+    ) -> Delivery:
+        """The envelope (Socket Mode: no signature, the connection is the app's) or the signed request."""
+        if not self.over_socket:
+            return signed(self.events_url, body, content_type, self.signing_secret, signing)
+        if signing != "valid":
+            raise ValueError(f"signing={signing!r}: Socket Mode envelopes are not signed (HTTP mode only)")
+        return Envelope.new(kind, payload, accepts_response_payload=kind == "slash_commands")
 
     async def slash(
         self,
@@ -237,13 +277,15 @@ class Standin(StandinState):
         who, chan = self._user(user), self._channel(channel)
         target = ResponseTarget(chan.id, who.id)
         response_url = self._response_url_for(target)
-        body = slash_form(command=command, text=text, user=who, channel=chan, response_url=response_url)
-        answer = await self.send(signed(self.events_url, body, FORM, self.signing_secret, signing))
+        fields = slash_fields(command=command, text=text, user=who, channel=chan, response_url=response_url)
+        answer = await self.send(
+            self._request("slash_commands", dict(fields), urlencode(fields).encode(), FORM, signing)
+        )
         shown = (
             ack_message(answer.body, answer.headers.get("Content-Type", "")) if answer.status == 200 else None
         )
         if shown is not None:
-            self._responses.append(ResponsePost(self.events_url, shown, time.time(), target, via="ack"))
+            self._responses.append(ResponsePost(answer.request.url, shown, time.time(), target, via="ack"))
             apply_response(self.workspace, target, shown)
             await self._notify()
         return answer
@@ -255,10 +297,9 @@ class Standin(StandinState):
         who, chan = self._user(user), self._channel(channel)
         message = self.workspace.post(chan.id, user=who.id, text=mention_text(text), thread_ts=thread_ts)
         await self._notify()
-        body = mention_event(message)
-        return await self.send(
-            signed(self.events_url, body, "application/json", self.signing_secret, signing)
-        )
+        callback = mention_callback(message)
+        body = json.dumps(callback).encode()
+        return await self.send(self._request("events_api", callback, body, "application/json", signing))
 
     async def click(
         self, channel: str, message_ts: str, action_id: str, *, user: str, signing: Signing = "valid"
@@ -271,11 +312,13 @@ class Standin(StandinState):
             raise KeyError(f"no message {message_ts} in {chan.id}") from None
         target = ResponseTarget(chan.id, who.id, message_ts=message.ts, thread_ts=message.thread_ts)
         response_url = self._response_url_for(target)
-        body = click_payload(message, action_id, user=who, channel=chan, response_url=response_url)
-        return await self.send(signed(self.events_url, body, FORM, self.signing_secret, signing))
+        payload = click_body(message, action_id, user=who, channel=chan, response_url=response_url)
+        body = urlencode({"payload": json.dumps(payload)}).encode()
+        return await self.send(self._request("interactive", payload, body, FORM, signing))
 
     async def redeliver(
-        self, request: BotRequest | None = None, *, retry_num: int = 1, reason: str = "http_timeout"
+        self, request: Delivery | None = None, *, retry_num: int = 1, reason: str = "http_timeout"
     ) -> Response:
-        """Send a request again byte for byte, marked as Slack's retry (`X-Slack-Retry-Num`)."""
+        """Send a request again byte for byte, marked as Slack's retry (`X-Slack-Retry-Num`); an
+        envelope again with its id and payload, with `retry_attempt` and `retry_reason`."""
         return await self.send((request or self.last_request).retried(retry_num, reason))

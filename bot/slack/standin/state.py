@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from bot.slack.standin.model import Ephemeral, Message, StoredFile
-from bot.slack.standin.outbound import BotRequest
+from bot.slack.standin.outbound import Delivery
 from bot.slack.standin.recording import Call, ResponsePost, ResponseTarget
 from bot.slack.standin.workspace import Workspace
 
@@ -26,7 +26,7 @@ class StandinState:
         self._calls: list[Call] = []
         self._responses: list[ResponsePost] = []
         self._targets: dict[str, ResponseTarget] = {}
-        self._sent: list[BotRequest] = []
+        self._sent: list[Delivery] = []
         self._changed = asyncio.Condition()
 
     def calls(self, method: str | None = None) -> list[Call]:
@@ -37,12 +37,13 @@ class StandinState:
         """The bot's messages to response_urls and in slash-command acks (`via`), oldest first."""
         return list(self._responses)
 
-    def sent(self) -> list[BotRequest]:
-        """Every request sent to the bot, oldest first."""
+    def sent(self) -> list[Delivery]:
+        """Every request (HTTP) or envelope (Socket Mode) sent to the bot, oldest first; an
+        envelope's later attempts are in `socket.envelopes()`."""
         return list(self._sent)
 
     @property
-    def last_request(self) -> BotRequest:
+    def last_request(self) -> Delivery:
         """The latest request sent to the bot (to redeliver it)."""
         if not self._sent:
             raise LookupError("nothing was sent to the bot yet")
