@@ -39,7 +39,8 @@ def demo(
     ] = None,
 ) -> None:
     """Play the seeds' incident end to end (root: boots the twin's nodes); see docs/demo.md."""
-    from bot.demo.runner import DEFAULT_PORT, DemoOptions, run_demo
+    from bot.demo.parts import DEFAULT_PORT
+    from bot.demo.runner import DemoOptions, run_demo
 
     chosen = port if port is not None else (0 if headless else DEFAULT_PORT)
     options = DemoOptions(headless=headless, instance=instance, keep=keep, port=chosen)

@@ -8,7 +8,7 @@ breaks the demo.
 from __future__ import annotations
 
 from bot.demo.outcome import judge, observe
-from bot.demo.runner import summary
+from bot.demo.play import summary
 from bot.demo.story import CHANNEL, FUSED_MOE, FUSION, OPERATOR, STORY, Step
 from bot.slack.card import CardState, status_card
 from bot.slack.render import render_block
