@@ -24,6 +24,7 @@ from bot.cli_loop import register_loop
 from bot.cli_parse import parse_app
 from bot.cli_playbooks import register_playbooks
 from bot.cli_serve import register_serve
+from bot.cli_sudoers import register_sudoers
 from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
 from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
@@ -216,6 +217,7 @@ register_serve(app)  # the Slack bot (bot/cli_serve.py)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli_checks.py)
 register_demo(app)  # `flagbot demo`: the seeds' story through the stand-in (bot/cli_demo.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli_digest.py)
+register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli_sudoers.py)
 
 
 def main() -> None:

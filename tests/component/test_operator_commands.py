@@ -36,17 +36,24 @@ def _python_c(prefix: str) -> list[str]:
     return words[start:]
 
 
+def _flagbot_words(prefix: str) -> list[str]:
+    """The words after `flagbot` of the docs' line that starts with `prefix` (redirection cut)."""
+    (line,) = [line for line in OPERATIONS.splitlines() if line.startswith(prefix)]
+    words = shlex.split(line.split(" > ", 1)[0])
+    return words[words.index("sudoers") :]
+
+
 def _env(**extra: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "FLAGBOT_"))}
     return {**keep, **extra}
 
 
 def test_the_sudoers_command_prints_the_generated_file(tmp_path: Path) -> None:
-    native = _python_c("/opt/flagbot/venv/bin/python -c 'from bot.target")
-    docker = _python_c("docker run --rm --entrypoint /opt/venv/bin/python flagbot -c")
+    native = _flagbot_words("flagbot sudoers --user")
+    docker = _flagbot_words("docker run --rm flagbot sudoers")
     assert native == docker
     printed = subprocess.run(
-        [sys.executable, *native], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60
+        [str(FLAGBOT), *native], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert printed == sudoers_text("flagbot", "sglang-qwen.service")
     assert "NOPASSWD: /usr/bin/systemctl restart sglang-qwen.service" in printed
@@ -58,6 +65,33 @@ def test_the_sudoers_command_prints_the_generated_file(tmp_path: Path) -> None:
         [visudo, "-cf", str(tmp_path / "flagbot.sudoers")], capture_output=True, check=False
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def test_sudoers_for_a_target_of_the_config_uses_its_login_and_unit(tmp_path: Path) -> None:
+    (config,) = re.findall(r"```toml\n(.*?)```", OPERATIONS, re.DOTALL)
+    (tmp_path / "flagbot.toml").write_text(config)
+    words = _flagbot_words("flagbot sudoers target=")
+    run = subprocess.run(
+        [str(FLAGBOT), "--config", str(tmp_path / "flagbot.toml"), *words],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == sudoers_text("flagbot", "sglang-qwen.service")
+    bad = subprocess.run(
+        [str(FLAGBOT), "sudoers", "--user", "x;reboot", "--unit", "sglang-qwen.service"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and bad.stdout == "" and "not a login name" in bad.stderr
 
 
 def test_the_config_shown_passes_config_check(tmp_path: Path) -> None:
