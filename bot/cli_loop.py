@@ -53,6 +53,7 @@ def playbook_params(invocation: Invocation) -> tuple[str, dict[str, Any]]:
             "expect": expect,
             "keep": options.get("keep", "auto"),
             "dry_run": options.get("dry-run") == "yes",
+            "force": options.get("force") == "yes",
         }
         for key in ("profile", "because"):
             if key in options:
@@ -93,7 +94,7 @@ def _command(name: str) -> Any:
         if words in (["--help"], ["-h"]):
             typer.echo(help_text(name))
             return
-        words = ["dry-run=yes" if word == "--dry-run" else word for word in words]
+        words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
         config = cli.settings()
         try:
             invocation = parse_command([name, *words], catalog=cli.catalog_for(config, words))

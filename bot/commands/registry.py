@@ -139,7 +139,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "try",
         "Apply a flag change, restart, observe, measure, and judge it.",
         "mutating",
-        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY] [hypothesis=ID] [dry-run=yes]",
+        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY] [hypothesis=ID] [dry-run=yes] [force=yes]",
         (
             "try add --enable-fused-moe-sum-all-reduce",
             "try --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce max_running_requests>=48",
@@ -164,6 +164,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "dry-run",
                 "choice",
                 "stop after the preflight and show the drop-in diff (`--dry-run` on the CLI)",
+                ("yes", "no"),
+            ),
+            Option(
+                "force",
+                "choice",
+                "write the drop-in even though the unit was changed by hand (the diff is kept as "
+                "evidence; admin on a production target; `--force` on the CLI)",
                 ("yes", "no"),
             ),
         ),

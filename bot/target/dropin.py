@@ -73,7 +73,7 @@ class HandEditError(TargetError):
         super().__init__(
             f"{node}: the unit was changed by hand since flagbot last left it"
             + (f" ({detail})" if detail else "")
-            + "; refusing to write the drop-in (force it to overwrite). What differs:\n"
+            + "; refusing to write the drop-in (`force=yes` overwrites it). What differs:\n"
             + diff
         )
         self.node = node
