@@ -86,3 +86,17 @@ def test_what_cannot_run_here_says_why() -> None:
 def test_the_readme_screenshot_and_links_exist() -> None:
     for target in re.findall(r"\]\(((?:docs|slack|flagbot|Dockerfile)[^)#]*)", README):
         assert (ROOT / target).exists(), target
+
+
+def test_the_readme_playbook_loads_and_its_run_command_parses(tmp_path: Path) -> None:
+    from bot.commands import parse_command
+    from bot.loop.playbook import load_playbooks, playbook_dirs
+
+    (text,) = re.findall(r"```yaml\n(.*?)```", README, re.DOTALL)
+    (tmp_path / "recheck.yaml").write_text(text)
+    books = load_playbooks(playbook_dirs([tmp_path]))
+    book = books["recheck"]
+    assert [step.action for step in book.steps] == ["heal", "observe_now", "measure", "check_expectations"]
+    (run,) = re.findall(r"`(flagbot run recheck [^`]*)`", README)
+    invocation = parse_command(run.removeprefix("flagbot "))
+    assert invocation.name == "run"
