@@ -177,6 +177,7 @@ def _report_error(client: Any, where: Where, user: str) -> Any:
 async def on_command(ack: Any, command: dict[str, Any], client: Any, context: Any) -> None:
     """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer."""
     services: SlackServices = context["flagbot"]
+    services.request_seen()
     text, user, channel = command.get("text", ""), command["user_id"], command["channel_id"]
     try:
         invocation = parse(services.settings, text)
@@ -204,6 +205,7 @@ async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
 
     Bolt acknowledges an event when its listener returns, so everything is done after it."""
     services: SlackServices = context["flagbot"]
+    services.request_seen()
     where = Where(event["channel"], event.get("thread_ts") or event.get("ts"))
     services.spawn(
         _mentioned(services, client, event, where),
@@ -244,6 +246,7 @@ async def on_action(
     """
     await ack()
     services: SlackServices = context["flagbot"]
+    services.request_seen()
     user = body["user"]["id"]
     channel = body["channel"]["id"]
     message = body.get("message") or {}

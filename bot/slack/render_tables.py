@@ -112,8 +112,9 @@ def text_chunks(raw: str, budget: int) -> list[str]:
 
 
 def fence_safe(line: str) -> str:
-    """A line that cannot close a code block early (a zero-width space breaks up ```)."""
-    return line.replace(CODE_FENCE, "`\u200b`\u200b`")
+    """A line that cannot close a code block early: a zero-width space after every backtick that
+    another follows (replacing only each ``` would leave one in ```` ````, where two meet)."""
+    return re.sub(r"`(?=`)", "`\u200b", line)
 
 
 def code_block(lines: Sequence[str]) -> str:

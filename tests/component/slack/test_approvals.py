@@ -124,3 +124,14 @@ def test_deciding_is_once_and_expiry_is_enforced(tmp_path: Path) -> None:
             decide_request(store, late.id, status="maybe", by="U2")
     finally:
         store.close()
+
+
+@pytest.mark.asyncio
+async def test_a_rollback_of_a_production_target_waits_for_an_approver_too(bot: RunningBot) -> None:
+    standin = bot.standin
+    answer = await standin.slash("rollback", user="U0OPER", channel=CHANNEL)
+    assert "`rollback` needs approval" in answer.json()["text"]
+    card = await standin.wait_for(lambda: approval_card(bot))
+    assert "/flagbot rollback" in str(card.blocks)
+    await bot.services.drain()
+    assert [m.ts for m in standin.messages(CHANNEL)] == [card.ts]  # nothing ran: only the request

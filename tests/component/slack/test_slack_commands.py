@@ -171,6 +171,10 @@ async def test_an_operator_cancels_their_own_run(bot: RunningBot, probe: Probe) 
     await asyncio.wait_for(probe.arrived("g").wait(), 10)
     answer = await bot.standin.slash("cancel", user="U0OPER", channel=CHANNEL)
     assert answer.status == 200 and not answer.body  # acknowledged, answered in the channel
+    asked = await bot.standin.wait_for(
+        lambda: [m for m in bot.standin.messages(CHANNEL) if "asked experiment" in m.text]
+    )
+    assert "<@U0OPER>" in asked[0].text and "(hold)" in asked[0].text
     probe.gate("g").set()
     await finished_card(bot, "hold", "cancelled")
 
@@ -212,3 +216,107 @@ async def test_bench_runs_in_a_thread_with_the_rows_and_the_chart(
             assert "stored as measurement set #" in card.text
     finally:
         await store.aclose()
+
+
+async def proposed(bot: RunningBot) -> tuple[int, str, list[dict[str, Any]]]:
+    """A verify that failed and ranked two hypotheses, as the `propose` step leaves it, posted."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.loop.report import RunOutcome
+    from bot.slack.proposals import PROPOSALS_TITLE, post_proposals
+    from bot.store.experiments import create_experiment, update_experiment
+    from bot.store.records import add_evidence
+    from bot.target.evidence import TableBlock
+    from tests.support.slack_bot import TOKEN
+
+    store = bot.services.store
+    row = await store.run(
+        create_experiment, store.store, target="lab", playbook="verify", params={}, actor="slack:U0OPER"
+    )
+    assert row.id is not None
+    ranked = [
+        {
+            "variable": "--enable-metrics",
+            "kind": "flag",
+            "statement": "adding --enable-metrics lowers max_running_requests (48 -> 26)",
+            "why": ["the knowledge base says it costs memory"],
+            "score": 1.0,
+            "experiment": {"playbook": "try", "changes": ["remove --enable-metrics"]},
+        },
+        {
+            "variable": "memory",
+            "kind": "memory",
+            "statement": "less memory for the KV pool lowers max_running_requests",
+            "why": ["memory moved"],
+            "score": 0.5,
+            "experiment": {"playbook": "isolate", "flags": ["--enable-metrics"]},
+        },
+    ]
+    await store.run(
+        update_experiment,
+        store.store,
+        row.id,
+        status="succeeded",
+        verdict="fail",
+        state={"proposals": ranked},
+    )
+    commands = ("try remove --enable-metrics max_running_requests>=48", "isolate max_running_requests>=48")
+    rows = tuple(
+        (str(k), p["variable"], p["statement"], "why", commands[k - 1]) for k, p in enumerate(ranked, 1)
+    )
+    table = TableBlock(PROPOSALS_TITLE, ("rank", "variable", "hypothesis", "why", "experiment"), rows)
+    await store.run(
+        add_evidence, store.store, target="lab", kind="table", title=PROPOSALS_TITLE, data=table.to_json(),
+        experiment_id=row.id,
+    )  # fmt: skip
+    root = bot.standin.workspace.post(CHANNEL, text="a verify's card")
+    outcome = RunOutcome(
+        row.id,
+        "verify",
+        "lab",
+        "succeeded",
+        "fail",
+        None,
+        [{"action": "propose", "result": {"proposals": 2}}],
+    )
+    client = AsyncWebClient(token=TOKEN, base_url=bot.standin.api_url)
+    assert await post_proposals(bot.services, client, outcome, channel=CHANNEL, thread=root.ts) == 2
+    return row.id, root.ts, ranked
+
+
+async def test_a_proposed_hypothesis_runs_from_its_button_once_and_only_for_an_operator(
+    bot: RunningBot,
+) -> None:
+    from bot.store.hypotheses import list_hypotheses
+
+    standin, store = bot.standin, bot.services.store
+    experiment_id, thread, ranked = await proposed(bot)
+    offered = [m for m in standin.thread(CHANNEL, thread) if "flagbot_test_hypothesis" in str(m.blocks)]
+    assert len(offered) == 2 and "try remove --enable-metrics" in str(offered[0].blocks)
+    first = offered[0]
+
+    await standin.click(CHANNEL, first.ts, "flagbot_test_hypothesis", user="U0VIEW")
+    refused = await standin.wait_for(lambda: standin.ephemerals("U0VIEW"))
+    assert "operator role" in refused[-1].text  # authorised like the try it stands for
+    assert "flagbot_test_hypothesis" in str(standin.message(CHANNEL, first.ts).blocks)  # still usable
+
+    await asyncio.gather(  # a double click: both reach the bot before the message changes
+        standin.click(CHANNEL, first.ts, "flagbot_test_hypothesis", user="U0OPER"),
+        standin.click(CHANNEL, first.ts, "flagbot_test_hypothesis", user="U0OPER"),
+    )
+    await standin.wait_for(
+        lambda: [m for m in standin.thread(CHANNEL, thread) if m.text.startswith("flagbot try")]
+    )
+    await bot.services.drain()
+    [hypothesis] = await store.run(list_hypotheses, store.store, "lab")
+    assert hypothesis.statement == ranked[0]["statement"] and hypothesis.variable == "--enable-metrics"
+    assert hypothesis.expectations == ["max_running_requests>=48"] and f"#{experiment_id}" in str(
+        hypothesis.because
+    )
+    tries = [e for e in await store.run(list_experiments, store.store, "lab") if e.playbook == "try"]
+    assert [(e.hypothesis_id, e.actor) for e in tries] == [(hypothesis.id, "slack:U0OPER")]
+    assert tries[0].params["hypothesis"] == hypothesis.id  # the words name it too: `hypothesis=N`
+    clicked = [m for m in standin.thread(CHANNEL, thread) if "clicked Run this experiment" in m.text]
+    assert len(clicked) == 1 and f"hypothesis #{hypothesis.id}" in clicked[0].text
+    updated = str(standin.message(CHANNEL, first.ts).blocks)
+    assert "flagbot_test_hypothesis" not in updated and "U0OPER" in updated  # who ran it, no button left

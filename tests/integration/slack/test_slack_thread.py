@@ -7,40 +7,17 @@ acts once); `@flagbot verify` in the thread answers in the thread.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from bot.config import load_settings
-from bot.store import AsyncStore, Store
 from bot.store.experiments import list_experiments
-from bot.testbed import Testbed
-from tests.integration.loop.support import write_config
 from tests.integration.target.support_control import on_baseline  # noqa: F401
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 CHANNEL = "C0FLAGBOT"
 BOTH = "--enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def bot(testbed: Testbed, tmp_path: Path) -> AsyncIterator[RunningBot]:
-    config = write_config(testbed, tmp_path)
-    config.write_text(
-        config.read_text() + '\n[slack.rbac]\nadmins = ["U0ADMIN"]\noperators = ["U0OPER"]\nviewers = ["*"]\n'
-    )
-    sync = Store.open(f"sqlite:///{tmp_path / 'flagbot.db'}")
-    sync.upgrade()
-    store = AsyncStore(sync)
-    try:
-        async with running_bot(load_settings(config, required=True), store) as running:
-            yield running
-    finally:
-        await store.aclose()
 
 
 def cards(bot: RunningBot, thread_ts: str | None = None) -> list[Any]:
