@@ -9,12 +9,19 @@ points the Web API client at another base URL (the local stand-in the demo and t
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
 from typing import Annotated, Any
 
 import typer
 
 from bot.config import Secrets, Settings
+
+log = logging.getLogger(__name__)
+STOP_GRACE_S = 60.0
+"""How long runs in flight may go on after SIGTERM before they are cancelled (systemd's
+TimeoutStopSec should be longer); `FLAGBOT_STOP_GRACE_S` changes it, a second signal skips it."""
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -73,6 +80,32 @@ async def _services(config: Settings) -> Any:
     return SlackServices(config, AsyncStore(open_store(config)), lease_ttl_s=lease_ttl_s())
 
 
+async def wind_down(services: Any, stop: asyncio.Event, grace_s: float | None = None) -> None:
+    """Let the runs in flight finish, for `grace_s` or until a second signal; then cancel them.
+
+    A cancelled run stops at once and records where it stopped; its lease expires and the next
+    mutating command (or the next `flagbot serve`) resumes it or rolls it back. Nothing the user
+    recorded is lost either way; waiting without end would only make systemd kill the bot.
+    """
+    from bot.aio import stop_tasks
+
+    grace = float(os.environ.get("FLAGBOT_STOP_GRACE_S", STOP_GRACE_S)) if grace_s is None else grace_s
+    stop.clear()  # the first signal started the wind-down; a second one ends the grace
+    if services.tasks:
+        log.warning("stopping: %d run(s) in flight get up to %.0f s to finish", len(services.tasks), grace)
+        draining = asyncio.ensure_future(services.drain())
+        again = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({draining, again}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        await stop_tasks([again])
+        if not draining.done():
+            log.warning(
+                "stopping: cancelling %d run(s); the next start resumes or rolls them back",
+                len(services.tasks),
+            )
+            await stop_tasks(list(services.tasks), grace_s=30)
+        await stop_tasks([draining])
+
+
 def _stop_signal() -> asyncio.Event:
     """Set by SIGINT / SIGTERM. Installed before anything starts, so a signal that arrives while
     the bot connects or the scheduler starts still stops it cleanly (instead of killing it)."""
@@ -99,7 +132,7 @@ async def _run_http(
             await stop.wait()
     finally:
         await runner.cleanup()
-        await services.drain()
+        await wind_down(services, stop)
         await services.store.aclose()
 
 
@@ -117,5 +150,5 @@ async def _run_socket(config: Settings, token: str, signing: str, app_token: str
             await stop.wait()
     finally:
         await handler.close_async()  # type: ignore[no-untyped-call]
-        await services.drain()
+        await wind_down(services, stop)
         await services.store.aclose()
