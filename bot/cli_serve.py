@@ -121,12 +121,14 @@ async def _run_http(
 ) -> None:
     from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_http, web_client
+    from bot.slack.startup import reconcile_at_start
 
     stop = _stop_signal()
     services = await _services(config)
     app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
     runner = await serve_http(app, *address)
     typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
+    services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
     try:
         async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
             await stop.wait()
@@ -139,12 +141,14 @@ async def _run_http(
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
     from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_socket, web_client
+    from bot.slack.startup import reconcile_at_start
 
     stop = _stop_signal()
     services = await _services(config)
     app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
     handler = await serve_socket(app, app_token)
     typer.echo("flagbot: Socket Mode connected", err=True)
+    services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
     try:
         async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
             await stop.wait()

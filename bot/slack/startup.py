@@ -1,0 +1,70 @@
+"""When `flagbot serve` starts: settle the runs a stopped bot (or a killed CLI) left unfinished.
+
+A bot stopped mid-run (SIGTERM after its grace, a crash, a host reboot) leaves an experiment
+`running` or `interrupted`. Waiting for the next mutating command to notice could take days, and
+meanwhile the target may run half-applied flags. So at start, for every target with such an
+experiment whose lease is no longer heartbeaten, the engine's own reconcile runs: resume when the
+target runs the intended flags and is healthy, else roll back. The outcome is posted in the
+experiment's thread (or the investigation channel) and logged. A target that cannot be reached
+is logged and left to the next command; the bot starts anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from bot.loop.engine import Engine
+from bot.loop.playbook import Playbook, load_playbooks, playbook_dirs
+from bot.loop.report import MemoryReporter, RunOutcome
+from bot.slack.services import SlackServices
+from bot.store.experiments import unfinished_experiments
+
+log = logging.getLogger(__name__)
+
+
+def _settled_text(outcome: RunOutcome) -> str:
+    return (
+        f"experiment #{outcome.experiment_id} ({outcome.playbook}) on {outcome.target} was left "
+        f"unfinished when flagbot stopped; it is now *{outcome.status}*: {outcome.summary or ''}"
+    ).strip()
+
+
+async def reconcile_at_start(
+    services: SlackServices, client: Any, *, playbooks: Mapping[str, Playbook] | None = None
+) -> list[RunOutcome]:
+    """Reconcile every target with unfinished experiments; post and log what became of each."""
+    from bot.digest.threads import threads_of
+
+    settings, store = services.settings, services.store
+    books = (
+        dict(playbooks) if playbooks is not None else load_playbooks(playbook_dirs(settings.playbook_dirs))
+    )
+    rows = await store.run(unfinished_experiments, store.store)
+    settled: list[RunOutcome] = []
+    for target in sorted({row.target for row in rows}):
+        engine = Engine(settings, store, MemoryReporter(), playbooks=books, lease_ttl_s=services.lease_ttl_s)
+        try:
+            outcomes = await engine.reconcile(target)
+        except Exception as exc:  # unreachable, diverged, lease held: the next command retries
+            log.warning("reconcile of %s at start failed: %s", target, exc)
+            continue
+        settled += outcomes
+    if not settled:
+        return settled
+    threads = await store.run(threads_of, store.store, [o.experiment_id for o in settled])
+    for outcome in settled:
+        text = _settled_text(outcome)
+        log.warning("%s", text)
+        thread = threads.get(outcome.experiment_id)
+        channel = thread.channel if thread else settings.slack.investigation_channel
+        if channel is None:
+            continue
+        try:
+            await client.chat_postMessage(
+                channel=channel, thread_ts=thread.ts if thread else None, text=text, reply_broadcast=False
+            )
+        except Exception as exc:
+            log.warning("could not post the reconcile of #%s: %s", outcome.experiment_id, exc)
+    return settled
