@@ -167,9 +167,11 @@ STORY: tuple[Step, ...] = (
         user=OPERATOR,
         expect=Expect(
             kind="answer",
-            shows=(Show("the post-mortem digest", r"(?i)digest"),),
-            # TOLERANCE until /flagbot digest is wired into Slack (remove this one line then):
-            pending_if="`digest` is not available in Slack yet",
+            shows=(
+                Show("the post-mortem digest", r"Weekly post-mortem \d{4}-W\d{2}"),
+                Show("the week's experiments", r"Experiments \([1-9]\d*\)"),
+                Show("the regression among them", r"regressed"),
+            ),
         ),
         timeout_s=120,
         why="what was tried, what was learned, as a post-mortem",

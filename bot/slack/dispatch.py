@@ -268,7 +268,18 @@ async def answer(
     if invocation.name == "help":
         topic = invocation.positionals.get("command")
         return [TextBlock(help_text(str(topic) if topic else None))]
+    if invocation.name == "digest":  # posts itself (blocks and the chart); any target, or one
+        from bot.digest.slack import digest_answer
+
+        posted = await digest_answer(
+            services, client, invocation, user=user, channel=where.channel, thread_ts=where.thread_ts
+        )
+        return posted or []
     target = target_of(settings, invocation)
+    if invocation.name == "checks":  # list, pause, resume, run, delete (bot/schedule)
+        from bot.schedule.commands import checks_answer
+
+        return await checks_answer(services, invocation, target, user)
     if invocation.name in ("hypothesis", "log", "baseline"):
         from bot.loop.records_view import read
 

@@ -19,6 +19,7 @@ from bot.slack.dispatch import Where, answer, check, parse, start_thread, thread
 from bot.slack.rbac import Decision, Role
 from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.services import SlackServices
+from bot.slack.text import typed_text
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
@@ -178,7 +179,7 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
     """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer."""
     services: SlackServices = context["flagbot"]
     services.request_seen()
-    text, user, channel = command.get("text", ""), command["user_id"], command["channel_id"]
+    text, user, channel = typed_text(command.get("text", "")), command["user_id"], command["channel_id"]
     try:
         invocation = parse(services.settings, text)
         check(services.settings, invocation)
@@ -218,7 +219,7 @@ async def _mentioned(services: SlackServices, client: Any, event: dict[str, Any]
     user, channel = event.get("user", ""), event["channel"]
     if not await services.first_time(key, user):
         return
-    text = MENTION.sub("", event.get("text", ""), count=1)
+    text = typed_text(MENTION.sub("", event.get("text", ""), count=1))
     try:
         invocation = parse(services.settings, text)
         check(services.settings, invocation)

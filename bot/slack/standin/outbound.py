@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 from bot.slack.standin.blocks import buttons
 from bot.slack.standin.model import APP_ID, BOT_USER_ID, TEAM_DOMAIN, TEAM_ID, Channel, Message, User
 from bot.slack.standin.socket_mode import Envelope
+from bot.slack.text import slack_escape
 
 VERIFICATION_TOKEN = "standin-verification-token"  # noqa: S105  (Slack's deprecated, public field)
 STALE_AFTER_S = 5 * 60
@@ -122,7 +123,7 @@ def slash_fields(
         "user_id": user.id,
         "user_name": user.name,
         "command": command,
-        "text": text,
+        "text": slack_escape(text),  # Slack escapes &, < and > in what the user typed
         "api_app_id": APP_ID,
         "is_enterprise_install": "false",
         "response_url": response_url,
@@ -151,7 +152,9 @@ def _authorizations() -> list[dict[str, Any]]:
 def mention_text(text: str) -> str:
     """The text as typed with the bot mentioned (`<@U…>` prepended unless already there)."""
     tag = f"<@{BOT_USER_ID}>"
-    return text if tag in text else f"{tag} {text}"
+    if tag in text:  # already written with the mention markup: escape around it
+        return tag.join(slack_escape(part) for part in text.split(tag))
+    return f"{tag} {slack_escape(text)}"
 
 
 def mention_callback(message: Message) -> dict[str, Any]:

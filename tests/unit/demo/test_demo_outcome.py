@@ -132,16 +132,19 @@ def test_someone_elses_refusal_is_not_this_steps() -> None:
     assert judge(TRY, observe(state, CHANNEL, "0.000000", OPERATOR)).state == "waiting"
 
 
-def test_the_digest_not_wired_yet_is_pending_and_a_real_answer_is_reached() -> None:
+def test_the_digest_step_needs_the_digest_itself() -> None:
     state = StandinState()
     assert judge(DIGEST, observe(state, CHANNEL, "0.000000", OPERATOR)).state == "waiting"
     state.workspace.post(CHANNEL, text="`digest` is not available in Slack yet; run it with the flagbot CLI.")
-    pending = judge(DIGEST, observe(state, CHANNEL, "0.000000", OPERATOR))
-    assert pending.state == "pending"
-    assert "not available yet" in pending.detail
+    assert judge(DIGEST, observe(state, CHANNEL, "0.000000", OPERATOR)).state != "reached"
 
     wired = StandinState()
-    rendered = render_block(TextBlock("2 experiments, 1 culprit found: " + FUSED_MOE, "Weekly digest"))
+    rendered = render_block(
+        TextBlock(
+            "Experiments (5)\n#2 try on twin: regressed, effective 48 -> 26, reverted",
+            "Weekly post-mortem 2026-W49",
+        )
+    )
     wired.workspace.post(CHANNEL, blocks=rendered.blocks, text=rendered.text)
     assert judge(DIGEST, observe(wired, CHANNEL, "0.000000", OPERATOR)).state == "reached"
 
@@ -157,8 +160,7 @@ def test_an_answer_step_fails_when_the_bot_only_refuses() -> None:
 def test_the_story_is_the_seeds_incident_in_order() -> None:
     assert [s.key for s in STORY] == ["baseline", "try", "isolate", "revert", "verify", "digest"]
     assert FUSION in TRY.command and FUSED_MOE in TRY.command
-    tolerant = [s.key for s in STORY if s.expect.pending_if]
-    assert tolerant == ["digest"]
+    assert [s.key for s in STORY if s.expect.pending_if] == []  # every step is wired into Slack
 
 
 def test_the_summary_passes_pending_steps_and_fails_on_the_first_failure() -> None:
