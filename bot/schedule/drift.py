@@ -99,9 +99,9 @@ async def _look(rt: ScheduleRuntime, ts: Any, reference: dict[str, Any]) -> list
     findings = await _hand_edits(ts, reference)
     state = await node_state(ts.node0)
     good = await store.run(known_good, store.store, ts.name)
-    recorded = (
-        good.invocation_id if good is not None else reference.setdefault("invocation", state.invocation)
-    )
+    if good is None and reference.get("invocation") is None:  # seen stopped: the next invocation counts
+        reference["invocation"] = state.invocation
+    recorded = good.invocation_id if good is not None else reference["invocation"]
     if state.invocation and recorded and state.invocation != recorded:
         findings.append(
             finding(
