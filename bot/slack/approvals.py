@@ -94,6 +94,7 @@ async def decide(
     else:
         reason = None
     if reason is not None:
+        await _audit_refusal(services, request, action, reason, user=user, roles=roles)
         await client.chat_postEphemeral(
             channel=request.channel, user=user, thread_ts=request.card_ts, text=reason
         )
@@ -122,3 +123,21 @@ async def decide(
         )
     if decided.card_ts:
         await client.chat_update(channel=decided.channel, ts=decided.card_ts, blocks=blocks, text=fallback)
+
+
+async def _audit_refusal(
+    services: SlackServices, request: Any, action: str, reason: str, *, user: str, roles: frozenset[Role]
+) -> None:
+    """A refused Approve or Deny is audited like every RBAC decision (`slack:approve`, `slack:deny`)."""
+    from bot.slack.rbac import Decision, audit_decision
+
+    await audit_decision(
+        services.store,
+        Decision(False, reason),
+        actor=f"slack:{user}",
+        target=request.target,
+        command=action,
+        roles=roles,
+        channel=request.channel,
+        detail={"approval_request": request.id},
+    )

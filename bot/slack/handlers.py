@@ -39,7 +39,7 @@ async def _decide(
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
 
     A `cancel` is decided with the owner of the run it names (someone else's needs an admin)."""
-    from bot.slack.rbac import audit_decision, decide
+    from bot.slack.rbac import audit_decision, command_label, decide
 
     roles = await _roles(services, client, user)
     target = invocation.options.get("target") or services.settings.default_target or ""
@@ -60,7 +60,7 @@ async def _decide(
             services.store,
             actor=f"slack:{user}",
             target=target,
-            command=invocation.name,
+            command=command_label(invocation),
             decision=decision,
             roles=roles,
             channel=channel,
@@ -166,7 +166,10 @@ async def _cancel(
 
 def _report_error(client: Any, where: Where, user: str) -> Any:
     async def report(ident: str, exc: BaseException) -> None:
-        known = isinstance(exc, CommandError | LookupError | ValueError)
+        from bot.target.errors import TargetError
+
+        # a host that cannot be reached or whose key is unknown is the user's to fix: say which
+        known = isinstance(exc, CommandError | LookupError | ValueError | TargetError)
         text = str(exc) if known else f"something went wrong (error id {ident}); the log has the details"
         await client.chat_postEphemeral(
             channel=where.channel, user=user, thread_ts=where.thread_ts, text=text
@@ -277,6 +280,8 @@ async def _clicked(
         roles = await _roles(services, client, user)
         await decide_approval(services, client, value.experiment_id, value.action, user=user, roles=roles)
         return
+    if not await _may_click(services, client, value, user, where):
+        return
     words = await _button_words(services, action["action_id"], value)
     invocation = parse(services.settings, words) if words is not None else None
     decision = None
@@ -314,6 +319,34 @@ async def _clicked(
         where=where,
         hypothesis_id=hypothesis_id,
     )
+
+
+async def _may_click(services: SlackServices, client: Any, value: Any, user: str, where: Where) -> bool:
+    """Every other button changes the target or records the team's decision (Keep): a viewer is
+    refused, audited, before anything the button names is looked up (a missing experiment must not
+    answer in place of the refusal, and Keep must not be recorded)."""
+    from bot.slack.rbac import audit_decision, decide_click
+
+    roles = await _roles(services, client, user)
+    decision = decide_click(value.action, roles, actor=user)
+    if decision.allowed:
+        return True
+    services.spawn(
+        audit_decision(
+            services.store,
+            decision,
+            actor=f"slack:{user}",
+            target=services.settings.default_target,
+            command=value.action,
+            roles=roles,
+            channel=where.channel,
+            detail={"experiment_id": value.experiment_id, "button": True},
+        )
+    )
+    await client.chat_postEphemeral(
+        channel=where.channel, user=user, thread_ts=where.thread_ts, text=decision.reason
+    )
+    return False
 
 
 async def _hypothesis_words(

@@ -182,6 +182,15 @@ def may_approve(
     return Decision(True, f"{approver_id} approved the restart {requester_id} requested.", role=role)
 
 
+def decide_click(action: str, roles: frozenset[Role], *, actor: str) -> Decision:
+    """May `actor` press a card's button (Revert, Keep, Re-run, Isolate, Cancel, Run this
+    experiment)? Each changes the target or records the team's decision: the operator role at
+    least; the command a button stands for is then decided as if typed."""
+    if "operator" in roles or "admin" in roles:
+        return Decision(True, f"the {action} button; you ({actor}) have {_have(roles)}.", role="operator")
+    return _refuse(f"{action} button", "acts on the target for the team", "operator", actor, roles)
+
+
 def _admin_only(invocation: Invocation, *, actor: str, production: bool, run_owner: str | None) -> str | None:
     """Why this mutating invocation needs an admin, or None when an operator may run it."""
     if (invocation.name, invocation.sub) in ADMIN_SUBS:
