@@ -1,0 +1,191 @@
+"""The bot's own overhead per experiment: a `try`'s wall time minus what the server and benchmark take.
+
+An experiment's wall time is mostly not flagbot's: the server loading after the restart and the
+benchmark's requests are what the user asked for. What is left is the bot's cost (SSH round
+trips, journal reads, store writes, spawning load-generator workers, warmups, the verdict, the
+chart), which should stay small next to them (aim: <= 2 s per experiment).
+
+Boots a two-node testbed running the twin (instance 202 by default, its own temporary base dir),
+writes a config with a small benchmark profile (`--concurrency`, `--repeats`, short requests)
+and a fresh SQLite store, runs `flagbot try <flag> keep=always --json` as a user would (its
+process wall time is measured too: interpreter start and imports included), then reads from the
+store, per step of the experiment:
+
+* the step's wall time (`started_at` -> `finished_at`);
+* for `measure` steps, the benchmark's own duration: the sum of every stored measurement's
+  `duration` (first request sent -> last response, bench_serving's definition), so worker
+  spawn, warmup and storage are overhead;
+* for `await_start`, the twin's load: readiness `total_s` (restart noticed -> ready), which
+  includes flagbot's readiness lag (measured on its own by bench/readiness_lag.py).
+
+overhead = step wall - benchmark duration - load. The restart inside `apply` (systemd stopping
+and starting the twin) is counted as overhead here: it is not separated in the stored timings.
+Needs root and the testbed's Debian packages. Prints figures; not a test.
+
+    .venv/bin/python bench/experiment_overhead.py [--instance 202] [--flag --enable-metrics]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.store import Store
+from bot.store.bench_repo import load_set
+from bot.store.experiments import get_experiment, list_steps
+from bot.testbed import Testbed, TestbedError, unavailable_reason
+
+AIM_S = 2.0
+FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of the experiment with the parts of its wall time that are not flagbot's."""
+
+    name: str
+    wall_s: float
+    bench_s: float
+    load_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return self.wall_s - self.bench_s - self.load_s
+
+
+def write_config(bed: Testbed, base: Path, args: argparse.Namespace) -> Path:
+    levels = ", ".join(str(int(c)) for c in args.concurrency.split(","))
+    profile = (
+        f"\n[bench.overhead]\nconcurrency = [{levels}]\nrepeats = {args.repeats}\ninput_len = 128\n"
+        f"output_len = 32\nnum_requests = {args.requests}\nwarmup_requests = 1\n"
+    )
+    text = bed.config_path.read_text().replace(
+        'sglang_version = "0.5.10"', 'sglang_version = "0.5.10"\nbenchmark_profile = "overhead"', 1
+    )
+    path = base / "flagbot.toml"
+    path.write_text(text + profile + f'\n[database]\nsqlite_path = "{base / "flagbot.db"}"\n')
+    return path
+
+
+def flagbot(config: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FLAGBOT_CONFIG", "FLAGBOT_DATABASE_URL")}
+    return subprocess.run(
+        [FLAGBOT, "--config", str(config), *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def phases_of(store: Store, experiment_id: int) -> list[Phase]:
+    phases = []
+    for step in list_steps(store, experiment_id):
+        if step.started_at is None or step.finished_at is None:
+            continue
+        result: dict[str, Any] = step.result or {}
+        bench = 0.0
+        if isinstance(result.get("set_id"), int) and not result.get("reused"):
+            loaded = load_set(store, result["set_id"])
+            if loaded is not None:
+                bench = sum(float(m.metrics.get("duration") or 0.0) for m in loaded.measurements)
+        load = (
+            float((result.get("timings") or {}).get("total_s") or 0.0)
+            if step.action == "await_start"
+            else 0.0
+        )
+        wall = (step.finished_at - step.started_at).total_seconds()
+        phases.append(Phase(f"{step.index:2d} {step.name}", wall, bench, load))
+    return phases
+
+
+def report(phases: list[Phase], process_s: float, experiment_s: float) -> bool:
+    print(f"\n{'step':28s} {'wall s':>8s} {'bench s':>8s} {'load s':>8s} {'overhead s':>10s}")
+    for phase in phases:
+        print(
+            f"{phase.name:28s} {phase.wall_s:8.3f} {phase.bench_s:8.3f} {phase.load_s:8.3f} {phase.overhead_s:10.3f}"
+        )
+    bench = sum(p.bench_s for p in phases)
+    load = sum(p.load_s for p in phases)
+    steps = sum(p.wall_s for p in phases)
+    print(f"{'sum of steps':28s} {steps:8.3f} {bench:8.3f} {load:8.3f} {steps - bench - load:10.3f}")
+    between = experiment_s - steps
+    outside = process_s - experiment_s
+    total = process_s - bench - load
+    print(f"\nexperiment row started -> finished: {experiment_s:.3f} s (between steps: {between:.3f} s)")
+    print(f"`flagbot try` process wall time:     {process_s:.3f} s (outside the experiment: {outside:.3f} s)")
+    print(
+        f"overhead = process wall {process_s:.3f} - benchmark {bench:.3f} - load {load:.3f} = {total:.3f} s "
+        f"(inside the experiment: {experiment_s - bench - load:.3f} s); aim <= {AIM_S:.0f} s -> "
+        f"{'OK' if total <= AIM_S else 'ABOVE AIM'}"
+    )
+    return total <= AIM_S
+
+
+def run(args: argparse.Namespace, base: Path) -> int:
+    bed = Testbed(args.instance, base, 2, args.scenario)
+    bed.up(replace=True)
+    try:
+        bed.wait_healthy(300)
+        config = write_config(bed, base, args)
+        upgraded = flagbot(config, "db", "upgrade")
+        if upgraded.returncode != 0:
+            raise RuntimeError(f"db upgrade failed: {upgraded.stderr.strip()}")
+        started = time.monotonic()
+        tried = flagbot(config, "try", args.flag, "keep=always", "--json")
+        process_s = time.monotonic() - started
+        if tried.returncode != 0 or not tried.stdout.strip():
+            raise RuntimeError(f"try failed ({tried.returncode}): {tried.stderr.strip()[-2000:]}")
+        outcome = json.loads(tried.stdout)
+        print(
+            f"experiment #{outcome['experiment_id']}: status {outcome.get('status')}, verdict {outcome.get('verdict')}"
+        )
+        store = Store.open(f"sqlite:///{base / 'flagbot.db'}")
+        try:
+            row = get_experiment(store, outcome["experiment_id"])
+            if row is None or row.started_at is None or row.finished_at is None:
+                raise RuntimeError("the experiment row has no start or finish time")
+            experiment_s = (row.finished_at - row.started_at).total_seconds()
+            ok = report(phases_of(store, outcome["experiment_id"]), process_s, experiment_s)
+        finally:
+            store.close()
+        return 0 if ok else 1
+    finally:
+        bed.down()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flag", default="--enable-metrics", help="the flag the try adds")
+    parser.add_argument("--concurrency", default="1,8", help="the small profile's levels")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--requests", type=int, default=8, help="requests per level and repeat")
+    parser.add_argument("--instance", type=int, default=202, help="the testbed instance to boot")
+    parser.add_argument("--scenario", default="seed-gb10")
+    args = parser.parse_args()
+    if reason := unavailable_reason():
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    print(
+        f"machine: {os.cpu_count()} cores (shared with other work); 2 nodes, scenario {args.scenario} "
+        f"(the SGLang twin), instance {args.instance}"
+    )
+    print(
+        f"try {args.flag} keep=always; profile: concurrency {args.concurrency}, {args.repeats} repeats, "
+        f"{args.requests} requests of 128 in / 32 out, 1 warmup"
+    )
+    with tempfile.TemporaryDirectory(prefix="flagbot-bench-overhead-") as base:
+        try:
+            return run(args, Path(base))
+        except (TestbedError, RuntimeError, subprocess.TimeoutExpired) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
