@@ -10,8 +10,12 @@ click or a mention in the thread finds its experiment without parsing text.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
+
+from aiohttp import ClientError
+from slack_sdk.errors import SlackClientError
 
 from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, messages, render_block, status_card
@@ -46,15 +50,39 @@ class SlackThreadReporter:
     """An `AsyncStore`: when set, where the run is discussed is recorded at its start
     (`bot.digest.threads`; the weekly digest links each experiment to its thread)."""
 
+    failed: int = 0
+    """Slack calls that failed for good (after slack_sdk's retries of 429s), all logged under
+    `error_id`: one id per thread, which the thread is given at the end (`finished`)."""
+    error_id: str | None = None
+
+    async def _slack(self, what: str, call: Awaitable[Any]) -> Any:
+        """A Slack call that must not stop the run: the thread is a view, the store holds the run."""
+        from bot.slack.services import error_id
+
+        try:
+            return await call
+        except (SlackClientError, ClientError, TimeoutError) as exc:
+            self.failed += 1
+            self.error_id = self.error_id or error_id()
+            log.error(
+                "flagbot error %s: %s of experiment #%s failed: %s",
+                self.error_id,
+                what,
+                self.card.experiment_id,
+                exc,
+            )
+            return None
+
     async def _update_card(self) -> None:
         blocks, text = status_card(self.card)
-        await self.client.chat_update(
+        call = self.client.chat_update(
             channel=self.channel,
             ts=self.card_ts,
             blocks=blocks,
             text=text,
             metadata=metadata(self.card.experiment_id, self.hypothesis_id),
         )
+        await self._slack("updating the card", call)
 
     @property
     def thread(self) -> str:
@@ -81,7 +109,7 @@ class SlackThreadReporter:
 
     async def _reply(self, blocks: list[dict[str, Any]], text: str, *, broadcast: bool = False) -> None:
         for part, part_text in messages(blocks, text):
-            answer = await self.client.chat_postMessage(
+            call = self.client.chat_postMessage(
                 channel=self.channel,
                 thread_ts=self.thread,
                 blocks=part,
@@ -89,7 +117,9 @@ class SlackThreadReporter:
                 reply_broadcast=broadcast,
                 metadata=metadata(self.card.experiment_id, self.hypothesis_id),
             )
-            self.posted.append(str(answer["ts"]))
+            answer = await self._slack("posting in the thread", call)
+            if answer is not None:
+                self.posted.append(str(answer["ts"]))
 
     async def started(self, info: RunStart) -> None:
         self.card.experiment_id = info.experiment_id
@@ -151,3 +181,10 @@ class SlackThreadReporter:
 
     async def finished(self, outcome: RunOutcome) -> None:
         await self.conclude(outcome.status, outcome.summary, outcome.verdict)
+        if self.failed:  # said once, after the run: what the thread misses, and where it is
+            await self.note(
+                f"experiment #{outcome.experiment_id} ended {outcome.status}"
+                + (f": {outcome.summary}" if outcome.summary else "")
+                + f". Slack refused {self.failed} update(s) of this thread (error id {self.error_id}); "
+                "`/flagbot log` has the whole run."
+            )

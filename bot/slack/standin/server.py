@@ -69,6 +69,7 @@ class Standin(StandinState):
         self.socket = SocketMode(app_token, self._notify)
         self._host, self._port, self._bot_timeout_s = host, port, bot_timeout_s
         self._rate_limits: dict[str, int] = {}
+        self._failures: dict[str, tuple[str, int]] = {}
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._base: str | None = None
@@ -127,6 +128,11 @@ class Standin(StandinState):
         """Answer the next `times` calls of `method` with HTTP 429 and `Retry-After: 1`."""
         self._rate_limits[method] = self._rate_limits.get(method, 0) + times
 
+    def fail(self, method: str, error: str = "internal_error", times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with `{"ok": false, "error": error}` (HTTP 200,
+        as Slack answers an error that a retry does not cure: fatal_error, channel_not_found, ...)."""
+        self._failures[method] = (error, self._failures.get(method, (error, 0))[1] + times)
+
     async def _params(self, request: web.Request) -> dict[str, Any]:
         values: dict[str, Any] = dict(request.query)
         if request.content_type == "application/json":
@@ -157,6 +163,10 @@ class Standin(StandinState):
                 self._rate_limits[method] -= 1
                 status, headers["Retry-After"] = 429, "1"
                 raise SlackError("ratelimited")
+            error, left = self._failures.get(method, ("", 0))
+            if left > 0:
+                self._failures[method] = (error, left - 1)
+                raise SlackError(error)
             if method == "apps.connections.open":
                 answer = self.socket.open_connection(token, self.base_url)
             else:
