@@ -13,8 +13,11 @@ What it does, and why (docs/bench.md has the whole story):
   `concurrency` exactly like bench_serving's `--request-rate` with `--max-concurrency`); a level
   ends after `num_requests` or after `duration_s` (then in-flight requests finish);
 * warmup requests run first in every worker and are never measured;
-* the work is split over `workers` spawned processes that start together on the shared
-  monotonic clock; never in the caller's event loop (`run_load_async` waits in a thread);
+* the work is split over `workers` processes that start together on the shared monotonic
+  clock; never in the caller's event loop (`run_load_async` waits in a thread). They are forked
+  from a fork server that has imported the worker once (`_worker_context`): a spawned process
+  would start a new interpreter and import flagbot's whole CLI again (the console script is
+  `__main__`), about a second per level and repeat on a busy machine, all of it overhead;
 * metrics carry bench_serving's names and definitions (`metrics.summarize`) and the level is
   judged for client saturation (`client_health.judge`).
 """
@@ -171,7 +174,7 @@ def run_load(spec: LoadSpec) -> LevelResult:
     spec.check()
     model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
     spec = replace(spec, model=model)
-    context = multiprocessing.get_context("spawn")
+    context = _worker_context()
     procs: list[Any] = []
     conns: list[Connection] = []
     try:
@@ -202,6 +205,16 @@ def run_load(spec: LoadSpec) -> LevelResult:
                 proc.kill()
                 proc.join()
     return _merge(spec, start, results, ready)
+
+
+def _worker_context() -> Any:
+    """Fork server with the worker module preloaded (single-threaded, so forking it is safe even
+    though the caller has threads); spawn where fork servers do not exist."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["bot.bench.worker"])
+    return context
 
 
 async def run_load_async(spec: LoadSpec) -> LevelResult:
