@@ -263,6 +263,7 @@ class Engine:
                 if resume:
                     start = RunStart(row.id, book.name, row.target, row.actor, dict(row.params), resumed=True)
                     await self.reporter.started(start)
+                    runner.preface = f"interrupted at step {row.cursor + 1} and resumed ({why})"
                     return await runner.drive(row.cursor)
                 ctx.step_index = max(row.cursor, len(book.steps)) - 1
                 status, summary = await runner.failed(f"interrupted and not resumed: {why}")

@@ -54,6 +54,8 @@ class Run:
         self.now = now
         self.lost: str | None = None
         """Why the lease is no longer ours (set by the heartbeat task)."""
+        self.preface: str | None = None
+        """Put before the summary (a resumed run: it was interrupted, so its story says so)."""
 
     @property
     def store(self) -> Any:
@@ -212,6 +214,8 @@ class Run:
         ctx = self.ctx
         verdict = ctx.state.get("verdict")
         summary = summary or ctx.state.get("summary")
+        if self.preface is not None:
+            summary = f"{self.preface}; {summary}" if summary else self.preface
         final = {"status": status, "verdict": None if verdict is None else str(verdict), "summary": summary}
         finished_at = None if status == "interrupted" else utcnow()
         await self._db(update_experiment, ctx.experiment_id, finished_at=finished_at, **final)

@@ -136,12 +136,15 @@ async def apply_and_restart(
     unit's environment as it is now, a mapping replaces it entirely. Returns after the starts
     were issued. Raises `DivergedError` when the target is diverged, `RestartError` (with the
     report) when phase 1 failed and was rolled back or phase 2 left the target diverged, and
-    `HandEditError` (via phase 1) for a hand-edited unit unless `force`.
+    `HandEditError` (via phase 1) for a hand-edited unit unless `force`. With `force`, a
+    daemon-reload left pending (a flagbot killed between its write and its reload) is done first.
     """
     if len(new_flags_per_node) != len(ts.nodes):
         raise ValueError(f"{len(new_flags_per_node)} flag sets for {len(ts.nodes)} nodes")
     check_lockstep(new_flags_per_node)
     await _guard(ts)
+    if force:
+        await _finish_pending_reloads(ts)
     views = await _read_all(ts)
     several = [view.node for view in views if view.exec_count > 1]
     if several:
@@ -182,6 +185,19 @@ def _effective_env(view: UnitView, env: Mapping[str, str] | None) -> Mapping[str
             "edit; change it in the unit on the host"
         )
     return dict(env)
+
+
+async def _finish_pending_reloads(ts: TargetSession) -> None:
+    """A forced apply (a restore) after a write whose daemon-reload never ran (flagbot was killed
+    in between): reload first, or the unit cannot be read (its files and what systemd runs differ)."""
+
+    async def reload(node: NodeSession) -> None:
+        if (await read_state(node)).need_daemon_reload:
+            await node.run("daemon-reload")
+
+    for result in await ts.each(reload):
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _read_all(ts: TargetSession) -> list[UnitView]:

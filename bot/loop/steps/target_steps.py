@@ -225,7 +225,15 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
 
     ts = ctx.session()
     if not ctx.state.get("applied"):
-        return {"resume": True, "why": "nothing had been changed on the target yet"}
+        if not await _apply_in_flight(ctx):
+            return {"resume": True, "why": "nothing had been changed on the target yet"}
+        # Killed inside `apply`: some node may have the new drop-in written, reloaded or restarted,
+        # and `applied` was never checkpointed; so `restore` must put the flags from before back.
+        ctx.state["applied"] = True
+        return {
+            "resume": False,
+            "why": "it stopped while applying the change (drop-in write, reload or restart not confirmed)",
+        }
     view = await read_unit(ts.node0)
     intended = flags_from_json(ctx.state.get("intended_flags") or [])
     async with httpx.AsyncClient(timeout=3.0, trust_env=False) as client:
@@ -246,6 +254,14 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
         "resume": False,
         "why": f"the target runs other flags than the experiment meant, or is unhealthy (health {health})",
     }
+
+
+async def _apply_in_flight(ctx: StepContext) -> bool:
+    """Whether the step the run died in is `apply` (its changes on the target are not checkpointed)."""
+    from bot.store.experiments import list_steps
+
+    steps = await ctx.store.run(list_steps, ctx.store.store, ctx.experiment_id)
+    return any(step.index == ctx.step_index and step.action == "apply" for step in steps)
 
 
 @action("promote", summary="Make the current start the target's known-good configuration")

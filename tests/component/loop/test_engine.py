@@ -263,6 +263,7 @@ async def check_reconciled(
     interrupted = (1, "t_wait", "failed")
     if resume:
         assert (outcome.status, outcome.verdict) == ("succeeded", "improved")
+        assert (outcome.summary or "").startswith("interrupted at step 2 and resumed (")  # the story says so
         assert steps == [(0, "t_note", "ok"), interrupted, (1, "t_wait", "ok"), (2, "t_note", "ok")]
         row = await store.run(get_experiment, store.store, outcome.experiment_id)
         assert row is not None and row.state["notes"] == ["a", "b"]
