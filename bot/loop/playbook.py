@@ -23,8 +23,9 @@ ParamKind = Literal["changes", "expectations", "text", "int", "id", "choice", "b
 SECTIONS = ("steps", "on_failure", "on_cancel")
 PLAYBOOK_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 REFERENCE = re.compile(r"^\$(?P<name>[a-z_][a-z0-9_]*)$")
-BUILTIN_DIR = (Path(__file__).parents[1] / "playbooks").resolve()  # bot/playbooks: a link to the top-level playbooks/ in a checkout, package data in a wheel
-"""The repository's `playbooks/` folder (built-in playbooks)."""
+BUILTIN_DIR = (Path(__file__).parents[1] / "playbooks").resolve()
+"""The built-in playbooks: `bot/playbooks` links to the top-level `playbooks/` in a checkout and
+is package data in a wheel."""
 
 
 class PlaybookError(ValueError):
