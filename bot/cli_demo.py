@@ -9,6 +9,7 @@ prints the thread and exits). Ctrl-C tears everything down. See docs/demo.md.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -37,12 +38,26 @@ def demo(
             "--port", min=0, max=65535, help="the stand-in page's port (default 8780; headless: any)"
         ),
     ] = None,
+    screenshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--screenshot",
+            help="at the end, write the try thread as the page shows it to this PNG (headless Chromium)",
+        ),
+    ] = None,
 ) -> None:
     """Play the seeds' incident end to end (root: boots the twin's nodes); see docs/demo.md."""
     from bot.demo.parts import DEFAULT_PORT
     from bot.demo.runner import DemoOptions, run_demo
 
     chosen = port if port is not None else (0 if headless else DEFAULT_PORT)
-    options = DemoOptions(headless=headless, instance=instance, keep=keep, port=chosen)
+    if screenshot is not None:
+        from bot.demo.screenshot import unavailable
+
+        why = unavailable()
+        if why:  # refused before anything boots
+            typer.echo(f"error: --screenshot needs headless Chromium: {why}", err=True)
+            raise typer.Exit(2)
+    options = DemoOptions(headless=headless, instance=instance, keep=keep, port=chosen, screenshot=screenshot)
     code = asyncio.run(run_demo(options))
     raise typer.Exit(code)

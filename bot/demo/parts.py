@@ -51,6 +51,8 @@ class DemoOptions:
     port: int = DEFAULT_PORT
     base: Path = STATE_DIR
     health_timeout_s: float = 300.0
+    screenshot: Path | None = None
+    """Write the try thread's picture here at the end of the story (`bot.demo.screenshot`)."""
 
 
 def free_port() -> int:

@@ -79,6 +79,10 @@ async def _run(demo: Demo, options: DemoOptions) -> int:
         demo.say(channel_text(demo))
     if code != 0:
         demo.say(await demo.diagnostics())
+    elif options.screenshot is not None:
+        from bot.demo.screenshot import capture_try_thread
+
+        demo.say(f"screenshot of the try thread: {await capture_try_thread(demo, options.screenshot)}")
     demo.say(last)
     if options.headless:
         return code

@@ -19,7 +19,7 @@ from PIL import Image
 
 from bot.loop.playbook import load_playbooks, playbook_dirs
 from bot.slack.standin import BotRequest, signature
-from tests.support.chromium import Browser, chromium, missing, naming
+from bot.slack.standin.browser import Browser, chromium, missing, naming
 from tests.support.sample_thread import SampleThread, bot_without_hosts, post_sample_thread
 from tests.support.slack_bot import SIGNING_SECRET, TOKEN, RunningBot
 

@@ -1,4 +1,6 @@
-"""Headless Chromium from Debian's `chromium` and `chromium-driver`, driven with Selenium.
+"""Headless Chromium from Debian's `chromium` and `chromium-driver`, driven with Selenium (a dev extra).
+
+Used by the browser tests, `tools/screenshot_thread.py` and `flagbot demo --screenshot`.
 
 Nothing is downloaded: chromedriver's path is given to Selenium (so Selenium Manager never
 runs) and the browser is the Debian one. Selenium is synchronous, so every call runs in a worker
