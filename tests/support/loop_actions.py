@@ -117,3 +117,17 @@ def registered_actions() -> Iterator[Probe]:
     finally:
         for name in NAMES:
             unregister(name)
+
+
+# A mutating playbook that stops at gate `g` (the engine can be killed or cancelled there) and
+# whose interrupt check answers `Probe.resume_answer`: the engine and startup tests reconcile it.
+CRASHY = """
+mutating: true
+steps:
+  - {action: t_note, with: {label: a}}
+  - {action: t_wait, with: {gate: g}}
+  - {action: t_note, with: {label: b, value: improved}}
+on_failure:
+  - {action: t_undo}
+on_interrupt: t_check
+"""

@@ -25,7 +25,7 @@ from bot.store.leases import acquire, current
 from bot.store.models import utcnow
 from bot.store.records import audit_events, evidence_of
 from bot.target.evidence import TextBlock
-from tests.support.loop_actions import Probe
+from tests.support.loop_actions import CRASHY, Probe
 
 REPO = Path(__file__).resolve().parents[3]
 TARGET = "t1"
@@ -217,18 +217,6 @@ async def test_a_lost_lease_stops_the_run_at_the_next_boundary(
     assert "t_note" not in [name for name, _ in probe.calls]
     lease = await store.run(current, store.store, TARGET)
     assert lease is not None and lease.holder == "bob:two"  # alice's release did not free bob's lease
-
-
-CRASHY = """
-mutating: true
-steps:
-  - {action: t_note, with: {label: a}}
-  - {action: t_wait, with: {gate: g}}
-  - {action: t_note, with: {label: b, value: improved}}
-on_failure:
-  - {action: t_undo}
-on_interrupt: t_check
-"""
 
 
 @pytest.mark.parametrize("resume", [True, False])

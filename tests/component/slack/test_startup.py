@@ -20,21 +20,11 @@ from bot.slack.startup import reconcile_at_start
 from bot.store import AsyncStore, Store
 from bot.store.experiments import get_experiment
 from bot.store.leases import current
-from tests.support.loop_actions import Probe, registered_actions
+from tests.support.loop_actions import CRASHY, Probe, registered_actions
 
 TARGET = "t1"
 CHANNEL = "C0FLAGBOT"
 TOKEN = "xoxb-startup-test"
-CRASHY = """
-mutating: true
-steps:
-  - {action: t_note, with: {label: a}}
-  - {action: t_wait, with: {gate: g}}
-  - {action: t_note, with: {label: b, value: improved}}
-on_failure:
-  - {action: t_undo}
-on_interrupt: t_check
-"""
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 from sqlmodel import Session, col, select
 
 from bot.store import AsyncStore, AuditEvent, Baseline, Experiment, Measurement, Snapshot, Store
@@ -67,19 +66,6 @@ LOOP_TABLES = {
 T0 = datetime(2026, 11, 29, 22, 40, 1, tzinfo=UTC)
 ALICE = {"holder": "cli:alice@laptop", "host": "laptop", "pid": 4242, "purpose": "try"}
 BOB = {"holder": "slack:bob", "host": "bot-1", "pid": 77, "purpose": "verify"}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A store with no schema at all (each test starts from nothing)."""
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        opened = Store.open(request.getfixturevalue("postgres_url"))
-        with opened.engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -10,12 +10,9 @@ values would fail here, whichever table it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import JSON, Boolean, Column, DateTime, Float, Integer, MetaData, Numeric, Table, select, text
 from sqlalchemy import types as sqltypes
@@ -30,18 +27,6 @@ SKIP_TABLES = {"alembic_version"}
 def _revisions(store: Store) -> list[str]:
     script = ScriptDirectory.from_config(alembic_config(store.engine))
     return [rev.revision for rev in reversed(list(script.walk_revisions()))]
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        opened = Store.open(request.getfixturevalue("postgres_url"))
-        with opened.engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    yield opened
-    opened.close()
 
 
 def _value(table: Table, column: Column[Any], row: int) -> Any:
@@ -93,7 +78,8 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def test_every_revision_upgrades_to_head_keeping_every_row(store: Store) -> None:
+def test_every_revision_upgrades_to_head_keeping_every_row(empty_store: Store) -> None:
+    store = empty_store
     revisions = _revisions(store)
     assert len(revisions) >= 6, revisions
     for revision in revisions[:-1]:
