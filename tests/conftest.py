@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from bot.store import Store
 
 TIERS = ("unit", "component", "integration")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -38,3 +42,20 @@ def postgres_url() -> Iterator[str]:
         pytest.skip(reason)
     with running_postgres() as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A store with no schema at all (each test starts from nothing), on SQLite and PostgreSQL."""
+    from sqlalchemy import text
+
+    from bot.store import Store
+
+    if request.param == "sqlite":
+        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
+    else:
+        opened = Store.open(request.getfixturevalue("postgres_url"))
+        with opened.engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    yield opened
+    opened.close()

@@ -36,10 +36,7 @@ async def screenshot(out: Path, *, width: int, user: str) -> Path:
             async with chromium(width=width) as browser:
                 url = f"{bot.standin.base_url}/?channel={thread.channel}&user={user}&thread={thread.card_ts}"
                 await browser.open(url)
-                await browser.wait(
-                    "return document.images.length > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)",
-                    what="the chart loaded",
-                )
+                await browser.wait_images_loaded(what="the chart loaded")
                 await browser.screenshot(out, width=width)
     with Image.open(out) as shot:
         small = shot.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)

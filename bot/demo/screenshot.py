@@ -14,9 +14,6 @@ from bot.demo.setup import DemoSetupError
 from bot.demo.story import CHANNEL, OPERATOR
 
 WIDTH = 1600
-IMAGES_LOADED = (
-    "return document.images.length > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)"
-)
 
 
 def unavailable() -> str | None:
@@ -41,6 +38,6 @@ async def capture_try_thread(demo: Demo, path: Path) -> Path:
     url = f"{standin.base_url}/?channel={CHANNEL}&user={OPERATOR}&thread={cards[0].ts}"
     async with chromium(width=WIDTH) as browser:
         await browser.open(url)
-        await browser.wait(IMAGES_LOADED, what="the thread with its chart", timeout=30)
+        await browser.wait_images_loaded(what="the thread with its chart", timeout=30)
         await browser.screenshot(path, width=WIDTH)
     return path

@@ -43,6 +43,9 @@ QUIET = (
     "--force-device-scale-factor=1",
 )
 """No network of its own (updates, sync, crash reports): the page is all it loads."""
+IMAGES_LOADED = (
+    "return document.images.length > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)"
+)
 CHROME_NAMES = frozenset({"chromium", "chrome_crashpad", "chromedriver", "chrome"})
 PR_SET_CHILD_SUBREAPER = 36
 T = TypeVar("T")
@@ -143,6 +146,10 @@ class Browser:
                 text = await self.js("return document.body.innerText")
                 raise AssertionError(f"the page did not show {what} within {timeout}s; it shows:\n{text}")
             await backoff.sleep()
+
+    async def wait_images_loaded(self, *, what: str = "the images loaded", timeout: float = 15.0) -> None:
+        """Until the page has images and every one has loaded (a chart is ready to be pictured)."""
+        await self.wait(IMAGES_LOADED, what=what, timeout=timeout)
 
     async def type_line(self, css: str, text: str) -> None:
         """Type `text` into the input `css` and press Enter, as a person would."""

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlencode
 
+from bot.slack.render_tables import escape as slack_escape
 from bot.slack.standin.blocks import buttons
 from bot.slack.standin.model import APP_ID, BOT_USER_ID, TEAM_DOMAIN, TEAM_ID, Channel, Message, User
 from bot.slack.standin.socket_mode import Envelope
-from bot.slack.text import slack_escape
 
 VERIFICATION_TOKEN = "standin-verification-token"  # noqa: S105  (Slack's deprecated, public field)
 STALE_AFTER_S = 5 * 60

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 
+from bot.slack.text import typed_text as unescape_slack
+
 FENCE = re.compile(r"```(.*?)```", re.DOTALL)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 TOKEN = re.compile(r"<([^<>\n]+)>")
@@ -63,11 +65,6 @@ class Names:
     users: dict[str, str] = field(default_factory=dict)
     channels: dict[str, str] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
-
-
-def unescape_slack(text: str) -> str:
-    """Slack's three entities back to characters (`&amp;` last, so `&amp;lt;` stays `&lt;`)."""
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def emoji(text: str) -> str:

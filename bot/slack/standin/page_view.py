@@ -17,8 +17,9 @@ from urllib.parse import urlencode, urlsplit
 
 from bot.slack.standin.model import Ephemeral, Message, StoredFile
 from bot.slack.standin.page_blocks import blocks_html
-from bot.slack.standin.page_mrkdwn import Names, mrkdwn_html, unescape_slack
+from bot.slack.standin.page_mrkdwn import Names, mrkdwn_html
 from bot.slack.standin.workspace import SlackError, Workspace
+from bot.slack.text import typed_text as unescape_slack
 
 AVATAR_COLOURS = ("#4a154b", "#1264a3", "#2eb67d", "#e01e5a", "#ecb22e", "#36c5f0", "#7c3085", "#e8912d")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg")

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from bot.bench.verdict import VerdictSettings
 from bot.store import AsyncStore, Measurement, Snapshot, Store
@@ -26,17 +23,11 @@ from bot.store.bench_repo import (
 from bot.store.models import MeasurementSet
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        opened = Store.open(request.getfixturevalue("postgres_url"))
-        with opened.engine.begin() as connection:  # each test starts from an empty schema
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    opened.upgrade()
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(empty_store: Store) -> Store:
+    """A migrated store on SQLite and on PostgreSQL."""
+    empty_store.upgrade()
+    return empty_store
 
 
 def measurements(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,17 +18,10 @@ from bot.store.database import database_url
 from bot.store.migrate import head_revision, upgrade
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    else:
-        url = request.getfixturevalue("postgres_url")
-        opened = Store.open(url)
-        with opened.engine.begin() as connection:  # each test starts from an empty schema
-            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(empty_store: Store) -> Store:
+    """Each test starts from an empty schema, on SQLite and on PostgreSQL (tests/conftest.py)."""
+    return empty_store
 
 
 def test_a_fresh_database_is_refused_until_upgraded(store: Store) -> None:

@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.commands import parse_command
-from bot.slack.text import slack_escape, typed_text
+from bot.slack.render_tables import escape as slack_escape
+from bot.slack.text import typed_text
 
 
 def test_an_expectation_as_slack_delivers_it_parses() -> None:
