@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from bot.store import AsyncStore, Store
 from tests.support.loop_actions import Probe, registered_actions
@@ -16,11 +18,18 @@ def probe() -> Iterator[Probe]:
         yield registered
 
 
-@pytest.fixture
-def sync_store(empty_store: Store) -> Store:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sync_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A migrated store, once on SQLite in tmp_path and once on the tests' real PostgreSQL."""
-    empty_store.upgrade()
-    return empty_store
+    if request.param == "sqlite":
+        opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
+    else:
+        opened = Store.open(request.getfixturevalue("postgres_url"))
+        with opened.engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    opened.upgrade()
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
