@@ -82,6 +82,10 @@ class TargetTimeouts(Strict):
     """Upper bounds, not waits: readiness is detected from the journal and /health."""
 
     ready: Duration = timedelta(minutes=30)
+    warmup: Duration = timedelta(minutes=5)
+    """How long `/health` may answer 503 (uvicorn up, SGLang's warmup request running) before
+    the start counts as hung in its warmup and is rolled back; the load itself is bounded by
+    `ready`. SGLang's warmup is one short `/generate`: seconds on a healthy server."""
     stop: Duration = timedelta(minutes=3)
     benchmark: Duration = timedelta(minutes=30)
 

@@ -15,7 +15,10 @@ Three watchers run at once and feed one decision loop:
 
 The outcome is `ready`, `failed` (with the reason, the node and the fatal line) or `timeout`
 (`TargetTimeouts.ready`), with the moments of each phase: loading (refused), warming (503),
-ready. Nothing here changes the target; rollback decides what to do with a failure.
+ready. A server that answers 503 for longer than `TargetTimeouts.warmup` has a hung warmup
+request (SGLang sends one `/generate` after uvicorn starts and stays 503 until it returns):
+that is a failure of its own, `warmup-hang`, reported then rather than at the end of the much
+longer load bound. Nothing here changes the target; rollback decides what to do with a failure.
 """
 
 from __future__ import annotations
@@ -46,7 +49,14 @@ from bot.target.nodestate import (
 Outcome = Literal["ready", "failed", "timeout"]
 Phase = Literal["starting", "loading", "warming", "ready", "failed"]
 FailureReason = Literal[
-    "start-limit", "unit-failed", "crash-loop", "fatal-line", "stopped", "unreachable", "timeout"
+    "start-limit",
+    "unit-failed",
+    "crash-loop",
+    "fatal-line",
+    "stopped",
+    "unreachable",
+    "warmup-hang",
+    "timeout",
 ]
 
 
@@ -140,6 +150,7 @@ async def wait_ready(
     previous: Mapping[str, str | None] | None = None,
     crash_restarts: int = 1,
     confirm_s: float = 1.0,
+    warmup_timeout: float | None = None,
     client: httpx.AsyncClient | None = None,
     on_progress: Progress | None = None,
 ) -> Readiness:
@@ -149,11 +160,19 @@ async def wait_ready(
     invocation are ignored and the new one must appear. `crash_restarts` is how many automatic
     restarts (`NRestarts` rising) count as a crash loop. After the first ready signal the other
     one (`/health` 200 or the ready line) is awaited up to `confirm_s` so both are recorded.
+    `warmup_timeout`: how long `/health` may answer 503 (warming) before the start counts as
+    hung in its warmup (None: only `timeout` bounds it).
     """
     own = client is None
     http = client or httpx.AsyncClient(timeout=2.0, trust_env=False)
     waiter = _Waiter(
-        nodes, base_url.rstrip("/") + "/health", http, previous or {}, crash_restarts, on_progress
+        nodes,
+        base_url.rstrip("/") + "/health",
+        http,
+        previous or {},
+        crash_restarts,
+        on_progress,
+        warmup_timeout,
     )
     try:
         return await waiter.run(timeout, confirm_s)
@@ -171,6 +190,7 @@ class _Waiter:
         previous: Mapping[str, str | None],
         crash_restarts: int,
         on_progress: Progress | None,
+        warmup_timeout: float | None = None,
     ) -> None:
         self.nodes, self.url, self.client = nodes, url, client
         self.previous = dict(previous)
@@ -187,6 +207,7 @@ class _Waiter:
         self.health_seen = False
         self.health_code: int | None = None
         self.health_at = 0.0
+        self.warmup_timeout = warmup_timeout
 
     # -- watchers --------------------------------------------------------------------------
 
@@ -230,7 +251,11 @@ class _Waiter:
         try:
             async with asyncio.timeout(timeout):
                 while self.result.outcome != "ready" and self.result.failure is None:
-                    await self._handle(*await self.events.get())
+                    event = await self._next_event()
+                    if event is None:
+                        self._warmup_hung()
+                    else:
+                        await self._handle(*event)
                 if self.result.outcome == "ready":
                     await self._confirm(confirm_s)
         except TimeoutError:
@@ -241,6 +266,31 @@ class _Waiter:
                 tasks.append(self.follower)
             await stop_tasks(tasks)  # re-cancels a watcher whose cancel a finishing wait_for swallowed
         return self.result
+
+    async def _next_event(self) -> tuple[str, Any, float] | None:
+        """The next watcher event, or None when the warming phase outlived `warmup_timeout`."""
+        warming = self.result.phases.get("warming")
+        if warming is None or self.warmup_timeout is None:
+            return await self.events.get()
+        left = warming + self.warmup_timeout - time.time()
+        try:
+            async with asyncio.timeout(max(0.0, left)):
+                return await self.events.get()
+        except TimeoutError:
+            return None
+
+    def _warmup_hung(self) -> None:
+        name = self.nodes[0].name
+        last = next((e.message for e in reversed(self.result.lines) if not e.systemd), None)
+        self._fail(
+            "warmup-hang",
+            name,
+            f"{name}: /health answered 503 (warming up) for {self.warmup_timeout:g} s without turning "
+            "ready: the warmup request hung (timeouts.warmup)"
+            + (f"; the last line the server wrote: {last.strip()}" if last else ""),
+        )
+        if self.result.failure is not None:
+            self.result.failure.invocation = self.result.invocation
 
     async def _confirm(self, confirm_s: float) -> None:
         """Give the second ready signal a moment to arrive, so both moments are on record."""

@@ -132,7 +132,9 @@ async def failure_evidence(
         blocks.append(systemd.to_evidence())
     reason = summary.get("reason")
     what = (
-        f"the start failed on {node.name}: {reason}" if reason != "timeout" else str(summary.get("message"))
+        f"the start failed on {node.name}: {reason}"
+        if reason not in ("timeout", "warmup-hang")
+        else str(summary.get("message"))
     )
     if failure is not None and failure.n_restarts is not None:
         what += f" (NRestarts {failure.n_restarts}, last exit status {failure.exit_status})"
@@ -201,6 +203,7 @@ async def rollback(
             base_url=ts.target.http_base(),
             timeout=limit,
             previous=previous,
+            warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
             client=client,
             on_progress=on_progress,
         )
@@ -267,6 +270,7 @@ async def ensure_ready(
         base_url=ts.target.http_base(),
         timeout=limit,
         previous=previous,
+        warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
         client=client,
         on_progress=on_progress,
     )

@@ -174,6 +174,7 @@ class Effect(_Strict):
     throughput_factor: float = Field(default=1.0, gt=0)
     crash: str | None = None
     startup_extra_s: float = Field(default=0.0, ge=0)
+    hang_during_warmup: bool = False
 
 
 class _RuleBase(Effect):

@@ -197,11 +197,11 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
 async def _learn_failure(ctx: StepContext, changes: list[Any], before: Any) -> dict[str, Any]:
     """A change the server would not start with is worth remembering, with its fatal line."""
     gpu, cap = gpu_facts(before)
-    fatal = ctx.state.get("fatal_line") or "no fatal line found"
+    fatal = ctx.state.get("fatal_line") or ctx.state.get("failure_reason") or "no fatal line found"
     described = ", ".join(change.describe() for change in changes)
     text = f"{described}: the server did not start on {gpu or 'an unknown GPU'} ({cap or '?'}): {fatal}"
     for change in changes:
-        detail = {"fatal_line": ctx.state.get("fatal_line")}
+        detail = {"fatal_line": ctx.state.get("fatal_line"), "reason": ctx.state.get("failure_reason")}
         await record_observation(
             ctx, before, flag=change.flag or "", kind="failure", text=text, detail=detail, emit=False
         )

@@ -146,11 +146,14 @@ async def await_start(
     if outcome.rollback is not None:
         for block in outcome.rollback.evidence:
             await ctx.emit(block)
+        failure = outcome.readiness.failure
+        cause = outcome.rollback.fatal_line or (failure.message if failure else None)
         ctx.state["rolled_back"] = outcome.rollback.ok
         ctx.state["fatal_line"] = outcome.rollback.fatal_line
+        ctx.state["failure_reason"] = failure.message if failure else None
         ctx.state["summary"] = (
             "the server did not start with the change"
-            + (f" ({outcome.rollback.fatal_line})" if outcome.rollback.fatal_line else "")
+            + (f" ({cause})" if cause else "")
             + (
                 "; rolled back, healthy again"
                 if outcome.rollback.ok

@@ -278,7 +278,7 @@ class Runtime:
         log(lines[3])
         self._set_phase("warmup")
         batch.start()
-        if not self.scenario.faults.hang_during_warmup:
+        if not self.r.hang_during_warmup:
             self._spawn(self._warmup(host, port))
 
     async def _warmup(self, host: str, port: int) -> None:

@@ -225,7 +225,8 @@ class Effect:
     the hybrid state-cache budget (fewer state slots, so a lower effective max_running_requests);
     `implies`: ServerArgs fields set as if by SGLang's post-init; `throughput_factor` multiplies
     decode speed; `crash`: the start fails with this exception line; `startup_extra_s` is added
-    to CUDA graph capture.
+    to CUDA graph capture; `hang_during_warmup`: uvicorn comes up (so `/health` answers 503) but
+    the warmup request never completes, as a collective that deadlocks on the first forward pass.
     """
 
     memory_gib: float = 0.0
@@ -235,6 +236,7 @@ class Effect:
     throughput_factor: float = 1.0
     crash: str | None = None
     startup_extra_s: float = 0.0
+    hang_during_warmup: bool = False
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ class Resolved:
     tp_ranks: list[int] = field(default_factory=list)
     active_rules: list[str] = field(default_factory=list)
     requested: set[str] = field(default_factory=set)
+    hang_during_warmup: bool = False
+    """The scenario's fault, or an active flag's effect: the warmup request never completes."""
 
     def startup_seconds(self) -> float:
         """Unscaled seconds from process start to the last step."""
@@ -170,6 +172,8 @@ def resolve(
         tp_ranks=list(range(per_node * node, per_node * (node + 1))),
         active_rules=list(dict.fromkeys(rule.name for rule, _effect in active)),
         requested=post.requested,
+        hang_during_warmup=scenario.faults.hang_during_warmup
+        or any(effect.hang_during_warmup for effect in effects),
     )
 
 

@@ -70,7 +70,11 @@ def test_aggregate_curve_interpolates_and_starts_at_the_single_stream_speed() ->
 def test_flag_rules_are_keyed_by_serverargs_field() -> None:
     scenario = scenario_from_dict(compile_scenario("seed-gb10"))
     fields = {rule.when[0].field for rule in scenario.flags}
-    assert fields == {"enable_fused_moe_sum_all_reduce", "enable_flashinfer_allreduce_fusion"}
+    assert fields == {
+        "enable_fused_moe_sum_all_reduce",
+        "enable_flashinfer_allreduce_fusion",
+        "enable_nccl_nvls",
+    }
 
 
 def test_a_rule_whose_capability_is_unmet_keeps_only_its_side_effects() -> None:

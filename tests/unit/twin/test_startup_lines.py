@@ -340,3 +340,10 @@ def test_server_info_and_model_info_shapes() -> None:
     model = resolved.model_info()
     assert model["architectures"] == ["Qwen3_5MoeForCausalLM"]
     assert model["model_path"] == "/shared/models/Qwen3.5-122B-A10B"
+
+
+def test_a_flag_whose_effect_hangs_the_warmup_marks_only_that_start() -> None:
+    """seed-gb10's `--enable-nccl-nvls` rule: the start comes up (no failure) but its warmup never ends."""
+    assert _resolve("seed-gb10").hang_during_warmup is False
+    hung = _resolve("seed-gb10", "--enable-nccl-nvls")
+    assert hung.hang_during_warmup is True and hung.failure is None
