@@ -26,6 +26,19 @@ class UnreachableError(TargetError):
         self.reason = reason
 
 
+class ConnectionLostError(UnreachableError):
+    """A connection that was up broke under a command (sshd restarted, a NAT idle cut, the session
+    process killed): the host may well be up, so a safe command is re-run once on a fresh
+    connection (`bot.target.ssh.RETRY_SAFE`); only when that reconnect fails too is the node
+    unreachable. `argv_shell` is the command that was running, `detail` what the transport said.
+    """
+
+    def __init__(self, host: str, argv_shell: str, detail: str = "") -> None:
+        super().__init__(host, f"connection lost during `{argv_shell}`" + (f": {detail}" if detail else ""))
+        self.argv_shell = argv_shell
+        self.detail = detail
+
+
 class HostKeyError(TargetError):
     """The node's host key is not in known_hosts, or differs from the one recorded there.
 

@@ -7,12 +7,17 @@ waits for peers that will never come), clearing a tripped start limit with `rese
 A node lost in phase 2 (or during a phase-1 restore) marks the target *diverged* in the store:
 further applies are refused until `reconcile` brings every node to the drop-in flagbot meant
 and restarts the ranks together. Readiness is not waited for here (`bot.target.readiness`).
+
+A connection dropped under a command while the host stays up is not a lost node: the session
+reconnects and re-runs the command (`bot.target.ssh.RETRY_SAFE`), and each node's report lists
+those reconnects for the evidence. Only a failed reconnect makes the node lost (diverged).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -23,7 +28,7 @@ from bot.target.drain import DrainReport, DrainSettings, drain
 from bot.target.dropin import DropinSpec, WriteResult, check_unedited, read_dropin, write_dropin
 from bot.target.errors import CommandFailed, CommandTimeout, DivergedError, TargetError, UnreachableError
 from bot.target.session import TargetSession
-from bot.target.ssh import NodeSession
+from bot.target.ssh import NodeSession, Reconnect
 from bot.target.unit import UnitView, read_state, read_unit
 
 NODE_RANK = "--node-rank"
@@ -45,6 +50,8 @@ class NodeReport:
     reset_failed: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     error: str | None = None
+    reconnects: list[Reconnect] = field(default_factory=list)
+    """Connections to this node lost and reopened during the operation (commands re-run)."""
 
 
 @dataclass
@@ -62,6 +69,10 @@ class RestartReport:
     @property
     def ok(self) -> bool:
         return self.phase in ("restarted", "reconciled") and all(node.error is None for node in self.nodes)
+
+    def connection_notes(self) -> list[str]:
+        """One sentence per reconnect on any node, for the evidence of the apply."""
+        return [reconnect.describe() for node in self.nodes for reconnect in node.reconnects]
 
 
 class RestartError(TargetError):
@@ -100,6 +111,17 @@ def check_lockstep(flags_per_node: Sequence[FlagSet]) -> None:
                 f"node {index}'s flags differ from node 0's in more than --node-rank: multi-node "
                 "SGLang needs the same flags on every rank"
             )
+
+
+@contextmanager
+def _reconnects_into(ts: TargetSession, report: RestartReport) -> Iterator[None]:
+    """Put the reconnects each node's session makes inside the block into its report, also on failure."""
+    marks = [len(node.reconnects) for node in ts.nodes]
+    try:
+        yield
+    finally:
+        for node, mark in zip(ts.nodes, marks, strict=True):
+            report.nodes[node.index].reconnects.extend(node.reconnects[mark:])
 
 
 async def _guard(ts: TargetSession) -> None:
@@ -171,7 +193,8 @@ async def restart_target(ts: TargetSession, *, drain: DrainSettings | None = Non
     """Stop every rank, then start every rank, with the unit as it is (no drop-in change)."""
     await _guard(ts)
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
-    return await _restart_phase(ts, report, drain, time.monotonic())
+    with _reconnects_into(ts, report):
+        return await _restart_phase(ts, report, drain, time.monotonic())
 
 
 def _effective_env(view: UnitView, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
@@ -218,6 +241,20 @@ async def _apply(
 ) -> RestartReport:
     started = time.monotonic()
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
+    with _reconnects_into(ts, report):
+        return await _apply_reported(ts, specs, report, started, drain=drain, force=force, reason=reason)
+
+
+async def _apply_reported(
+    ts: TargetSession,
+    specs: list[DropinSpec | None],
+    report: RestartReport,
+    started: float,
+    *,
+    drain: DrainSettings | None,
+    force: bool,
+    reason: str,
+) -> RestartReport:
     states = await ts.each(read_state)
     for node_report, state in zip(report.nodes, states, strict=True):
         if not isinstance(state, BaseException):
@@ -359,6 +396,13 @@ async def reconcile(ts: TargetSession, *, drain: DrainSettings | None = None) ->
     """
     started = time.monotonic()
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
+    with _reconnects_into(ts, report):
+        return await _reconcile(ts, report, drain, started)
+
+
+async def _reconcile(
+    ts: TargetSession, report: RestartReport, drain: DrainSettings | None, started: float
+) -> RestartReport:
     intended = await ts.ledger.intended()
 
     async def align(node: NodeSession) -> None:

@@ -11,6 +11,11 @@ connect: a rebooted testbed node has a new key); an unknown or changed key raise
 `HostKeyError` with the offered key's SHA256 fingerprint. A command that outlives its timeout is
 terminated on the host (signal, then channel close): OpenSSH leaves a process without a pty
 running when only the channel closes.
+
+A connection that was up and broke under a command (sshd restarted, a NAT or firewall idle cut,
+the session process killed) is not a host fault: a command in `RETRY_SAFE` is re-run once on a
+fresh connection and the reconnect is recorded in `NodeSession.reconnects` for the evidence.
+Only when the reconnect fails too is the node unreachable.
 """
 
 from __future__ import annotations
@@ -21,18 +26,79 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import asyncssh
 
 from bot.config.schema import JumpHost, Node, SSHSettings
-from bot.target.errors import CommandFailed, CommandTimeout, HostKeyError, UnreachableError
+from bot.target.errors import (
+    CommandFailed,
+    CommandTimeout,
+    ConnectionLostError,
+    HostKeyError,
+    UnreachableError,
+)
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
 
 KEEPALIVE_S = 5.0
 """A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
 KILL_GRACE_S = 2.0
 """How long a timed-out command gets between SIGTERM and the channel being torn down."""
+
+RETRY_SAFE: Final = frozenset(
+    {
+        # systemd: a start of a started unit and a stop of a stopped one are no-ops, a job the
+        # first run queued runs whatever became of the client, and the re-run waits for that job
+        "start",
+        "stop",
+        "daemon-reload",
+        "reset-failed",
+        # files: the same full content again, a directory that may exist, a file that may be gone
+        "write-dropin",
+        "write-dropin-backup",
+        "make-dropin-dir",
+        "remove-bench-output",
+        # reads
+        "cat",
+        "show",
+        "unit-property",
+        "read-dropin",
+        "read-dropin-backup",
+        "read-bench-output",
+        "journal",
+        "journal-invocation",
+        "journal-grep",
+        "journal-grep-invocation",
+        "journal-starts",
+        "gpu-query",
+        "gpu-list",
+        "sglang-help",
+        "sglang-version",
+        "sglang-dry-run",
+    }
+)
+"""Table commands re-run once on a fresh connection when the connection is lost under them,
+because running them twice cannot do anything the first run would not have done. Not here:
+`restart` (a second restart is a second restart), `bench-serving` (a benchmark run twice is not
+the same benchmark), `journal-follow` (a stream; its reader resumes it from the last entry)."""
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """One reconnect of a session, as evidence: which command the loss hit and what was said."""
+
+    node: str
+    command: str | None
+    """The command the loss hit (`argv_shell`), re-run on the new connection; None when the
+    connection was found closed between commands (an idle cut) and no command was hit."""
+    error: str
+    at: float
+    """Unix seconds of the reconnect."""
+
+    def describe(self) -> str:
+        if self.command is None:
+            return f"connection to {self.node} found closed ({self.error}); reconnected"
+        return f"connection to {self.node} lost during `{self.command}` ({self.error}); reconnected, command re-run"
 
 
 @dataclass(frozen=True)
@@ -97,6 +163,8 @@ class NodeSession:
         self.audit = audit
         self._conn: Any = None
         self._lock = asyncio.Lock()
+        self.reconnects: list[Reconnect] = []
+        """Every reconnect after a lost connection, oldest first (restart reports slice it)."""
 
     @classmethod
     def from_config(
@@ -136,9 +204,17 @@ class NodeSession:
     # --- connection -------------------------------------------------------------------------
 
     async def connection(self) -> Any:
-        """The open connection, (re)connecting when there is none or it was lost."""
+        """The open connection, (re)connecting when there is none or it was lost.
+
+        A connection found closed between commands (the keepalive noticed an idle cut) is
+        replaced and the reconnect recorded; a lost command's reconnect is recorded by `run`.
+        """
         async with self._lock:
-            if self._conn is None or self._conn.is_closed():
+            if self._conn is not None and self._conn.is_closed():
+                self._conn = None
+                self._conn = await self._connect()
+                self.reconnects.append(Reconnect(self.name, None, "closed while idle", time.time()))
+            elif self._conn is None:
                 self._conn = await self._connect()
             return self._conn
 
@@ -184,9 +260,13 @@ class NodeSession:
                 return str(key.get_fingerprint("sha256"))
         return None
 
-    def _drop(self) -> None:
-        """Forget a connection that stopped answering; the next call reconnects."""
-        if self._conn is not None:
+    def _drop(self, conn: Any = None) -> None:
+        """Forget a connection that stopped answering; the next call reconnects.
+
+        With `conn`, only when it is still the current one: two commands that shared a lost
+        connection must not make the second one abort the connection the first one reopened.
+        """
+        if self._conn is not None and (conn is None or self._conn is conn):
             self._conn.abort()
             self._conn = None
 
@@ -209,21 +289,21 @@ class NodeSession:
             params = {**params, "unit": self.unit}
         return render_params(command, params, sudo=self.sudo)
 
-    async def _open(self, rendered: Rendered, timeout: float) -> Any:
-        """Open a channel running `rendered`; a connection that does not answer is dropped."""
+    async def _open(self, rendered: Rendered, timeout: float) -> tuple[Any, Any]:
+        """(connection, channel running `rendered`); a connection that does not answer is dropped."""
         conn = await self.connection()
         if self.audit is not None:
             self.audit(self.name, rendered.shell)
         try:
-            return await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout)
+            return conn, await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout)
         except TimeoutError:
-            self._drop()
+            self._drop(conn)
             raise UnreachableError(
                 self.name, f"no answer on the SSH connection within {timeout:g} s"
             ) from None
         except (OSError, asyncssh.Error) as exc:
-            self._drop()
-            raise UnreachableError(self.name, f"connection lost: {exc}") from None
+            self._drop(conn)
+            raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
 
     async def run(
         self,
@@ -241,13 +321,39 @@ class NodeSession:
         ever). Raises `CommandFailed` on a non-zero exit when `check`, `CommandTimeout` after
         `timeout` (default: the config's command timeout; the remote process is terminated),
         `UnreachableError` when the node does not answer.
+
+        A connection lost under a `RETRY_SAFE` command is reopened and the command re-run once
+        (with its full timeout again), the reconnect recorded in `reconnects`; when the reconnect
+        fails, `UnreachableError` says both. Other commands raise `ConnectionLostError`.
         """
         rendered = self.render(command, **params)
         if input is not None and not rendered.command.stdin:
             raise ParamError(f"{command} reads no input")
         limit = self.command_timeout if timeout is None else timeout
+        try:
+            result = await self._run_once(rendered, input, limit)
+        except ConnectionLostError as lost:
+            if command not in RETRY_SAFE:
+                raise
+            await self._reconnect(lost)
+            result = await self._run_once(rendered, input, limit)
+        if check and result.exit_status != 0:
+            raise CommandFailed(result, self.name)
+        return result
+
+    async def _reconnect(self, lost: ConnectionLostError) -> None:
+        """A fresh connection after `lost`, recorded; when none can be had, the node is unreachable."""
+        try:
+            await self.connection()
+        except UnreachableError as again:
+            raise UnreachableError(
+                self.name, f"{lost.reason}; the reconnect failed too: {again.reason}"
+            ) from None
+        self.reconnects.append(Reconnect(self.name, lost.argv_shell, lost.detail or "closed", time.time()))
+
+    async def _run_once(self, rendered: Rendered, input: bytes | str | None, limit: float) -> CommandResult:
         started = time.monotonic()
-        process = await self._open(rendered, limit)
+        conn, process = await self._open(rendered, limit)
         try:
             if input is not None:
                 process.stdin.write(input.encode() if isinstance(input, str) else input)
@@ -258,54 +364,50 @@ class NodeSession:
             await self._terminate(process)
             raise CommandTimeout(self.name, rendered.shell, limit) from None
         except (OSError, asyncssh.Error) as exc:
-            self._drop()
-            raise UnreachableError(self.name, f"connection lost during `{rendered.shell}`: {exc}") from None
+            self._drop(conn)
+            raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
         except asyncio.CancelledError:  # the caller gave up: do not leave the command running
             with contextlib.suppress(Exception):
                 process.send_signal("TERM")
                 process.close()
             raise
         status = completed.exit_status
-        if (
-            status is None
-            and completed.exit_signal is None
-            and (self._conn is None or self._conn.is_closed())
-        ):
-            self._drop()
-            raise UnreachableError(self.name, f"connection lost during `{rendered.shell}`")
+        if status is None and completed.exit_signal is None and conn.is_closed():
+            self._drop(conn)
+            raise ConnectionLostError(self.name, rendered.shell, "the connection closed")
         if status is None:  # killed by a signal
             status = -1
-        result = CommandResult(
-            command=command,
+        return CommandResult(
+            command=rendered.command.name,
             argv_shell=rendered.shell,
             exit_status=status,
             stdout=bytes(completed.stdout or b""),
             stderr=bytes(completed.stderr or b""),
             duration_s=time.monotonic() - started,
         )
-        if check and result.exit_status != 0:
-            raise CommandFailed(result, self.name)
-        return result
 
     async def stream(self, command: str, /, **params: object) -> AsyncIterator[bytes]:
         """Yield the stdout of a long-running table command (`journalctl -f`) as it arrives.
 
         Closing the iterator (`aclose()`, leaving `async for` by `break`, cancellation)
-        terminates the remote process. A lost connection raises `UnreachableError`.
+        terminates the remote process. A lost connection raises `ConnectionLostError` (never
+        retried here: the reader knows from where to resume), also when it shows only as an end
+        of the stream without an exit status.
         """
         rendered = self.render(command, **params)
-        process = await self._open(rendered, self.command_timeout)
+        conn, process = await self._open(rendered, self.command_timeout)
         try:
             process.stdin.write_eof()
             while True:
                 try:
                     chunk = await process.stdout.read(65536)
                 except (OSError, asyncssh.Error) as exc:
-                    self._drop()
-                    raise UnreachableError(
-                        self.name, f"connection lost during `{rendered.shell}`: {exc}"
-                    ) from None
+                    self._drop(conn)
+                    raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
                 if not chunk:
+                    if conn.is_closed() and process.exit_status is None and process.exit_signal is None:
+                        self._drop(conn)
+                        raise ConnectionLostError(self.name, rendered.shell, "the connection closed")
                     return
                 yield bytes(chunk)
         finally:
@@ -334,4 +436,9 @@ class NodeSession:
         try:
             await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
         except Exception:
-            self._drop()
+            self._drop(process.channel.get_connection())
+
+
+def _said(exc: BaseException) -> str:
+    """What the transport said about a lost connection, for the message."""
+    return str(exc) or type(exc).__name__

@@ -1,4 +1,5 @@
-"""NodeSession against in-process SSH servers: table-only commands, EOF, errors, timeouts, host keys."""
+"""NodeSession against in-process SSH servers: table-only commands, EOF, errors, timeouts, host keys,
+and a connection dropped under a command (re-run once when safe, or a clear error)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,19 @@ import asyncssh
 import pytest
 
 from bot.config.schema import Node
-from bot.target.errors import CommandFailed, CommandTimeout, HostKeyError, UnreachableError
-from bot.target.privileged import ParamError
+from bot.target.errors import (
+    CommandFailed,
+    CommandTimeout,
+    ConnectionLostError,
+    HostKeyError,
+    UnreachableError,
+)
+from bot.target.privileged import COMMANDS, ParamError
 from bot.target.session import TargetSession
-from bot.target.ssh import NodeSession
+from bot.target.ssh import RETRY_SAFE, NodeSession
 from bot.target.table_match import identify
 from tests.unit.target.conftest import FakeTarget, make_target
+from tests.unit.target.dropping_node import When, dropper, dropping_target_fixture  # noqa: F401
 
 
 async def test_run_reuses_one_connection_and_fills_the_unit(fake_target: FakeTarget) -> None:
@@ -210,3 +218,127 @@ async def test_a_cancelled_run_signals_the_remote_process(fake_target: FakeTarge
         while not fake_target.nodes[0].signals and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
     assert fake_target.nodes[0].signals == ["TERM"]
+
+
+# --- a connection dropped under a command (the host still up) ------------------------------------
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_drop_under_start_is_retried_once_on_a_fresh_connection(
+    dropping_target: FakeTarget, when: When
+) -> None:
+    node = dropper(dropping_target, 0)
+    node.drop["start"] = (when, 1)
+    async with dropping_target.open() as ts:
+        first = await ts.node0.connection()
+        result = await ts.node0.run("start")
+        assert result.ok and await ts.node0.connection() is not first
+        [reconnect] = ts.node0.reconnects
+    assert node.dropped == ["start"]
+    assert [text for text in node.received if "systemctl start" in text] == [result.argv_shell] * 2
+    assert reconnect.command == result.argv_shell and reconnect.node == ts.node0.name
+    assert reconnect.describe().startswith(f"connection to {ts.node0.name} lost during `{result.argv_shell}`")
+    assert reconnect.describe().endswith("reconnected, command re-run")
+
+
+async def test_input_is_sent_again_on_the_retry(dropping_target: FakeTarget) -> None:
+    node = dropper(dropping_target, 1)
+    node.drop["write-dropin"] = ("before", 1)
+    async with dropping_target.open() as ts:
+        result = await ts.nodes[1].run("write-dropin", input="[Service]\n")
+    assert result.stdout == b"[Service]\n" and node.systemd.files[node.systemd.dropin] == "[Service]\n"
+    assert len(ts.nodes[1].reconnects) == 1
+
+
+BENCH = {
+    "python": "/usr/bin/python3",
+    "bench_module": "sglang.bench_serving",
+    "bench_backend": "sglang-oai",
+    "base_url": "http://127.0.0.1:30000",
+    "input_len": 8,
+    "output_len": 8,
+    "num_prompts": 4,
+    "request_rate": "inf",
+    "seed": 1,
+    "warmup_requests": 0,
+    "bench_output": "/tmp/flagbot-bench-" + "0" * 32 + ".jsonl",
+}
+
+
+@pytest.mark.parametrize(("command", "params"), [("bench-serving", BENCH), ("journal-follow", {})])
+async def test_a_drop_under_a_command_not_safe_to_repeat_is_not_retried(
+    dropping_target: FakeTarget, command: str, params: dict[str, object]
+) -> None:
+    node = dropper(dropping_target, 0)
+    node.drop[command] = ("after", 1)
+    async with dropping_target.open() as ts:
+        with pytest.raises(ConnectionLostError, match="connection lost during") as caught:
+            await ts.node0.run(command, **params)
+        assert ts.node0.reconnects == []
+        assert (await ts.node0.run("show", properties=["ActiveState"])).ok  # the next one reconnects
+    assert command not in RETRY_SAFE and len(node.received) == 2
+    assert caught.value.host == ts.node0.name and caught.value.argv_shell == node.received[0]
+
+
+def test_bench_serving_and_streams_are_never_retried() -> None:
+    assert {"bench-serving", "journal-follow"}.isdisjoint(RETRY_SAFE)
+    assert {"start", "stop", "daemon-reload", "reset-failed", "write-dropin", "show"} <= RETRY_SAFE
+    assert COMMANDS.keys() >= RETRY_SAFE
+
+
+async def test_a_failed_reconnect_says_both(dropping_target: FakeTarget) -> None:
+    node = dropper(dropping_target, 1)
+    node.drop["stop"] = ("before", 1)
+    node.refuse_after_drop = True
+    async with dropping_target.open() as ts:
+        started = time.monotonic()
+        with pytest.raises(UnreachableError) as caught:
+            await ts.nodes[1].run("stop")
+        assert time.monotonic() - started < ts.nodes[1].connect_timeout + 2
+    assert not isinstance(caught.value, ConnectionLostError)
+    message = str(caught.value)
+    assert "connection lost during `sudo -n /usr/bin/systemctl stop sglang-qwen.service`" in message
+    assert "the reconnect failed too" in message and ts.nodes[1].name in message
+    assert ts.nodes[1].reconnects == []
+
+
+async def test_a_second_drop_after_the_reconnect_is_not_retried_again(dropping_target: FakeTarget) -> None:
+    node = dropper(dropping_target, 0)
+    node.drop["stop"] = ("after", 2)
+    async with dropping_target.open() as ts:
+        with pytest.raises(ConnectionLostError):
+            await ts.node0.run("stop")
+        assert len(ts.node0.reconnects) == 1
+    assert node.dropped == ["stop", "stop"]
+
+
+async def test_commands_sharing_a_dropped_connection_all_recover(dropping_target: FakeTarget) -> None:
+    """Two commands in flight on one connection both see it drop; neither kills the other's new one."""
+    node = dropper(dropping_target, 0)
+    node.hang.add("journal")
+    node.drop["show"] = ("before", 1)
+    async with dropping_target.open() as ts:
+        reading = asyncio.ensure_future(ts.node0.run("journal", timeout=5))
+        deadline = time.monotonic() + 2
+        while not node.received and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        node.hang.clear()
+        shown, read = await asyncio.gather(ts.node0.run("show", properties=["ActiveState"]), reading)
+        assert shown.ok and read.ok
+        conn = await ts.node0.connection()
+        assert not conn.is_closed()
+        assert {r.command for r in ts.node0.reconnects} == {shown.argv_shell, read.argv_shell}
+
+
+async def test_an_idle_cut_is_noticed_and_recorded(dropping_target: FakeTarget) -> None:
+    node = dropper(dropping_target, 0)
+    async with dropping_target.open() as ts:
+        first = await ts.node0.connection()
+        assert (await ts.node0.run("show", properties=["ActiveState"])).ok
+        node.cut_idle()
+        deadline = time.monotonic() + 2
+        while not first.is_closed() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert (await ts.node0.run("show", properties=["ActiveState"])).ok
+        [reconnect] = ts.node0.reconnects
+    assert reconnect.command is None and "found closed" in reconnect.describe()

@@ -1,4 +1,5 @@
-"""Two-phase restart on two fake nodes: lockstep flags, rollback, divergence, reconcile, start limit, drain."""
+"""Two-phase restart on two fake nodes: lockstep flags, rollback, divergence, reconcile, start limit, drain,
+a dropped connection (reconnected, or diverged when the reconnect fails)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from bot.target.restart import (
 )
 from bot.target.unit import read_unit
 from tests.unit.target.conftest import FakeTarget
+from tests.unit.target.dropping_node import dropper, dropping_target_fixture  # noqa: F401
 
 EXTRA = FlagItem("--enable-torch-compile")
 
@@ -187,3 +189,38 @@ async def test_drain_polls_metrics_until_idle(fake_target: FakeTarget) -> None:
         await server.wait_closed()
     async with fake_target.open() as ts:  # nothing listens: a server that is down has nothing to drain
         assert (await drain(ts, DrainSettings(limit_s=1))).source == "down"
+
+
+@pytest.mark.parametrize("command", ["stop", "start", "daemon-reload", "write-dropin"])
+async def test_a_connection_dropped_mid_apply_is_reconnected_and_the_apply_completes(
+    dropping_target: FakeTarget, command: str
+) -> None:
+    flags = await _new_flags(dropping_target)
+    node = dropper(dropping_target, 1)
+    node.drop[command] = ("after", 1)
+    async with dropping_target.open() as ts:
+        report = await apply_and_restart(ts, flags)
+        views = [await read_unit(n) for n in ts.nodes]
+        assert await ts.ledger.divergence() is None
+    assert report.ok and report.phase == "restarted" and node.dropped == [command]
+    assert report.nodes[0].reconnects == [] and len(report.nodes[1].reconnects) == 1
+    [note] = report.connection_notes()
+    assert f"connection to {report.nodes[1].node} lost during `" in note and note.endswith("command re-run")
+    assert [v.flags for v in views] == flags
+    assert all(n.new_invocation and n.new_invocation != n.old_invocation for n in report.nodes)
+
+
+async def test_a_drop_whose_reconnect_fails_leaves_the_target_diverged(dropping_target: FakeTarget) -> None:
+    flags = await _new_flags(dropping_target)
+    node = dropper(dropping_target, 1)
+    node.drop["stop"] = ("before", 1)
+    node.refuse_after_drop = True
+    async with dropping_target.open() as ts:
+        with pytest.raises(RestartError, match="diverged") as caught:
+            await apply_and_restart(ts, flags)
+        divergence = await ts.ledger.divergence()
+    report = caught.value.report
+    assert report.phase == "diverged" and report.nodes[1].reconnects == []
+    assert "lost during `sudo -n /usr/bin/systemctl stop" in (report.nodes[1].error or "")
+    assert "reconnect failed" in (report.nodes[1].error or "")
+    assert divergence is not None and divergence.nodes == [report.nodes[1].node]
