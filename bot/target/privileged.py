@@ -15,7 +15,12 @@ Rules the table keeps (checked at import by `_check_table`):
 * a privileged command has at least one argument (a sudoers command without arguments allows
   *any* arguments);
 * programs are named by absolute path for sudo (`PROGRAMS`); sudo compares paths, and a rule
-  for `systemctl restart sglang-qwen` is not one for `... sglang-qwen.service`.
+  for `systemctl stop sglang-qwen` is not one for `... sglang-qwen.service`.
+
+No `systemctl restart`: flagbot restarts a target as stop-every-rank then start-every-rank
+(`bot/target/restart.py`), so a restart entry would be a grant no code path needs (docs/security.md).
+A privileged entry is granted only while flagbot's own code runs it
+(tests/unit/target/test_privileged_usage.py).
 
 Extending: add a `NodeCommand` to `COMMANDS`; a new parameter needs a validator in `PARAMS`
 (or in `LIST_PARAMS` for a `Rest` token: several words, each quoted on its own, unprivileged only).
@@ -113,7 +118,6 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
         ),
         entry("start", "systemctl", "start", "{unit}", privileged=True, doc="start the unit"),
         entry("stop", "systemctl", "stop", "{unit}", privileged=True, doc="stop the unit"),
-        entry("restart", "systemctl", "restart", "{unit}", privileged=True, doc="restart the unit"),
         entry(
             "make-dropin-dir",
             "mkdir",

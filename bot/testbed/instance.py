@@ -18,13 +18,14 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, cast
 
 from bot.target.sudoers import missing_programs, validate_sudoers
-from bot.testbed import cgroups, cleanup, network, node, probe
+from bot.testbed import cgroups, cleanup, network, node, probe, rootexec
 from bot.testbed.config import twin_config_text, write_twin_config
 from bot.testbed.keys import ensure_client_key, write_known_hosts
 from bot.testbed.layout import DEFAULT_BASE_DIR, DEFAULT_INSTANCE, HTTP_PORT, Layout, TestbedError
@@ -338,7 +339,27 @@ class Testbed:
         """Freeze (or thaw) every process of node k, as a hung host."""
         cgroups.set_frozen(self.layout.node_cgroup(k), frozen)
 
+    def run_as_root(
+        self, k: int, argv: Sequence[str], *, timeout: float = 60.0, input: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        """Run `argv` (a list, no shell) as root inside node k, as an operator with a root shell
+        would: `nsenter` into its init's namespaces, not ops' sudo (which grants flagbot's table)."""
+        if not 0 <= k < self.layout.nodes:
+            raise TestbedError(f"no node {k}: the instance has {self.layout.nodes}")
+        entries = {int(e["index"]): e for e in self._read_state().get("nodes", [])}
+        if k not in entries:
+            raise TestbedError(f"node {k} of instance {self.instance} is not up")
+        pid = rootexec.init_pid(
+            cgroups.pids(self.layout.node_cgroup(k)), nspawn_pid=int(entries[k]["nspawn_pid"])
+        )
+        return rootexec.run_in(pid, argv, timeout=timeout, input=input)
+
     # --- async wrappers ------------------------------------------------------------------------
+
+    async def run_as_root_async(
+        self, k: int, argv: Sequence[str], *, timeout: float = 60.0, input: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(self.run_as_root, k, argv, timeout=timeout, input=input)
 
     async def up_async(self, *, replace: bool = False) -> BootTimes:
         return await asyncio.to_thread(self.up, replace=replace)

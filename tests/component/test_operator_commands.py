@@ -56,7 +56,9 @@ def test_the_sudoers_command_prints_the_generated_file(tmp_path: Path) -> None:
         [str(FLAGBOT), *native], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert printed == sudoers_text("flagbot", "sglang-qwen.service")
-    assert "NOPASSWD: /usr/bin/systemctl restart sglang-qwen.service" in printed
+    assert "NOPASSWD: /usr/bin/systemctl stop sglang-qwen.service" in printed
+    assert "NOPASSWD: /usr/bin/systemctl start sglang-qwen.service" in printed
+    assert "systemctl restart" not in printed  # flagbot restarts as stop, then start: not granted
     visudo = shutil.which("visudo") or "/usr/sbin/visudo"
     if not Path(visudo).exists():
         pytest.skip("visudo is not installed (make deps installs sudo)")

@@ -1,5 +1,5 @@
 """A restart outside flagbot on the two-node testbed: an operator runs `systemctl restart` on the
-nodes (as ops, through sudo, not through flagbot); the drift watch reports node 0's new
+nodes as root (not through flagbot's sudo grant, which has no restart); the drift watch reports node 0's new
 InvocationID once, keeps storing it, and `observe` (recording the new start as known-good)
 acknowledges it, which the next watch posts as resolved."""
 
@@ -18,7 +18,6 @@ from bot.target.nodestate import node_state
 from bot.target.observe import observe
 from bot.target.session import TargetSession
 from bot.testbed import UNIT, Testbed
-from tests.integration.conftest import NodeShells
 from tests.integration.schedule.test_schedule_testbed import runtime  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -31,7 +30,6 @@ async def invocation0(rt: ScheduleRuntime) -> str | None:
 
 async def test_a_restart_outside_flagbot_is_reported_once_until_observed(
     testbed: Testbed,
-    ssh_ops: NodeShells,
     runtime: ScheduleRuntime,  # noqa: F811
 ) -> None:
     notices = runtime.notifier.notices  # type: ignore[attr-defined]
@@ -45,9 +43,9 @@ async def test_a_restart_outside_flagbot_is_reported_once_until_observed(
 
     try:
         restarted = await asyncio.gather(
-            *(ssh_ops.run(k, f"sudo -n /usr/bin/systemctl restart {UNIT}", timeout=60) for k in (1, 0))
+            *(testbed.run_as_root_async(k, ["systemctl", "restart", UNIT], timeout=60) for k in (1, 0))
         )
-        assert [r.exit_status for r in restarted] == [0, 0], [r.stderr for r in restarted]
+        assert [r.returncode for r in restarted] == [0, 0], [r.stderr for r in restarted]
     finally:
         await testbed.wait_healthy_async(timeout=180)  # the nodes are left serving, on their own flags
     after = await invocation0(runtime)

@@ -17,6 +17,7 @@ from bot.target.rollback import ensure_ready, rollback
 from bot.target.session import TargetSession
 from bot.target.systemd_quote import render_exec
 from bot.target.unit import read_unit
+from bot.testbed import Testbed
 from tests.integration.target import support
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -63,11 +64,12 @@ async def test_a_rejected_flag_is_detected_in_seconds_and_rolled_back(
 
 
 async def test_a_crash_loop_that_tripped_the_start_limit_is_rolled_back(
-    ts: TargetSession, tmp_path: Path, baseline_after: None
+    ts: TargetSession, testbed: Testbed, tmp_path: Path, baseline_after: None
 ) -> None:
     """systemd's start limit (StartLimitBurst) trips when the unit restarts fast; the drop-in of
     this test sets RestartSec=100ms so it does (the testbed's own 2 s never reaches 5 starts in
-    10 s). It is written with the table's tee entry, then accepted as what flagbot left."""
+    10 s). It is written with the table's tee entry, then accepted as what flagbot left; the unit
+    is restarted by hand, as root on the node."""
     await observe(ts, cache_dir=tmp_path)
     for node in ts.nodes:
         view = await read_unit(node)
@@ -79,8 +81,9 @@ async def test_a_crash_loop_that_tripped_the_start_limit_is_rolled_back(
         await node.run("write-dropin", input=text)
         await node.run("daemon-reload")
         await remember_unit(node, ts.ledger)
-    for node in ts.nodes:
-        await node.run("restart")
+    for node in ts.nodes:  # started by hand, as root: flagbot's sudo grant has no restart
+        restarted = await testbed.run_as_root_async(node.index, ["systemctl", "restart", node.unit])
+        assert restarted.returncode == 0, restarted.stderr
     backoff, deadline = Backoff(0.1, 1.5, 0.5), time.monotonic() + 60
     # Every node's restarts exhausted: a node still between restarts would read as a crash loop.
     while True:

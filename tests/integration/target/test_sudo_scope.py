@@ -21,6 +21,7 @@ UNIT = "sglang-qwen.service"
 OUTSIDE = [
     "sudo -n /usr/bin/systemctl restart ssh.service",
     "sudo -n /usr/bin/systemctl restart sglang-qwen",
+    "sudo -n /usr/bin/systemctl restart sglang-qwen.service",
     "sudo -n /usr/bin/systemctl stop sglang-qwen.service --no-block",
     "sudo -n /usr/bin/systemctl edit sglang-qwen.service",
     "sudo -n /usr/bin/tee /etc/systemd/system/sglang-qwen.service.d/../../evil.service",
@@ -62,8 +63,6 @@ async def test_every_privileged_entry_is_allowed_and_the_layer_runs_only_table_c
         await ts.each(lambda node: node.run("stop"))
         await ts.each(lambda node: node.run("reset-failed"))
         results = await ts.each(lambda node: node.run("start"))
-        assert not [r for r in results if isinstance(r, BaseException)], results
-        results = await ts.each(lambda node: node.run("restart"))
         assert not [r for r in results if isinstance(r, BaseException)], results
         # and the reading entries flagbot's layer uses
         state = await read_state(ts.node0)

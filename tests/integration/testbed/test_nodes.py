@@ -79,13 +79,24 @@ async def health(url: str) -> int | None:
         return None
 
 
+async def root_restart(bed: Testbed, *nodes: int) -> None:
+    """`systemctl restart` as root on the nodes, together: an operator's restart, outside flagbot
+    (ops' sudo grant has none; flagbot restarts as stop, then start)."""
+    done = await asyncio.gather(*(bed.run_as_root_async(k, ["systemctl", "restart", UNIT]) for k in nodes))
+    assert [r.returncode for r in done] == [0] * len(nodes), [r.stderr for r in done]
+
+
 async def restore(ssh: NodeShells, bed: Testbed) -> None:
-    """Back to the vendor line on every node (flagbot cannot delete: it empties the drop-in)."""
-    for k in range(len(bed.addresses)):
+    """Back to the vendor line on every node (flagbot cannot delete: it empties the drop-in),
+    restarted as flagbot does it: stop every rank, then start every rank."""
+    nodes = range(len(bed.addresses))
+    for k in nodes:
         await write_dropin(ssh, k, "")
         await ssh.run(k, render("daemon-reload"))
         await ssh.run(k, render("reset-failed", unit=UNIT))  # the crash loop may have hit the start limit
-    await asyncio.gather(*(ssh.run(k, render("restart", unit=UNIT)) for k in range(len(bed.addresses))))
+    for action in ("stop", "start"):
+        done = await asyncio.gather(*(ssh.run(k, render(action, unit=UNIT)) for k in nodes))
+        assert [r.exit_status for r in done] == [0] * len(nodes), [r.stderr for r in done]
     await asyncio.to_thread(bed.wait_healthy, 180)
 
 
@@ -142,7 +153,8 @@ async def test_sudo_is_limited_to_the_table(ssh_ops: NodeShells, testbed: Testbe
     for outside in (
         "sudo -n cat /etc/shadow",
         "sudo -n /usr/bin/systemctl restart ssh.service",
-        "sudo -n /usr/bin/systemctl restart sglang-qwen",  # not the exact unit name
+        f"sudo -n /usr/bin/systemctl restart {UNIT}",  # flagbot stops, then starts: no restart grant
+        "sudo -n /usr/bin/systemctl stop sglang-qwen",  # not the exact unit name
         f"sudo -n /usr/bin/tee {path.parent}/../../evil.conf",
         f"sudo -n /usr/bin/tee -a {path}",
         f"sudo -n /usr/bin/tee {path} /etc/passwd",
@@ -166,7 +178,7 @@ async def test_dropin_reload_restart_changes_exec_start_and_journal_shows_it(
     assert backup.exit_status == 0, backup.stderr
     line = await vendor_exec_line(ssh_ops, 1)
     await write_dropin(ssh_ops, 1, f"[Service]\nExecStart=\nExecStart={line} --log-level info\n")
-    for command in (render("daemon-reload"), render("restart", unit=UNIT)):
+    for command in (render("daemon-reload"), render("stop", unit=UNIT), render("start", unit=UNIT)):
         result = await ssh_ops.run(1, command)
         assert result.exit_status == 0, result.stderr
     after = await show(ssh_ops, 1)
@@ -188,24 +200,31 @@ async def test_dropin_reload_restart_changes_exec_start_and_journal_shows_it(
 
 
 async def test_restart_without_daemon_reload_keeps_the_old_exec_start(
-    ssh_ops: NodeShells, clean_after: None
+    ssh_ops: NodeShells, testbed: Testbed, clean_after: None
 ) -> None:
+    """ops may not `systemctl restart` (sudo refuses it); root on the node restarts, and without a
+    daemon-reload systemd keeps running the old ExecStart."""
     before = await show(ssh_ops, 1)
     line = await vendor_exec_line(ssh_ops, 1)
     await write_dropin(ssh_ops, 1, f"[Service]\nExecStart=\nExecStart={line} --log-level info\n")
-    restarted = await ssh_ops.run(1, render("restart", unit=UNIT))
-    assert restarted.exit_status == 0
+    refused = await ssh_ops.run(1, f"sudo -n /usr/bin/systemctl restart {UNIT}")
+    assert refused.exit_status != 0 and "a password is required" in refused.stderr, refused.stderr
+    assert (await show(ssh_ops, 1))["InvocationID"] == before["InvocationID"]
+    restarted = await testbed.run_as_root_async(1, ["systemctl", "restart", UNIT])
+    assert restarted.returncode == 0, restarted.stderr
     assert "daemon-reload" in restarted.stderr  # systemd's own warning
     after = await show(ssh_ops, 1)
     assert after["NeedDaemonReload"] == "yes"
     assert argv_of(after["ExecStart"]) == argv_of(before["ExecStart"])
 
 
-async def test_crash_loop_shows_nrestarts_rising(ssh_ops: NodeShells, clean_after: None) -> None:
+async def test_crash_loop_shows_nrestarts_rising(
+    ssh_ops: NodeShells, testbed: Testbed, clean_after: None
+) -> None:
     line = await vendor_exec_line(ssh_ops, 1)
     await write_dropin(ssh_ops, 1, f"[Service]\nExecStart=\nExecStart={line} --no-such-flag\n")
     await ssh_ops.run(1, render("daemon-reload"))
-    await ssh_ops.run(1, render("restart", unit=UNIT))
+    await root_restart(testbed, 1)
     seen: list[int] = []
 
     async def rising() -> bool:
@@ -255,7 +274,6 @@ async def test_health_goes_refused_then_503_then_200_after_a_restart(
     ssh_ops: NodeShells, testbed: Testbed, clean_after: None
 ) -> None:
     url = f"{testbed.base_url}/health"
-    restart = asyncio.gather(*(ssh_ops.run(k, render("restart", unit=UNIT)) for k in range(2)))
     phases: list[int | None] = []
 
     async def healthy() -> bool:
@@ -264,7 +282,7 @@ async def test_health_goes_refused_then_503_then_200_after_a_restart(
             phases.append(code)
         return code == 200 and None in phases
 
-    await restart
+    await root_restart(testbed, 0, 1)
     await until(healthy, timeout=180, what="/health 200 after the restart")
     first_refused = phases.index(None)
     assert phases[first_refused:][-1] == 200
@@ -275,7 +293,7 @@ async def test_ranks_rendezvous_across_nodes(
     ssh_ops: NodeShells, testbed: Testbed, clean_after: None
 ) -> None:
     await ssh_ops.run(1, render("stop", unit=UNIT))
-    await ssh_ops.run(0, render("restart", unit=UNIT))
+    await root_restart(testbed, 0)
     url = f"{testbed.base_url}/health"
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:  # alone, rank 0 cannot finish starting
