@@ -19,6 +19,11 @@ ready. A server that answers 503 for longer than `TargetTimeouts.warmup` has a h
 request (SGLang sends one `/generate` after uvicorn starts and stays 503 until it returns):
 that is a failure of its own, `warmup-hang`, reported then rather than at the end of the much
 longer load bound. Nothing here changes the target; rollback decides what to do with a failure.
+
+A connection dropped while the host stays up (sshd restarted, a NAT idle cut) is not an
+unreachable node: `systemctl show` is re-run by the session on a fresh connection, the follower
+resumes from its last entry (`bot.target.journal_follow`), and `Readiness.reconnects` says so.
+Only a node that cannot be reconnected to is `unreachable`.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ import httpx
 from bot.aio import stop_tasks
 from bot.sglang import log_events as ev
 from bot.sglang.logline import parse_line
-from bot.target.journal_read import JournalEntry, iter_entries
+from bot.target.errors import ConnectionLostError, UnreachableError
+from bot.target.journal_follow import RESUMES_IN_A_ROW, Resume, follow_journal
+from bot.target.journal_read import JournalEntry
 from bot.target.nodestate import (
     Backoff,
     NodeLike,
@@ -99,6 +106,8 @@ class Readiness:
     failure: Failure | None = None
     lines: list[JournalEntry] = field(default_factory=list, repr=False)
     """Node 0's journal lines of the new invocation(s) that the follower saw."""
+    reconnects: list[str] = field(default_factory=list)
+    """Connections lost and reopened during the wait (the session's and the follower's)."""
 
     @property
     def ready(self) -> bool:
@@ -135,6 +144,7 @@ class Readiness:
             "timings": self.timings,
             "stage": self.stage,
             "failure": self.failure.to_json() if self.failure else None,
+            "reconnects": list(self.reconnects),
         }
 
 
@@ -224,12 +234,21 @@ class _Waiter:
     async def _units(self, node: NodeLike) -> None:
         backoff = Backoff(0.05, 1.5, 0.5)
         last: NodeState | None = None
+        losses = 0
         while True:
             try:
                 state = await node_state(node, timeout=10.0)
+            except ConnectionLostError as exc:  # lost again on the session's fresh connection
+                losses += 1
+                if losses > RESUMES_IN_A_ROW:
+                    await self.events.put(("unreachable", (node, exc), time.time()))
+                    return
+                await backoff.sleep()  # the next poll opens another connection
+                continue
             except Exception as exc:  # unreachable, timed out: the decision loop reports it
                 await self.events.put(("unreachable", (node, exc), time.time()))
                 return
+            losses = 0
             if state != last:
                 last = state
                 backoff.reset()
@@ -237,15 +256,32 @@ class _Waiter:
             await backoff.sleep()
 
     async def _follow(self, node: NodeLike, since: str | None) -> None:
+        """Node 0's journal, resumed after a lost connection; a node it cannot reconnect to is
+        reported (the follower is the only source of a fatal line: it must not die silently)."""
         params: dict[str, object] = {"output": "json", "all": True}
         params.update({"since": since} if since else {"lines": 1000})
-        async for entry in iter_entries(node.stream("journal-follow", **params)):
-            if entry.invocation is not None:
-                await self.events.put(("line", entry, time.time()))
+
+        def resumed(resume: Resume) -> None:
+            self.result.reconnects.append(resume.describe())
+
+        try:
+            async for entry in follow_journal(node, params, on_resume=resumed):
+                if entry.invocation is not None:
+                    await self.events.put(("line", entry, time.time()))
+        except UnreachableError as exc:
+            await self.events.put(("unreachable", (node, exc), time.time()))
 
     # -- the decision loop -----------------------------------------------------------------
 
     async def run(self, timeout: float, confirm_s: float) -> Readiness:
+        marks = [len(_reconnects(node)) for node in self.nodes]
+        try:
+            return await self._run(timeout, confirm_s)
+        finally:
+            for node, mark in zip(self.nodes, marks, strict=True):
+                self.result.reconnects.extend(r.describe() for r in _reconnects(node)[mark:])
+
+    async def _run(self, timeout: float, confirm_s: float) -> Readiness:
         tasks = [asyncio.create_task(self._units(node)) for node in self.nodes]
         tasks.append(asyncio.create_task(self._health()))
         try:
@@ -426,6 +462,12 @@ class _Waiter:
             exit_status=state.exit_status if state else None,
             n_restarts=state.n_restarts if state else None,
         )
+
+
+def _reconnects(node: NodeLike) -> list[Any]:
+    """The session's reconnect records (`NodeSession.reconnects`); a stand-in node has none."""
+    found = getattr(node, "reconnects", None)
+    return found if isinstance(found, list) else []
 
 
 def _stage(message: str) -> str | None:

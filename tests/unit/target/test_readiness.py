@@ -1,13 +1,20 @@
-"""Readiness decisions from scripted nodes: ready (both signals), failures of every kind, timeout."""
+"""Readiness decisions from scripted nodes: ready (both signals), failures of every kind, timeout,
+and connections lost during the wait (the follower resumes, `show` is polled again)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
 
-from bot.target.errors import UnreachableError
+from bot.target.errors import ConnectionLostError, UnreachableError
+from bot.target.journal_follow import RESUMES_IN_A_ROW
 from bot.target.readiness import Backoff, NodeState, journal_since, wait_ready
 from tests.unit.target.scripted_node import ScriptedNode, health_transport, journal_json, show_text
 
@@ -182,3 +189,108 @@ async def test_restarts_exhausted_without_start_limit_result_is_read_from_the_jo
     assert result.failure is not None and result.failure.reason == "start-limit"
     grep_call = next(shell for name, shell in ns[0].calls if name == "journal-grep")
     assert grep_call.endswith("--grep 'Start request repeated too quickly' --since @1764429999")
+
+
+# --- a connection lost during the wait (the host still up) ---------------------------------------
+
+
+@dataclass
+class LosingNode(ScriptedNode):
+    """A scripted node whose connection is lost: `follows[k]` are the lines the k-th
+    `journal-follow` streams before it loses its connection (the last one follows for ever);
+    the first `show_losses` polls of `show` lose theirs."""
+
+    follows: list[list[bytes]] = field(default_factory=list)
+    show_losses: int = 0
+    follow_params: list[dict[str, object]] = field(default_factory=list)
+
+    async def run(self, command: str, /, **kwargs: Any) -> Any:
+        if command == "show" and self.show_losses > 0:
+            self.show_losses -= 1
+            raise ConnectionLostError(self.name, "systemctl show ...", "Connection lost")
+        return await super().run(command, **kwargs)
+
+    async def stream(self, command: str, /, **params: object) -> AsyncIterator[bytes]:
+        assert command == "journal-follow"
+        self._render(command, dict(params))
+        self.follow_params.append(dict(params))
+        k = len(self.follow_params) - 1
+        for line in self.follows[k]:
+            await asyncio.sleep(0.02)
+            yield line
+        if k < len(self.follows) - 1:
+            raise ConnectionLostError(self.name, "journalctl ... --follow", "Connection lost")
+        await asyncio.sleep(3600)
+
+
+def entry(message: str, at: float, cursor: str) -> bytes:
+    doc = {"__REALTIME_TIMESTAMP": str(int(at * 1e6)), "__CURSOR": cursor, "MESSAGE": message}
+    return (json.dumps({**doc, "_SYSTEMD_INVOCATION_ID": NEW, "_PID": "42"}) + "\n").encode()
+
+
+async def test_the_follower_resumes_after_a_lost_connection_without_losing_or_repeating_lines() -> None:
+    args = entry("server_args=ServerArgs(tp_size=2)", 1_764_430_001.25, "s1")
+    weights = entry("Load weight end. mem usage=10.00 GB", 1_764_430_001.75, "s2")
+    ready = entry(READY, 1_764_430_002.5, "s3")
+    node0 = LosingNode(
+        "n0", 0, states=[(0, show_text(invocation=NEW))], follows=[[args], [args, weights, ready]]
+    )
+    node1 = ScriptedNode("n1", 1, states=[(0, show_text(invocation="d" * 32))])
+    result = await run([node0, node1], [(0, None)], confirm_s=0.3)
+    assert result.outcome == "ready" and result.ready_line_at == pytest.approx(1_764_430_002.5)
+    assert [e.cursor for e in result.lines] == ["s1", "s2", "s3"]  # s1 streamed twice, counted once
+    assert node0.follow_params[1]["since"] == "@1764430000" and "lines" not in node0.follow_params[1]
+    [note] = result.reconnects
+    assert note.startswith(
+        "journal follow on n0 lost its connection (Connection lost); resumed from @1764430000"
+    )
+    assert result.to_json()["reconnects"] == [note]
+
+
+async def test_a_fatal_line_after_the_loss_is_still_caught() -> None:
+    fatal = "sglang serve: error: unrecognized arguments: --bogus"
+    args = entry("server_args=ServerArgs(tp_size=2)", 1_764_430_001.25, "s1")
+    node0 = LosingNode(
+        "n0",
+        0,
+        states=[(0, show_text(invocation=NEW))],
+        follows=[[args], [], [entry(fatal, 1_764_430_003.0, "s2")]],
+    )
+    node1 = ScriptedNode("n1", 1, states=[(0, show_text(invocation="d" * 32))])
+    result = await run([node0, node1], [(0, None)])
+    assert result.failure is not None and result.failure.reason == "fatal-line"
+    assert result.failure.fatal_line == fatal and len(result.reconnects) == 2
+
+
+async def test_show_losing_its_connection_a_few_times_is_not_unreachable() -> None:
+    node0 = LosingNode("n0", 0, states=[(0, show_text(invocation=NEW))], follows=[[entry(READY, 1.0, "r")]])
+    node0.show_losses = RESUMES_IN_A_ROW
+    node1 = ScriptedNode("n1", 1, states=[(0, show_text(invocation="d" * 32))])
+    result = await run([node0, node1], [(0, 200)], confirm_s=0.3)
+    assert result.outcome == "ready" and result.failure is None
+
+
+async def test_show_losing_its_connection_every_time_is_unreachable() -> None:
+    node0 = LosingNode("n0", 0, states=[(0, show_text(invocation=NEW))], follows=[[]])
+    node0.show_losses = 100
+    node1 = ScriptedNode("n1", 1, states=[(0, show_text(invocation="d" * 32))])
+    result = await run([node0, node1], [(0, None)])
+    assert result.failure is not None and result.failure.reason == "unreachable"
+    assert "connection lost during" in result.failure.message
+
+
+async def test_a_follower_that_cannot_reconnect_reports_the_node_unreachable() -> None:
+    node0 = LosingNode("n0", 0, states=[(0, show_text(invocation=NEW))], follows=[[], []])
+    node0.fail["journal-follow"] = UnreachableError("n0", "no SSH answer within 3 s")
+    original = node0.stream
+
+    def stream(command: str, /, **params: object) -> AsyncIterator[bytes]:
+        if node0.follow_params:  # the first follow runs, the resumed one cannot connect
+            raise node0.fail["journal-follow"]
+        return original(command, **params)
+
+    node0.stream = stream  # type: ignore[method-assign]
+    node1 = ScriptedNode("n1", 1, states=[(0, show_text(invocation="d" * 32))])
+    result = await run([node0, node1], [(0, None)])
+    assert result.failure is not None and result.failure.reason == "unreachable"
+    assert "no SSH answer" in result.failure.message
