@@ -1,17 +1,26 @@
-"""The generated sudoers file is enough for everything flagbot runs on a node, and nothing more."""
+"""The generated sudoers file is enough for everything flagbot runs on a node, and nothing more.
+
+The proof (issue 10 item 6, docs/security.md): flagbot's own paths, recorded, use every granted
+entry and send nothing outside the table; sudo on each node lists exactly the generated lines for
+ops; anything else, `systemctl restart` of the unit included, is refused.
+"""
 
 from __future__ import annotations
+
+import re
+import shlex
 
 import pytest
 
 from bot.sglang.flagset import FlagItem, FlagSet
-from bot.target.dropin import read_dropin, write_dropin
-from bot.target.privileged import COMMANDS, render
-from bot.target.restart import apply_and_restart, flags_for_nodes, restore_vendor_and_restart
+from bot.target.dropin import write_dropin
+from bot.target.privileged import COMMANDS, dropin_dir, render
+from bot.target.restart import apply_and_restart, flags_for_nodes, restart_target, restore_vendor_and_restart
+from bot.target.session import TargetSession
 from bot.target.sudoers import sudoers_text, validate_sudoers
 from bot.target.table_match import identify
 from bot.target.unit import read_state, read_unit
-from bot.testbed import Testbed
+from bot.testbed import OPS_USER, Testbed
 from tests.integration.conftest import NodeShells
 from tests.integration.target.support_control import on_baseline, session_for  # noqa: F401
 
@@ -40,53 +49,109 @@ async def test_the_nodes_run_the_generated_sudoers_file(testbed: Testbed) -> Non
     validate_sudoers(installed)
 
 
+async def _root(bed: Testbed, k: int, *argv: str, input: str = "") -> None:
+    """An operator's command as root on node k (not flagbot's, not through ops' sudo)."""
+    done = await bed.run_as_root_async(k, list(argv), input=input)
+    assert done.returncode == 0, (argv, done.stderr)
+
+
+async def _trip_start_limit(bed: Testbed, ts: TargetSession) -> None:
+    """Quick restarts by root on node 1 until systemd refuses one (5 starts in 10 s)."""
+    for _ in range(8):
+        if (await bed.run_as_root_async(1, ["systemctl", "restart", UNIT])).returncode != 0:
+            break
+    state = await read_state(ts.nodes[1])
+    assert (state.result, state.active_state) == ("start-limit-hit", "failed"), state
+
+
 @pytest.mark.usefixtures("on_baseline")
-async def test_every_privileged_entry_is_allowed_and_the_layer_runs_only_table_commands(
+async def test_every_grant_is_needed_by_flagbots_own_paths_and_they_send_only_table_commands(
     testbed: Testbed,
 ) -> None:
+    """The proof that the sudoers file grants nothing beyond what flagbot runs: flagbot's own
+    paths only (never `node.run(<privileged>)` from the test), every command recorded as sent.
+
+    Node 1 starts without its drop-in directory (removed as root), so the first write creates it;
+    a tripped start limit makes the restart reset it. Whatever the directory held is put back."""
+    folder = testbed.layout.root(1) / str(dropin_dir(UNIT)).lstrip("/")
+    found = sorted(folder.iterdir()) if folder.is_dir() else []
+    assert all(path.is_file() for path in found), found
+    kept = {path.name: path.read_text() for path in found}
     sent: list[tuple[str, str]] = []
-    async with session_for(testbed, audit=lambda node, text: sent.append((node, text))) as ts:
-        # the target layer's own paths: read, write, apply + restart, back to vendor
-        view = await read_unit(ts.node0)
-        await write_dropin(ts.node0, ts.ledger, None, force=True)
-        await apply_and_restart(
-            ts, flags_for_nodes(FlagSet((*view.flags.items, FlagItem("--log-level", "info"))), 2)
-        )
-        await restore_vendor_and_restart(ts)
-        # then every privileged entry on its own, as ops through `sudo -n`
-        for node in ts.nodes:
-            await node.run("make-dropin-dir")
-            current = await read_dropin(node) or ""
-            await node.run("write-dropin-backup", input=current)
-            await node.run("write-dropin", input=current)
-            await node.run("daemon-reload")
-        await ts.each(lambda node: node.run("stop"))
-        await ts.each(lambda node: node.run("reset-failed"))
-        results = await ts.each(lambda node: node.run("start"))
-        assert not [r for r in results if isinstance(r, BaseException)], results
-        # and the reading entries flagbot's layer uses
-        state = await read_state(ts.node0)
-        assert state.invocation_id
-        for name, params in [
-            ("cat", {}),
-            ("show", {"properties": ["ActiveState"], "timestamp": "us+utc"}),
-            ("unit-property", {"bus_property": "ExecStart"}),
-            ("unit-property", {"bus_property": "Environment"}),
-            ("read-dropin", {}),
-            ("read-dropin-backup", {}),
-            ("journal", {"output": "cat", "lines": 5, "all": True, "since": "-1h"}),
-            ("journal-invocation", {"invocation": state.invocation_id, "output": "short-iso", "lines": 5}),
-            ("gpu-query", {"gpu_fields": ["name", "memory.total"]}),
-            ("gpu-list", {}),
-        ]:
-            result = await ts.node0.run(name, **params)
-            assert result.ok, (name, result)
-        await testbed.wait_healthy_async(timeout=180)
-    privileged = {name for name, command in COMMANDS.items() if command.privileged}
-    used = {match[0] for _, text in sent if (match := identify(text, unit=UNIT))}
-    assert privileged <= used
-    strays = [text for _, text in sent if identify(text, unit=UNIT) is None]
-    assert strays == []
+    try:
+        await _root(testbed, 1, "rm", "-rf", "--", str(dropin_dir(UNIT)))
+        await _root(testbed, 1, "systemctl", "daemon-reload")
+        async with session_for(testbed, audit=lambda node, text: sent.append((node, text))) as ts:
+            created = await write_dropin(ts.nodes[1], ts.ledger, None, force=True)
+            assert created.changed and created.previous is None  # make-dropin-dir
+            view = await read_unit(ts.node0)
+            flags = flags_for_nodes(FlagSet((*view.flags.items, FlagItem("--log-level", "info"))), 2)
+            applied = await apply_and_restart(ts, flags)  # over a drop-in: backup, write, reload; stop, start
+            assert applied.ok and all(node.new_invocation for node in applied.nodes), applied
+            await _trip_start_limit(testbed, ts)
+            restarted = await restart_target(ts)
+            assert restarted.ok and restarted.nodes[1].reset_failed, restarted
+            assert (await restore_vendor_and_restart(ts)).ok
+            await testbed.wait_healthy_async(timeout=180)
+    finally:  # the directory as found (flagbot's restore left its neutral drop-in and a backup)
+        await _root(testbed, 1, "rm", "-rf", "--", str(dropin_dir(UNIT)))
+        await _root(testbed, 1, "mkdir", "-p", "--", str(dropin_dir(UNIT)))
+        for name, text in kept.items():
+            await _root(testbed, 1, "tee", "--", str(dropin_dir(UNIT) / name), input=text)
+        await _root(testbed, 1, "systemctl", "daemon-reload")
+    matched = [(text, identify(text, unit=UNIT)) for _, text in sent]
+    assert [text for text, match in matched if match is None] == []  # nothing outside the table
+    privileged = [(text, match[0]) for text, match in matched if match and COMMANDS[match[0]].privileged]
+    assert all(shlex.split(text)[:2] == ["sudo", "-n"] for text, _ in privileged), privileged
+    granted = {name for name, command in COMMANDS.items() if command.privileged}
+    assert {name for _, name in privileged} == granted  # every grant needed, every need granted
+
+
+def _sudo_list_commands(listing: str, user: str) -> list[str]:
+    """The commands of `sudo -l`'s "User <user> may run ..." section; any entry that is not
+    `(root) NOPASSWD: <command>` (another run-as user, a password rule, `ALL`) fails."""
+    lines = listing.splitlines()
+    heads = [
+        i
+        for i, line in enumerate(lines)
+        if re.fullmatch(r"User \S+ may run the following commands on \S+:", line)
+    ]
+    assert len(heads) == 1 and lines[heads[0]].startswith(f"User {user} may run "), listing
+    commands = []
+    for line in lines[heads[0] + 1 :]:
+        if line.strip():
+            entry = re.fullmatch(r" {4}\(root\) NOPASSWD: (/\S.*)", line)
+            assert entry is not None and entry[1] != "ALL", f"a grant that is not one exact command: {line!r}"
+            commands.append(entry[1])
+    return commands
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "    (ALL : ALL) ALL",
+        "    (root) ALL",
+        "    (root) /usr/bin/systemctl restart x.service",
+        "    (www) NOPASSWD: /x",
+    ],
+)
+async def test_the_listing_parser_refuses_any_other_grant(extra: str) -> None:
+    listing = "User ops may run the following commands on n:\n    (root) NOPASSWD: /usr/bin/systemctl stop x.service\n"
+    assert _sudo_list_commands(listing, "ops") == ["/usr/bin/systemctl stop x.service"]
+    with pytest.raises(AssertionError, match="not one exact command"):
+        _sudo_list_commands(listing + extra + "\n", "ops")
+
+
+async def test_sudo_lists_exactly_the_generated_lines_for_ops(ssh_ops: NodeShells) -> None:
+    """`sudo -n -l` as ops: sudo's own view of every rule that applies to ops on the node (the
+    sudoers file, /etc/sudoers, any group rule) is the generated lines and nothing else."""
+    rules = [line for line in sudoers_text(OPS_USER, UNIT).splitlines() if line and not line.startswith("#")]
+    generated = sorted(line.split(" NOPASSWD: ", 1)[1] for line in rules)
+    assert not [command for command in generated if " restart " in f"{command} "]
+    for k in range(2):
+        result = await ssh_ops.run(k, "sudo -n -l")
+        assert result.exit_status == 0, result.stderr
+        assert sorted(_sudo_list_commands(result.stdout, OPS_USER)) == generated, result.stdout
 
 
 @pytest.mark.parametrize("command", OUTSIDE)
