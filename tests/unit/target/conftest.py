@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,10 +57,10 @@ def make_target(keys: Keys, ports: list[int], **ssh: object) -> Target:
     )
 
 
-@pytest_asyncio.fixture
-async def fake_target(tmp_path: Path) -> AsyncIterator[FakeTarget]:
-    keys = Keys.make(tmp_path, 2)
-    nodes = [FakeNode(FakeSystemd(rank=k)) for k in range(2)]
+@asynccontextmanager
+async def serving(tmp_path: Path, nodes: list[FakeNode]) -> AsyncIterator[FakeTarget]:
+    """`nodes` behind their SSH servers, and the target config naming them; stopped afterwards."""
+    keys = Keys.make(tmp_path, len(nodes))
     for node, key in zip(nodes, keys.host_keys, strict=True):
         await node.start(key, keys.client_public)
     try:
@@ -68,3 +68,9 @@ async def fake_target(tmp_path: Path) -> AsyncIterator[FakeTarget]:
     finally:
         for node in nodes:
             await node.stop()
+
+
+@pytest_asyncio.fixture
+async def fake_target(tmp_path: Path) -> AsyncIterator[FakeTarget]:
+    async with serving(tmp_path, [FakeNode(FakeSystemd(rank=k)) for k in range(2)]) as target:
+        yield target

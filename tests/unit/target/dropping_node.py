@@ -16,8 +16,8 @@ from typing import Any, Literal
 import pytest_asyncio
 
 from bot.target.table_match import identify
-from tests.unit.target.conftest import FakeTarget, make_target
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
+from tests.unit.target.conftest import FakeTarget, serving
+from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 When = Literal["before", "after"]
 
@@ -60,16 +60,10 @@ class DroppingNode(FakeNode):
 async def dropping_target_fixture(tmp_path: Path) -> AsyncIterator[FakeTarget]:
     """`dropping_target`: two fake nodes that can drop connections (`nodes[k]` are `DroppingNode`s).
 
-    Import `dropping_target_fixture` into a test module to use it (no shared conftest edit)."""
-    keys = Keys.make(tmp_path, 2)
-    nodes: list[FakeNode] = [DroppingNode(FakeSystemd(rank=k)) for k in range(2)]
-    for node, key in zip(nodes, keys.host_keys, strict=True):
-        await node.start(key, keys.client_public)
-    try:
-        yield FakeTarget(nodes, keys, make_target(keys, [n.port for n in nodes]), [])
-    finally:
-        for node in nodes:
-            await node.stop()
+    Import `dropping_target_fixture` into a test module to use it (no shared conftest edit).
+    """
+    async with serving(tmp_path, [DroppingNode(FakeSystemd(rank=k)) for k in range(2)]) as target:
+        yield target
 
 
 def dropper(target: FakeTarget, k: int) -> DroppingNode:
