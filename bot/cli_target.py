@@ -97,13 +97,12 @@ async def _with_target(
 
 
 async def status_of(ts: TargetSession) -> dict[str, Any]:
-    import httpx
-
+    from bot.http import async_client
     from bot.target.known_good import known_good
     from bot.target.nodestate import node_state, probe_health
     from bot.target.unit import read_unit
 
-    async with httpx.AsyncClient(timeout=3.0, trust_env=False) as client:
+    async with async_client(timeout=3.0) as client:
         view, states, health = await asyncio.gather(
             read_unit(ts.node0),
             asyncio.gather(*(node_state(node) for node in ts.nodes), return_exceptions=True),

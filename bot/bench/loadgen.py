@@ -25,8 +25,12 @@ What it does, and why (docs/bench.md has the whole story):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.machinery
 import multiprocessing
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -36,12 +40,16 @@ import httpx
 from bot.bench.client_health import ClientHealth, WorkerStats, judge
 from bot.bench.metrics import RequestRecord, summarize
 from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
+from bot.http import get as http_get
 
 __all__ = ["LevelResult", "LoadError", "LoadSpec", "discover_model", "run_load", "run_load_async"]
 
 START_MARGIN_S = 0.05
 """Workers are all ready before the start time is chosen; this margin only covers the pipe."""
 EXIT_GRACE_S = 60.0
+WORKER_MODULES = ("bot.bench.worker", "aiohttp", "httpx", "httpx_aiohttp")
+"""Imported once by the fork server, so a forked worker starts with its HTTP clients loaded
+(importing them in every worker cost ~0.2 s per level and repeat)."""
 
 
 class LoadError(RuntimeError):
@@ -62,6 +70,10 @@ class LoadSpec:
     """Closed loop: the slots. With `request_rate`: the cap on requests in flight (None: no cap)."""
     request_rate: float | None = None
     warmup_requests: int = 2
+    warmup_max_tokens: int | None = None
+    """Output tokens of each warmup request (None: min(output_len, 32)). Once the server is warm
+    (a later level of the same plan) 1 is enough: the request still opens the worker's connection
+    and calibrates its prompt length, without paying a full decode per level and repeat."""
     seed: int = 1
     request_timeout_s: float = 600.0
     level_timeout_s: float = 1800.0
@@ -118,9 +130,7 @@ def discover_model(base_url: str, *, api_key: str | None = None, timeout: float 
     """The first model id the server lists (what bench_serving uses when `--model` is absent)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        response = httpx.get(
-            f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=timeout, trust_env=False
-        )
+        response = http_get(f"{base_url.rstrip('/')}/v1/models", headers=headers, timeout=timeout)
         response.raise_for_status()
         return str(response.json()["data"][0]["id"])
     except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -158,6 +168,7 @@ def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
                 concurrency=slots,
                 request_rate=spec.request_rate / workers if spec.request_rate else None,
                 warmup_requests=spec.warmup_requests if index == 0 else min(spec.warmup_requests, 1),
+                warmup_max_tokens=spec.warmup_max_tokens or min(spec.output_len, 32),
                 seed=spec.seed,
                 request_timeout_s=spec.request_timeout_s,
                 level_timeout_s=spec.level_timeout_s,
@@ -183,7 +194,8 @@ def run_load(spec: LoadSpec) -> LevelResult:
             proc = context.Process(
                 target=worker_main, args=(plan, child), daemon=True, name=f"flagbot-load-{plan.index}"
             )
-            proc.start()
+            with _main_not_rerun():
+                proc.start()
             child.close()
             procs.append(proc)
             conns.append(parent)
@@ -207,13 +219,33 @@ def run_load(spec: LoadSpec) -> LevelResult:
     return _merge(spec, start, results, ready)
 
 
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Start a worker without re-running the parent's `__main__` in it.
+
+    multiprocessing re-executes the parent's main script in every child it starts (spawn and
+    fork server alike), so functions defined there unpickle. The workers' entry point lives in
+    `bot.bench.worker`, so that re-run is pure cost: for the `flagbot` console script it imports
+    the whole CLI again, ~0.4 s per worker per level and repeat. multiprocessing's own rule skips
+    the re-run when `__main__` is a package's `__main__` module (`python -m pkg`); the main
+    module is marked so while the worker starts, and put back at once.
+    """
+    main = sys.modules["__main__"]
+    spec = getattr(main, "__spec__", None)
+    main.__spec__ = importlib.machinery.ModuleSpec("bot.__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+
+
 def _worker_context() -> Any:
     """Fork server with the worker module preloaded (single-threaded, so forking it is safe even
     though the caller has threads); spawn where fork servers do not exist."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["bot.bench.worker"])
+    context.set_forkserver_preload(list(WORKER_MODULES))
     return context
 
 
@@ -257,6 +289,7 @@ def _merge(
     )
     health.figures["prompt_words"] = ready[0].get("prompt_words") if ready else None
     health.figures["warmup_prompt_tokens"] = ready[0].get("warmup_prompt_tokens") if ready else None
+    health.figures["warmup_s"] = max((float(r.get("warmup_s") or 0.0) for r in ready), default=0.0)
     warnings = []
     if metrics["output_tokens_source"] not in (None, "usage"):
         warnings.append(

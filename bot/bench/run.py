@@ -11,12 +11,13 @@ itself. The statistics that judge a set against another live in `bot.bench.stats
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from bot.bench.loadgen import LevelResult, LoadSpec, run_load_async
+from bot.bench.loadgen import LevelResult, LoadSpec, discover_model, run_load_async
 from bot.bench.remote import NodeRunner, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
@@ -159,7 +160,12 @@ async def run_plan(
     on_level: Callable[[int, LevelResult], None] | None = None,
 ) -> BenchRun:
     """Run every level and repeat; each `Measurement` is stored as soon as it exists (one
-    transaction each, `bot.store.bench_repo`), so an interrupted run keeps what it measured."""
+    transaction each, `bot.store.bench_repo`), so an interrupted run keeps what it measured.
+
+    flagbot's own generator asks `/v1/models` once per plan, and only the plan's first run warms
+    the server with the profile's full warmup; later runs warm with one-token requests, which
+    still open each worker's connection and calibrate its prompt (the server is warm by then).
+    bench_serving warms every run itself, as it always does."""
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
     mset = MeasurementSet(
@@ -174,9 +180,16 @@ async def run_plan(
         mset = (await _call(store, save_set, mset)).set
     measurements: list[Measurement] = []
     levels: list[tuple[int, LevelResult]] = []
+    model = plan.model
+    if plan.backend == "builtin" and model is None:
+        model = await asyncio.to_thread(discover_model, plan.base_url)
     for repeat in range(plan.repeats):
         for concurrency in plan.concurrency:
             spec = plan.spec(concurrency)
+            if plan.backend == "builtin":
+                spec = replace(spec, model=model)
+                if levels:
+                    spec = replace(spec, warmup_requests=min(spec.warmup_requests, 1), warmup_max_tokens=1)
             if plan.backend == "bench_serving":
                 assert node is not None
                 url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server

@@ -60,6 +60,7 @@ class WorkerPlan:
     concurrency: int | None
     request_rate: float | None
     warmup_requests: int
+    warmup_max_tokens: int
     seed: int
     request_timeout_s: float
     level_timeout_s: float
@@ -116,8 +117,14 @@ class _Worker:
     async def main(self) -> None:
         await self._open_client()
         try:
+            warm_start = time.perf_counter()
             reported = await self._warmup()
-            self.conn.send(("ready", {"prompt_words": self.words, "warmup_prompt_tokens": reported}))
+            ready = {
+                "prompt_words": self.words,
+                "warmup_prompt_tokens": reported,
+                "warmup_s": time.perf_counter() - warm_start,
+            }
+            self.conn.send(("ready", ready))
             command, t0 = self.conn.recv()
             if command != "start":
                 return
@@ -144,7 +151,7 @@ class _Worker:
         error = None
         for _ in range(2 * wanted + 1 if wanted else 0):
             record = RequestRecord(scheduled=0.0, send=0.0)
-            await self._one(record, self._body(min(self.plan.output_len, 32)))
+            await self._one(record, self._body(self.plan.warmup_max_tokens))
             if not record.ok:
                 error = record.error
                 continue

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
+from bot.http import async_client
+
 if TYPE_CHECKING:
     from bot.target.session import TargetSession
 
@@ -77,7 +79,7 @@ async def drain(ts: TargetSession, settings: DrainSettings) -> DrainReport:
     started = time.monotonic()
     deadline = started + settings.limit_s
     interval = settings.first_poll_s
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
+    async with async_client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
         while True:
             source, running = await _probe(ts, client, settings)
             waited = round(time.monotonic() - started, 3)

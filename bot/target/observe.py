@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from bot.http import async_client
 from bot.sglang import log_events as ev
 from bot.sglang.log import LogReport, parse_log_lines
 from bot.store.models import Snapshot
@@ -224,7 +225,7 @@ async def observe(
     change still awaiting its verdict (a healthy start can still be a capacity regression).
     """
     own = client is None
-    http = client or httpx.AsyncClient(timeout=5.0, trust_env=False)
+    http = client or async_client(timeout=5.0)
     try:
         return await _observe(ts, readiness, cache_dir, http, ready_wait_s, store, promote)
     finally:

@@ -7,8 +7,12 @@ flags it started from are in `before_flags`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
+from bot.bench.chart import preload as preload_chart
+from bot.http import async_client
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import describe_flags, flags_from_json
 from bot.store.baselines import current_baseline
@@ -127,13 +131,18 @@ async def await_start(
     ctx: StepContext, *, promote: bool = False, timeout_s: float | None = None
 ) -> dict[str, Any]:
     ts = ctx.session()
-    outcome = await ensure_ready(
-        ts,
-        previous=ctx.state.get("previous_invocations") or {},
-        timeout=timeout_s,
-        cache_dir=ctx.cache_dir,
-        promote=promote,
-    )
+    warm = asyncio.create_task(asyncio.to_thread(preload_chart))  # while the server loads
+    try:
+        outcome = await ensure_ready(
+            ts,
+            previous=ctx.state.get("previous_invocations") or {},
+            timeout=timeout_s,
+            cache_dir=ctx.cache_dir,
+            promote=promote,
+        )
+    finally:
+        with contextlib.suppress(Exception):  # a broken matplotlib shows where the chart is drawn
+            await warm
     timings = outcome.readiness.timings
     if outcome.observation is not None:
         obs = outcome.observation
@@ -224,7 +233,6 @@ async def back_to_before(ctx: StepContext, *, reason: str, force: bool = False) 
     "check_interrupted", summary="After a crash: resume if the target runs the intended flags and is healthy"
 )
 async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
-    import httpx
 
     ts = ctx.session()
     if not ctx.state.get("applied"):
@@ -239,7 +247,7 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
         }
     view = await read_unit(ts.node0)
     intended = flags_from_json(ctx.state.get("intended_flags") or [])
-    async with httpx.AsyncClient(timeout=3.0, trust_env=False) as client:
+    async with async_client(timeout=3.0) as client:
         health = await probe_health(client, ts.target.http_base() + "/health")
     if view.flags == intended and health == 200:
         return {"resume": True, "why": "the target runs the experiment's flags and answers /health 200"}
