@@ -113,10 +113,11 @@ async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
     )
     ctx.state["applied"] = True
     ctx.state["previous_invocations"] = {node.node: node.old_invocation for node in report.nodes}
+    reconnects = "".join(f"\n{note}" for note in report.connection_notes())  # a dropped SSH connection
     await ctx.emit(
         TextBlock(
             f"wrote the drop-in on {len(report.nodes)} node(s), verified it after daemon-reload, and "
-            f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}",
+            f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}{reconnects}",
             "Applied",
         )
     )
