@@ -133,20 +133,25 @@ async def test_a_node_lost_mid_restart_is_diverged_then_reconciled(testbed: Test
         assert all(view.state.active_state in ("active", "activating") for view in views)
 
 
+async def trip_start_limit(bed: Testbed, ts: TargetSession) -> None:
+    """Quick restarts of node 1 until systemd refuses one (its start limit: 5 starts in 10 s).
+
+    An operator's restarts, as root on the node: flagbot's sudo grant has no `systemctl restart`
+    (docs/security.md)."""
+    node = ts.nodes[1]
+    for _ in range(8):
+        if (await bed.run_as_root_async(1, ["systemctl", "restart", node.unit])).returncode != 0:
+            break
+    state = await read_state(node)
+    assert (state.result, state.active_state) == ("start-limit-hit", "failed"), state
+
+
 @pytest.mark.usefixtures("on_baseline")
 async def test_a_tripped_start_limit_is_reset(testbed: Testbed) -> None:
-    """Six quick restarts of node 1 trip systemd's start limit (5 in 10 s); a restart clears it.
-
-    The quick restarts are an operator's, as root on the node: flagbot's sudo grant has no
-    `systemctl restart` (docs/security.md)."""
+    """Quick restarts of node 1 trip systemd's start limit; a restart clears it."""
     async with session_for(testbed) as ts:
         node = ts.nodes[1]
-        for _ in range(8):
-            result = await testbed.run_as_root_async(1, ["systemctl", "restart", node.unit])
-            if result.returncode != 0:
-                break
-        state = await read_state(node)
-        assert state.result == "start-limit-hit" and state.active_state == "failed", state
+        await trip_start_limit(testbed, ts)
         report = await restart_target(ts, drain=DrainSettings(limit_s=10))
         assert report.ok and report.nodes[1].reset_failed and not report.nodes[0].reset_failed
         assert report.drain is not None and report.drain.drained

@@ -16,13 +16,13 @@ from bot.sglang.flagset import FlagItem, FlagSet
 from bot.target.dropin import write_dropin
 from bot.target.privileged import COMMANDS, dropin_dir, render
 from bot.target.restart import apply_and_restart, flags_for_nodes, restart_target, restore_vendor_and_restart
-from bot.target.session import TargetSession
 from bot.target.sudoers import sudoers_text, validate_sudoers
 from bot.target.table_match import identify
-from bot.target.unit import read_state, read_unit
+from bot.target.unit import read_unit
 from bot.testbed import OPS_USER, Testbed
 from tests.integration.conftest import NodeShells
 from tests.integration.target.support_control import on_baseline, session_for  # noqa: F401
+from tests.integration.target.test_restart import trip_start_limit
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 UNIT = "sglang-qwen.service"
@@ -55,15 +55,6 @@ async def _root(bed: Testbed, k: int, *argv: str, input: str = "") -> None:
     assert done.returncode == 0, (argv, done.stderr)
 
 
-async def _trip_start_limit(bed: Testbed, ts: TargetSession) -> None:
-    """Quick restarts by root on node 1 until systemd refuses one (5 starts in 10 s)."""
-    for _ in range(8):
-        if (await bed.run_as_root_async(1, ["systemctl", "restart", UNIT])).returncode != 0:
-            break
-    state = await read_state(ts.nodes[1])
-    assert (state.result, state.active_state) == ("start-limit-hit", "failed"), state
-
-
 @pytest.mark.usefixtures("on_baseline")
 async def test_every_grant_is_needed_by_flagbots_own_paths_and_they_send_only_table_commands(
     testbed: Testbed,
@@ -88,7 +79,7 @@ async def test_every_grant_is_needed_by_flagbots_own_paths_and_they_send_only_ta
             flags = flags_for_nodes(FlagSet((*view.flags.items, FlagItem("--log-level", "info"))), 2)
             applied = await apply_and_restart(ts, flags)  # over a drop-in: backup, write, reload; stop, start
             assert applied.ok and all(node.new_invocation for node in applied.nodes), applied
-            await _trip_start_limit(testbed, ts)
+            await trip_start_limit(testbed, ts)
             restarted = await restart_target(ts)
             assert restarted.ok and restarted.nodes[1].reset_failed, restarted
             assert (await restore_vendor_and_restart(ts)).ok
