@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from multiprocessing import forkserver
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
@@ -237,6 +238,16 @@ def _main_not_rerun() -> Iterator[None]:
         yield
     finally:
         main.__spec__ = spec
+
+
+def prestart() -> None:
+    """Start the workers' fork server now, so its imports overlap the work before the first level.
+
+    Returns at once: the server imports `WORKER_MODULES` in its own process while the caller
+    goes on (preflight, snapshots); the first level then only forks. Without a fork server
+    (spawn), there is nothing to start ahead."""
+    if _worker_context().get_start_method() == "forkserver":
+        forkserver.ensure_running()
 
 
 def _worker_context() -> Any:

@@ -164,6 +164,10 @@ class Engine:
         """
         book = self.playbook(playbook) if isinstance(playbook, str) else playbook
         values = complete_params(book, params)
+        if any(step.action == "measure" for step in book.steps):
+            from bot.bench.loadgen import prestart
+
+            prestart()  # the load workers' imports overlap the steps before the first benchmark
         holder = (self.holder or f"{actor}:{uuid4().hex[:8]}") if book.mutating else None
         if holder is not None:
             await self._acquire(target, holder, book.name)

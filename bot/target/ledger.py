@@ -10,9 +10,10 @@ in memory for the life of the session.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store import AsyncStore, Store
@@ -60,26 +61,50 @@ class Ledger:
             return self._memory_state
         return await self.store.run(self._load, self.store.store)
 
-    async def _save(self, row: TargetState) -> None:
-        row.updated_at = utcnow()
+    async def _update(self, change: Callable[[TargetState], None]) -> None:
+        """Apply `change` to the target's row in one transaction (read, change, write).
+
+        Never a whole-row write of a row read earlier: the nodes of a target record their units
+        concurrently, and a stale row saved by one would undo what the other had just recorded
+        (a lost checksum then reads as a hand edit on the next change)."""
         if self.store is None:
-            self._memory_state = row
-        else:
-            await self.store.run(self.store.store.add, row)
+            row = await self.state()
+            change(row)
+            row.updated_at = utcnow()
+            return
+        await self.store.run(self._update_row, self.store.store, change)
+
+    def _update_row(self, store: Store, change: Callable[[TargetState], None]) -> None:
+        for attempt in range(2):
+            with Session(store.engine, expire_on_commit=False) as session:
+                row = session.get(TargetState, self.target, with_for_update=True)
+                if row is None:
+                    row = TargetState(target=self.target)
+                    session.add(row)
+                change(row)
+                row.updated_at = utcnow()
+                try:
+                    session.commit()
+                    return
+                except IntegrityError:  # another writer created the row first: change theirs
+                    if attempt:
+                        raise
 
     async def divergence(self) -> Divergence | None:
         row = await self.state()
         return Divergence(list(row.diverged_nodes), row.diverged_reason) if row.diverged else None
 
     async def mark_diverged(self, nodes: list[str], reason: str) -> None:
-        row = await self.state()
-        row.diverged, row.diverged_nodes, row.diverged_reason = True, list(nodes), reason
-        await self._save(row)
+        def change(row: TargetState) -> None:
+            row.diverged, row.diverged_nodes, row.diverged_reason = True, list(nodes), reason
+
+        await self._update(change)
 
     async def clear_diverged(self) -> None:
-        row = await self.state()
-        row.diverged, row.diverged_nodes, row.diverged_reason = False, [], None
-        await self._save(row)
+        def change(row: TargetState) -> None:
+            row.diverged, row.diverged_nodes, row.diverged_reason = False, [], None
+
+        await self._update(change)
 
     # --- unit as left ---------------------------------------------------------------------
 
@@ -111,8 +136,11 @@ class Ledger:
         row = await self.state()
         if row.unit_sha256.get(node) == checksum and node in self._memory_text:
             return
-        row.unit_sha256 = {**row.unit_sha256, node: checksum}
-        await self._save(row)
+
+        def change(row: TargetState) -> None:
+            row.unit_sha256 = {**row.unit_sha256, node: checksum}
+
+        await self._update(change)  # read, change and write at once: the other nodes record too
         self._memory_text[node] = cat_text
         if self.store is not None:
             backup = DropinBackup(

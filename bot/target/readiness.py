@@ -38,6 +38,7 @@ from typing import Any, Literal
 import httpx
 
 from bot.aio import stop_tasks
+from bot.http import async_client
 from bot.sglang import log_events as ev
 from bot.sglang.logline import parse_line
 from bot.target.errors import ConnectionLostError, UnreachableError
@@ -174,7 +175,7 @@ async def wait_ready(
     hung in its warmup (None: only `timeout` bounds it).
     """
     own = client is None
-    http = client or httpx.AsyncClient(timeout=2.0, trust_env=False)
+    http = client or async_client(timeout=2.0)
     waiter = _Waiter(
         nodes,
         base_url.rstrip("/") + "/health",
