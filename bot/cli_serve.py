@@ -122,37 +122,43 @@ async def _run_http(
     from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_http, web_client
     from bot.slack.startup import reconcile_at_start
+    from bot.target.ssh_pool import pooled
 
     stop = _stop_signal()
-    services = await _services(config)
-    app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
-    runner = await serve_http(app, *address)
-    typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
-    services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
-    try:
-        async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
-            await stop.wait()
-    finally:
-        await runner.cleanup()
-        await wind_down(services, stop)
-        await services.store.aclose()
+    async with pooled():  # SSH connections reused between commands, closed at the end
+        services = await _services(config)
+        app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
+        runner = await serve_http(app, *address)
+        typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
+        services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
+        try:
+            # checks, drift, digest (bot/schedule)
+            async with running_scheduler(config, services, app.client):
+                await stop.wait()
+        finally:
+            await runner.cleanup()
+            await wind_down(services, stop)
+            await services.store.aclose()
 
 
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
     from bot.schedule.scheduler import running_scheduler
     from bot.slack.app import build_app, serve_socket, web_client
     from bot.slack.startup import reconcile_at_start
+    from bot.target.ssh_pool import pooled
 
     stop = _stop_signal()
-    services = await _services(config)
-    app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
-    handler = await serve_socket(app, app_token)
-    typer.echo("flagbot: Socket Mode connected", err=True)
-    services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
-    try:
-        async with running_scheduler(config, services, app.client):  # checks, drift, digest (bot/schedule)
-            await stop.wait()
-    finally:
-        await handler.close_async()  # type: ignore[no-untyped-call]
-        await wind_down(services, stop)
-        await services.store.aclose()
+    async with pooled():  # SSH connections reused between commands, closed at the end
+        services = await _services(config)
+        app = build_app(services, token=token, signing_secret=signing, client=web_client(token, base_url=api))
+        handler = await serve_socket(app, app_token)
+        typer.echo("flagbot: Socket Mode connected", err=True)
+        services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
+        try:
+            # checks, drift, digest (bot/schedule)
+            async with running_scheduler(config, services, app.client):
+                await stop.wait()
+        finally:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+            await wind_down(services, stop)
+            await services.store.aclose()

@@ -27,6 +27,7 @@ import httpx
 
 from bot.http import async_client
 from bot.sglang import log_events as ev
+from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import LogReport, parse_log_lines
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
@@ -250,24 +251,34 @@ async def _observe(
         _server_info(http, base),
     )
     invocation = view.state.invocation_id
-    journals = await asyncio.gather(
-        *(
-            _journal_with_ready(
-                node, state.invocation, healthy=health == 200 and node.index == 0, wait_s=ready_wait_s
-            )
-            for node, state in zip(ts.nodes, states, strict=True)
-            if state.invocation
+    python = python_of(view.prefix)
+
+    async def read_flag_list() -> tuple[str | None, FlagCatalog, str]:
+        version = (
+            (info or {}).get("version") or await host_version(ts.node0, python) or ts.target.sglang_version
         )
+        catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=cache_dir)
+        return version, catalog, source
+
+    # independent reads at once: the journals, the flag list, the GPUs (SSH runs them side by side)
+    journals, (version, catalog, source), gpus = await asyncio.gather(
+        asyncio.gather(
+            *(
+                _journal_with_ready(
+                    node, state.invocation, healthy=health == 200 and node.index == 0, wait_s=ready_wait_s
+                )
+                for node, state in zip(ts.nodes, states, strict=True)
+                if state.invocation
+            )
+        ),
+        read_flag_list(),
+        _gpus(ts),
     )
     main = next((j for j in journals if j.node == ts.node0.name), None)
     report = main.report if main is not None else parse_log_lines([])
-    python = python_of(view.prefix)
-    version = (info or {}).get("version") or await host_version(ts.node0, python) or ts.target.sglang_version
-    catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=cache_dir)
     requested, unknown = requested_values(view.flags, catalog)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog)
     cap = capacity(report, info)
-    gpus = await _gpus(ts)
     mismatch = {
         journal.node: {k: list(v) for k, v in args_mismatch(report.server_args or {}, other).items()}
         for journal in journals

@@ -39,6 +39,7 @@ from bot.target.errors import (
     UnreachableError,
 )
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
+from bot.target.ssh_pool import current_pool
 
 KEEPALIVE_S = 5.0
 """A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
@@ -211,12 +212,31 @@ class NodeSession:
         """
         async with self._lock:
             if self._conn is not None and self._conn.is_closed():
+                self._forget_pooled(self._conn)
                 self._conn = None
-                self._conn = await self._connect()
+                self._conn = await self._open_connection()
                 self.reconnects.append(Reconnect(self.name, None, "closed while idle", time.time()))
             elif self._conn is None:
-                self._conn = await self._connect()
+                self._conn = await self._open_connection()
             return self._conn
+
+    @property
+    def pool_key(self) -> tuple[object, ...]:
+        """What makes two sessions' connections interchangeable (see `bot.target.ssh_pool`)."""
+        jump = self.tunnel.pool_key if self.tunnel is not None else None
+        return (self.username, self.host, self.port, str(self.key_path), str(self.known_hosts), jump)
+
+    async def _open_connection(self) -> Any:
+        """A new connection, or the pooled one for this node while `flagbot serve` shares them."""
+        pool = current_pool()
+        if pool is None:
+            return await self._connect()
+        return await pool.get(self.pool_key, self._connect)
+
+    def _forget_pooled(self, conn: Any) -> None:
+        pool = current_pool()
+        if pool is not None:
+            pool.discard(self.pool_key, conn)
 
     async def _connect(self) -> Any:
         if not self.known_hosts.is_file():
@@ -267,12 +287,18 @@ class NodeSession:
         connection must not make the second one abort the connection the first one reopened.
         """
         if self._conn is not None and (conn is None or self._conn is conn):
+            self._forget_pooled(self._conn)
             self._conn.abort()
             self._conn = None
 
     async def close(self) -> None:
-        """Close the connection (idempotent); a later `run` would open a new one."""
+        """Close the connection (idempotent); a later `run` would open a new one.
+
+        A pooled connection stays open for the next session (the pool closes it)."""
         conn, self._conn = self._conn, None
+        pool = current_pool()
+        if pool is not None and pool.holds(self.pool_key, conn):
+            return
         if conn is not None:
             conn.close()
             with contextlib.suppress(Exception):

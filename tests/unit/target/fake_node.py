@@ -128,6 +128,8 @@ class FakeNode:
     signals: list[str] = field(default_factory=list)
     closed_while_hanging: int = 0
     server: Any = None
+    logins: int = 0
+    """SSH connections accepted (a pooled session logs in once for many commands)."""
 
     async def handle(self, process: Any) -> None:
         command = process.command or ""
@@ -226,6 +228,9 @@ class FakeNode:
         node = self
 
         class Server(asyncssh.SSHServer):
+            def connection_made(self, conn: Any) -> None:
+                node.logins += 1
+
             def begin_auth(self, username: str) -> bool:
                 return True
 

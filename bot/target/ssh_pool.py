@@ -1,0 +1,79 @@
+"""SSH connections kept open between commands while `flagbot serve` runs.
+
+A one-off CLI command opens its connections and closes them when it ends. The long-running bot
+would do the same for every Slack command, check and experiment: a new login per node each time
+(key exchange, authentication, a user session started by sshd: 0.2-0.3 s a node). With the pool
+enabled (`pooled()` around `serve`), a `NodeSession` takes the open connection of the same
+(user, host, port, key, known_hosts file, jump host) and leaves it open when the session closes;
+a connection found closed (keepalive, idle cut) or dropped after a failure is replaced. Host keys
+are verified when a connection is opened, as before; asyncssh runs each command on its own
+channel, so sessions sharing a connection do not wait for each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from typing import Any
+
+CLOSE_WAIT_S = 2.0
+
+
+class ConnectionPool:
+    """Open connections by key; one connect at a time per key, different keys in parallel."""
+
+    def __init__(self) -> None:
+        self._connections: dict[Hashable, Any] = {}
+        self._locks: dict[Hashable, asyncio.Lock] = {}
+
+    async def get(self, key: Hashable, connect: Callable[[], Awaitable[Any]]) -> Any:
+        """The pooled connection for `key`, opened with `connect` when there is none or it closed."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(key)
+            if conn is None or conn.is_closed():
+                conn = await connect()
+                self._connections[key] = conn
+            return conn
+
+    def holds(self, key: Hashable, conn: Any) -> bool:
+        return conn is not None and self._connections.get(key) is conn
+
+    def discard(self, key: Hashable, conn: Any) -> None:
+        """Forget `conn` (a session dropped it as broken); the next `get` opens a new one."""
+        if self.holds(key, conn):
+            del self._connections[key]
+
+    def __len__(self) -> int:
+        return len(self._connections)
+
+    async def close(self) -> None:
+        """Close every pooled connection (at the end of `serve`)."""
+        connections, self._connections = list(self._connections.values()), {}
+        for conn in connections:
+            conn.close()
+        for conn in connections:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT_S)
+
+
+_current: ConnectionPool | None = None
+
+
+def current_pool() -> ConnectionPool | None:
+    """The pool sessions share now, or None (each session has its own connections)."""
+    return _current
+
+
+@contextlib.asynccontextmanager
+async def pooled() -> AsyncIterator[ConnectionPool]:
+    """Share connections between sessions inside the block; close them all at its end."""
+    global _current
+    previous, _current = _current, ConnectionPool()
+    pool = _current
+    try:
+        yield pool
+    finally:
+        _current = previous
+        await pool.close()
