@@ -90,7 +90,9 @@ def render_chart(
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    # fixed margins: the layout engine measured every text extent, ~40 % of the drawing time
+    figure.subplots_adjust(left=0.065, right=0.985, bottom=0.11, top=0.87, wspace=0.17)
     try:
         for ax, series, ylabel in ((left, THROUGHPUT, "tokens/s"), (right, LATENCY, "ms")):
             if reference:

@@ -45,8 +45,9 @@ from bot.http import get as http_get
 
 __all__ = ["LevelResult", "LoadError", "LoadSpec", "discover_model", "run_load", "run_load_async"]
 
-START_MARGIN_S = 0.05
-"""Workers are all ready before the start time is chosen; this margin only covers the pipe."""
+START_MARGIN_S = 0.02
+"""Workers are all ready (warm, bodies made, collector frozen) before the start time is chosen;
+this margin only covers the pipe and waking each worker up."""
 EXIT_GRACE_S = 60.0
 WORKER_MODULES = ("bot.bench.worker", "aiohttp", "httpx", "httpx_aiohttp")
 """Imported once by the fork server, so a forked worker starts with its HTTP clients loaded

@@ -124,13 +124,13 @@ class _Worker:
                 "warmup_prompt_tokens": reported,
                 "warmup_s": time.perf_counter() - warm_start,
             }
+            bodies = self._bodies()  # before "ready": after "start" a worker only waits for t0
+            gc.collect()
+            gc.freeze()  # the run allocates records, not garbage: keep collector pauses out of the timings
             self.conn.send(("ready", ready))
             command, t0 = self.conn.recv()
             if command != "start":
                 return
-            bodies = self._bodies()
-            gc.collect()
-            gc.freeze()  # the run allocates records, not garbage: keep collector pauses out of the timings
             await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
             result = await self._measured(t0, bodies)
             result.warmup_prompt_tokens = reported
