@@ -229,9 +229,14 @@ def run(args: argparse.Namespace, base: Path) -> int:
         print(
             f"\nlong-running, experiments 2..{len(figures)}: overhead per experiment at most {worst:.3f} s "
             f"({worst_bare:.3f} s without the warmups); first experiment {figures[0][0]:.3f} s; "
-            f"aim <= {AIM_S:.0f} s -> {'OK' if worst <= AIM_S else ('OK without the warmups' if worst_bare <= AIM_S else 'ABOVE AIM')}"
+            f"aim <= {AIM_S:.0f} s -> {'OK' if worst <= AIM_S else 'ABOVE AIM'}"
+            + (
+                ""
+                if worst <= AIM_S
+                else f" (within it only if the warmups counted as benchmark: {worst_bare <= AIM_S})"
+            )
         )
-        return 0 if worst_bare <= AIM_S else 1
+        return 0 if worst <= AIM_S else 1
     finally:
         bed.down()
 
@@ -252,7 +257,7 @@ def main() -> int:
         print(f"error: {reason}", file=sys.stderr)
         return 2
     print(
-        f"machine: {os.cpu_count()} cores (shared with other work); 2 nodes, scenario {args.scenario} "
+        f"machine: {os.cpu_count()} cores; 2 nodes, scenario {args.scenario} "
         f"(the SGLang twin), instance {args.instance}"
     )
     print(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -47,3 +47,16 @@ async def stop_tasks(
             "%d task(s) did not stop within %.1f s: %s", len(pending), grace_s, sorted(map(repr, pending))
         )
     return list(pending)
+
+
+async def gather_all_or_none(*awaitables: Awaitable[Any]) -> list[Any]:
+    """`asyncio.gather`, except that when one fails the others are stopped before it is raised.
+
+    Plain `gather` raises the first error and leaves the siblings running: remote reads go on
+    with nobody waiting for them (holding SSH channels, up to their own timeouts)."""
+    tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        await stop_tasks(tasks)
+        raise

@@ -17,8 +17,9 @@ import httpx
 
 @cache
 def tls_context() -> ssl.SSLContext:
-    """httpx's default verifying context, built once (SSLContext is safe to share between clients)."""
-    return httpx.create_ssl_context()
+    """httpx's verifying context (certifi's CA bundle; `SSL_CERT_FILE` and the like are not read,
+    as the clients ignore the environment), built once: an SSLContext is safe to share."""
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def async_client(**options: Any) -> httpx.AsyncClient:

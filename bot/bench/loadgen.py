@@ -29,6 +29,7 @@ import contextlib
 import importlib.machinery
 import multiprocessing
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,8 @@ EXIT_GRACE_S = 60.0
 WORKER_MODULES = ("bot.bench.worker", "aiohttp", "httpx", "httpx_aiohttp")
 """Imported once by the fork server, so a forked worker starts with its HTTP clients loaded
 (importing them in every worker cost ~0.2 s per level and repeat)."""
+_MAIN_SWAP = threading.Lock()
+"""Held while a worker starts with `__main__` marked (see `_main_not_rerun`)."""
 
 
 class LoadError(RuntimeError):
@@ -232,13 +235,14 @@ def _main_not_rerun() -> Iterator[None]:
     the re-run when `__main__` is a package's `__main__` module (`python -m pkg`); the main
     module is marked so while the worker starts, and put back at once.
     """
-    main = sys.modules["__main__"]
-    spec = getattr(main, "__spec__", None)
-    main.__spec__ = importlib.machinery.ModuleSpec("bot.__main__", None)
-    try:
-        yield
-    finally:
-        main.__spec__ = spec
+    with _MAIN_SWAP:  # levels run in threads (`run_load_async`): one swap at a time
+        main = sys.modules["__main__"]
+        spec = getattr(main, "__spec__", None)
+        main.__spec__ = importlib.machinery.ModuleSpec("bot.__main__", None)
+        try:
+            yield
+        finally:
+            main.__spec__ = spec
 
 
 def prestart() -> None:

@@ -84,7 +84,8 @@ class BenchPlan:
         )
 
     def spec(self, concurrency: int) -> LoadSpec:
-        """The load of one level, identical for both backends."""
+        """The load of one level, identical for both backends (flagbot's generator then warms
+        the plan's later runs lighter: `run_plan`)."""
         p = self.profile
         return LoadSpec(
             base_url=self.base_url,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bot.target.errors import ConnectionLostError
 from bot.target.journal_read import JournalEntry, iter_entries
-from bot.target.nodestate import NodeLike
+from bot.target.nodestate import NodeLike, journal_since
 
 RESUMES_IN_A_ROW = 3
 """Losses with no new entry in between before the loss is passed on (a connection that drops
@@ -73,7 +73,7 @@ async def follow_journal(
             resumed = True
             if last is not None:
                 current = {key: value for key, value in current.items() if key != "lines"}
-                current["since"] = f"@{int(last) - 1}"
+                current["since"] = journal_since(last)
             if on_resume is not None:
                 since = current.get("since")
                 on_resume(Resume(node.name, str(since) if since else None, exc.detail or "lost", time.time()))

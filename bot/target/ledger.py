@@ -66,7 +66,10 @@ class Ledger:
 
         Never a whole-row write of a row read earlier: the nodes of a target record their units
         concurrently, and a stale row saved by one would undo what the other had just recorded
-        (a lost checksum then reads as a hand edit on the next change)."""
+        (a lost checksum then reads as a hand edit on the next change). On PostgreSQL the row is
+        locked (`FOR UPDATE`); SQLite has no row locks, and the store's single writer thread
+        serialises a process's changes, while the target's lease keeps two processes from
+        changing one target at once."""
         if self.store is None:
             row = await self.state()
             change(row)

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from bot.aio import gather_all_or_none
 from bot.http import async_client
 from bot.sglang import log_events as ev
 from bot.sglang.catalog import FlagCatalog
@@ -244,9 +245,9 @@ async def _observe(
     promote: bool,
 ) -> Observation:
     base = ts.target.http_base()
-    view, states, health, info = await asyncio.gather(
+    view, states, health, info = await gather_all_or_none(
         read_unit(ts.node0),
-        asyncio.gather(*(node_state(node) for node in ts.nodes)),
+        gather_all_or_none(*(node_state(node) for node in ts.nodes)),
         probe_health(http, base + "/health"),
         _server_info(http, base),
     )
@@ -261,8 +262,8 @@ async def _observe(
         return version, catalog, source
 
     # independent reads at once: the journals, the flag list, the GPUs (SSH runs them side by side)
-    journals, (version, catalog, source), gpus = await asyncio.gather(
-        asyncio.gather(
+    journals, (version, catalog, source), gpus = await gather_all_or_none(
+        gather_all_or_none(
             *(
                 _journal_with_ready(
                     node, state.invocation, healthy=health == 200 and node.index == 0, wait_s=ready_wait_s

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +232,7 @@ class NodeSession:
         pool = current_pool()
         if pool is None:
             return await self._connect()
-        return await pool.get(self.pool_key, self._connect)
+        return await pool.get(self.pool_key, self._connect, version=_file_identity(self.known_hosts))
 
     def _forget_pooled(self, conn: Any) -> None:
         pool = current_pool()
@@ -315,21 +316,45 @@ class NodeSession:
             params = {**params, "unit": self.unit}
         return render_params(command, params, sudo=self.sudo)
 
-    async def _open(self, rendered: Rendered, timeout: float) -> tuple[Any, Any]:
-        """(connection, channel running `rendered`); a connection that does not answer is dropped."""
+    async def _open(self, rendered: Rendered, timeout: float) -> tuple[Any, Any, asyncio.Semaphore]:
+        """(connection, channel running `rendered`, the channel's slot: release it when done).
+
+        A connection that does not answer is dropped. A channel the server refuses on a live
+        connection (sshd's `MaxSessions`) is not a lost connection: nothing is dropped."""
         conn = await self.connection()
+        slots = channel_slots(conn)
+        try:
+            await asyncio.wait_for(slots.acquire(), timeout)
+        except TimeoutError:
+            raise UnreachableError(
+                self.name, f"{MAX_CHANNELS} commands kept every SSH channel busy for {timeout:g} s"
+            ) from None
         if self.audit is not None:
             self.audit(self.name, rendered.shell)
         try:
-            return conn, await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout)
+            return (
+                conn,
+                await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout),
+                slots,
+            )
         except TimeoutError:
+            slots.release()
             self._drop(conn)
             raise UnreachableError(
                 self.name, f"no answer on the SSH connection within {timeout:g} s"
             ) from None
-        except (OSError, asyncssh.Error) as exc:
-            self._drop(conn)
-            raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
+        except asyncssh.ChannelOpenError as exc:
+            slots.release()
+            if conn.is_closed():
+                self._drop(conn)
+                raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
+            raise UnreachableError(self.name, f"the node refused an SSH channel: {_said(exc)}") from None
+        except BaseException as exc:
+            slots.release()
+            if isinstance(exc, OSError | asyncssh.Error):
+                self._drop(conn)
+                raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
+            raise
 
     async def run(
         self,
@@ -379,7 +404,21 @@ class NodeSession:
 
     async def _run_once(self, rendered: Rendered, input: bytes | str | None, limit: float) -> CommandResult:
         started = time.monotonic()
-        conn, process = await self._open(rendered, limit)
+        conn, process, slots = await self._open(rendered, limit)
+        try:
+            return await self._finish(conn, process, rendered, input, limit, started)
+        finally:
+            slots.release()
+
+    async def _finish(
+        self,
+        conn: Any,
+        process: Any,
+        rendered: Rendered,
+        input: bytes | str | None,
+        limit: float,
+        started: float,
+    ) -> CommandResult:
         try:
             if input is not None:
                 process.stdin.write(input.encode() if isinstance(input, str) else input)
@@ -421,7 +460,7 @@ class NodeSession:
         of the stream without an exit status.
         """
         rendered = self.render(command, **params)
-        conn, process = await self._open(rendered, self.command_timeout)
+        conn, process, slots = await self._open(rendered, self.command_timeout)
         try:
             process.stdin.write_eof()
             while True:
@@ -437,7 +476,10 @@ class NodeSession:
                     return
                 yield bytes(chunk)
         finally:
-            await self._terminate(process)
+            try:
+                await self._terminate(process)
+            finally:
+                slots.release()
 
     async def _terminate(self, process: Any) -> None:
         """Stop a remote process we no longer wait for: SIGTERM (sudo relays it), then close.
@@ -463,6 +505,31 @@ class NodeSession:
             await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
         except Exception:
             self._drop(process.channel.get_connection())
+
+
+def _file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of a file, None when it is missing: a changed file has another."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+MAX_CHANNELS = 8
+"""Commands flagbot runs at once on one connection. sshd refuses channels beyond `MaxSessions`
+(10 by default); every session sharing a pooled connection (`flagbot serve`) counts, so a burst
+(readiness watchers, observe's parallel reads, a check, a Slack `status`) waits for a slot instead
+of being refused."""
+_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def channel_slots(conn: Any) -> asyncio.Semaphore:
+    """The channel slots of one connection, shared by every session that uses it."""
+    slots = _slots.get(conn)
+    if slots is None:
+        slots = _slots[conn] = asyncio.Semaphore(MAX_CHANNELS)
+    return slots
 
 
 def _said(exc: BaseException) -> str:

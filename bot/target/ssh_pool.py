@@ -6,8 +6,10 @@ would do the same for every Slack command, check and experiment: a new login per
 enabled (`pooled()` around `serve`), a `NodeSession` takes the open connection of the same
 (user, host, port, key, known_hosts file, jump host) and leaves it open when the session closes;
 a connection found closed (keepalive, idle cut) or dropped after a failure is replaced. Host keys
-are verified when a connection is opened, as before; asyncssh runs each command on its own
-channel, so sessions sharing a connection do not wait for each other.
+are verified when a connection is opened, as before, and a change to the known_hosts file closes
+the connections verified against its old content at their next use; asyncssh runs each command
+on its own channel (at most `bot.target.ssh.MAX_CHANNELS` at once on a connection), so sessions
+sharing a connection do not wait for each other.
 """
 
 from __future__ import annotations
@@ -25,16 +27,28 @@ class ConnectionPool:
 
     def __init__(self) -> None:
         self._connections: dict[Hashable, Any] = {}
+        self._versions: dict[Hashable, Hashable] = {}
         self._locks: dict[Hashable, asyncio.Lock] = {}
 
-    async def get(self, key: Hashable, connect: Callable[[], Awaitable[Any]]) -> Any:
-        """The pooled connection for `key`, opened with `connect` when there is none or it closed."""
+    async def get(
+        self, key: Hashable, connect: Callable[[], Awaitable[Any]], *, version: Hashable = None
+    ) -> Any:
+        """The pooled connection for `key`, opened with `connect` when there is none or it closed.
+
+        `version` is what the connection was verified against (the known_hosts file's identity):
+        a connection opened under another version is closed and replaced, so a host key removed
+        from known_hosts stops a running bot's connection at its next command."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             conn = self._connections.get(key)
+            if conn is not None and self._versions.get(key) != version:
+                del self._connections[key]
+                conn.close()
+                conn = None
             if conn is None or conn.is_closed():
                 conn = await connect()
                 self._connections[key] = conn
+                self._versions[key] = version
             return conn
 
     def holds(self, key: Hashable, conn: Any) -> bool:
@@ -53,9 +67,12 @@ class ConnectionPool:
         connections, self._connections = list(self._connections.values()), {}
         for conn in connections:
             conn.close()
-        for conn in connections:
+
+        async def closed(conn: Any) -> None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT_S)
+
+        await asyncio.gather(*(closed(conn) for conn in connections))
 
 
 _current: ConnectionPool | None = None

@@ -1,10 +1,13 @@
-"""stop_tasks ends a task even when its first cancel was swallowed, and never waits for ever."""
+"""stop_tasks ends a task even when its first cancel was swallowed, and never waits for ever;
+gather_all_or_none stops the siblings of a failed read."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bot.aio import stop_tasks
+import pytest
+
+from bot.aio import gather_all_or_none, stop_tasks
 
 
 async def _swallows_one_cancel(ticks: list[int]) -> None:
@@ -61,3 +64,29 @@ async def test_finished_and_failed_tasks_are_fine_and_their_errors_retrieved() -
     await asyncio.sleep(0.01)
     assert await stop_tasks([done, failed]) == []
     assert failed.done() and isinstance(failed.exception(), RuntimeError)
+
+
+async def test_all_results_in_order_when_every_one_succeeds() -> None:
+    async def value(x: int, delay: float) -> int:
+        await asyncio.sleep(delay)
+        return x
+
+    assert await gather_all_or_none(value(1, 0.02), value(2, 0.0), value(3, 0.01)) == [1, 2, 3]
+
+
+async def test_a_failure_stops_the_siblings_before_it_is_raised() -> None:
+    stopped = asyncio.Event()
+
+    async def slow_read() -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.set()
+
+    async def failing_read() -> None:
+        await asyncio.sleep(0.01)
+        raise ConnectionError("node 1 went away")
+
+    with pytest.raises(ConnectionError, match="went away"):
+        await gather_all_or_none(slow_read(), failing_read())
+    assert stopped.is_set()  # already stopped when the error reached the caller

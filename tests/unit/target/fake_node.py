@@ -130,8 +130,23 @@ class FakeNode:
     server: Any = None
     logins: int = 0
     """SSH connections accepted (a pooled session logs in once for many commands)."""
+    delay_s: float = 0.0
+    """Every command takes at least this long (to see how many run at once)."""
+    running: int = 0
+    peak: int = 0
+    """The most commands that ran at once on this node."""
 
     async def handle(self, process: Any) -> None:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            await self._handle(process)
+        finally:
+            self.running -= 1
+
+    async def _handle(self, process: Any) -> None:
         command = process.command or ""
         self.received.append(command)
         try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from bot.target.ssh import MAX_CHANNELS
 from bot.target.ssh_pool import current_pool, pooled
 from tests.unit.target.conftest import FakeTarget
 
@@ -64,3 +67,36 @@ async def test_sessions_with_other_ssh_settings_do_not_share(fake_target: FakeTa
             async with TargetSession.open("fake", renamed) as as_root:
                 assert await as_root.node0.connection() is not ours  # another user is another login
         assert len(pool) == 2  # node 0 as ops, node 0 as root
+
+
+async def test_sessions_sharing_a_connection_never_open_more_channels_than_sshd_allows(
+    fake_target: FakeTarget,
+) -> None:
+    """sshd refuses channels beyond MaxSessions (10): a burst from several sessions waits for a slot."""
+    node = fake_target.nodes[0]
+    node.delay_s = 0.05
+    async with pooled(), fake_target.open() as first, fake_target.open() as second:
+        results = await asyncio.gather(
+            *(
+                session.node0.run("show", properties=["ActiveState"])
+                for session in (first, second)
+                for _ in range(3 * MAX_CHANNELS)
+            )
+        )
+    assert all(result.ok for result in results)
+    assert node.logins == 1
+    assert node.peak == MAX_CHANNELS
+
+
+async def test_a_changed_known_hosts_file_closes_the_connections_verified_against_the_old_one(
+    fake_target: FakeTarget,
+) -> None:
+    async with pooled():
+        first, _ = await _status_twice(fake_target)
+        known_hosts = fake_target.target.ssh.known_hosts
+        known_hosts.write_text(known_hosts.read_text() + "\n")  # an operator edits the file
+        async with fake_target.open() as ts:
+            assert (await ts.node0.run("show", properties=["ActiveState"])).ok
+            assert await ts.node0.connection() is not first
+        assert first.is_closed()  # type: ignore[attr-defined]
+        assert fake_target.nodes[0].logins == 2
