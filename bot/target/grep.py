@@ -115,14 +115,20 @@ def since_from_duration(seconds: float) -> str:
     return f"-{max(1, round(seconds))}s"
 
 
-async def invocations(node: NodeLike, *, count: int = 20) -> list[str]:
-    """The unit's most recent InvocationIDs, newest first, from systemd's `Started` messages."""
+async def invocations(node: NodeLike, *, count: int = 20, since: float | None = None) -> list[str]:
+    """The unit's most recent InvocationIDs, newest first, from systemd's `Started` messages;
+    with `since` (Unix seconds), only starts at or after it."""
     result = await node.run("journal-starts", lines=count, check=False, timeout=30)
     found: list[str] = []
     for line in result.stdout.decode("utf-8", "replace").splitlines():
         try:
-            value = json.loads(line).get("INVOCATION_ID")
-        except (ValueError, AttributeError):
+            entry = json.loads(line)
+            value = entry.get("INVOCATION_ID")
+            stamp = entry.get("__REALTIME_TIMESTAMP")  # journalctl's json always has it
+            started = int(stamp) / 1e6 if stamp is not None else None
+        except (ValueError, AttributeError, TypeError):
+            continue
+        if since is not None and started is not None and started < since:
             continue
         if isinstance(value, str) and value not in found:
             found.append(value)

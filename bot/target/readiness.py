@@ -105,6 +105,8 @@ class Readiness:
     stage: str | None = None
     """Last startup step the journal showed (server_args, weights, kv_cache, cuda_graph, capacity)."""
     failure: Failure | None = None
+    previous: dict[str, str | None] = field(default_factory=dict)
+    """Each node's InvocationID before the restart: starts up to it belong to earlier changes."""
     lines: list[JournalEntry] = field(default_factory=list, repr=False)
     """Node 0's journal lines of the new invocation(s) that the follower saw."""
     reconnects: list[str] = field(default_factory=list)
@@ -144,6 +146,7 @@ class Readiness:
             "phases": dict(self.phases),
             "timings": self.timings,
             "stage": self.stage,
+            "previous": dict(self.previous),
             "failure": self.failure.to_json() if self.failure else None,
             "reconnects": list(self.reconnects),
         }
@@ -209,6 +212,7 @@ class _Waiter:
         self.on_progress = on_progress
         self.events: asyncio.Queue[tuple[str, Any, float]] = asyncio.Queue()
         self.result = Readiness("timeout", "starting", None, {node.name: None for node in nodes}, time.time())
+        self.result.previous = dict(previous)
         self.baseline: dict[str, int] = {}
         self.states: dict[str, NodeState] = {}
         self.follower: asyncio.Task[None] | None = None

@@ -41,6 +41,8 @@ SYSTEMD_PATTERN = (
     r"Main process exited|Failed with result|Scheduled restart job|repeated too quickly|Start request"
 )
 EXCERPT_LINES = 40
+RESTART_MARGIN_S = 60.0
+"""How long before the readiness wait a restart can have been issued (the apply's own steps)."""
 
 
 @dataclass
@@ -96,7 +98,7 @@ async def failure_evidence(
     blocks: list[Evidence] = []
     fatal = failure.fatal_line if failure else None
     candidates = [failure.invocation] if failure and failure.invocation else []
-    candidates += [inv for inv in await invocations(node, count=4) if inv not in candidates]
+    candidates += [inv for inv in await _starts_of_this_attempt(node, readiness) if inv not in candidates]
     for invocation in candidates[:4]:
         result = await node.run(
             "journal-invocation",
@@ -140,6 +142,20 @@ async def failure_evidence(
         what += f" (NRestarts {failure.n_restarts}, last exit status {failure.exit_status})"
     blocks.insert(0, TextBlock(what + (f"\nfatal line: {fatal}" if fatal else ""), "What happened"))
     return blocks, fatal, summary
+
+
+async def _starts_of_this_attempt(node: NodeLike, readiness: Readiness) -> list[str]:
+    """The node's starts since the restart that failed, newest first (a crash loop has several).
+
+    Never an earlier start: a fatal line of a previous change's failed start (still in the
+    journal) must not be blamed on this one, e.g. when this start hung without any fatal line.
+    Cut at the invocation that ran before the restart; without one, at the wait's start less
+    `RESTART_MARGIN_S` (the restart is issued just before the wait)."""
+    recent = await invocations(node, count=8, since=readiness.started_at - RESTART_MARGIN_S)
+    before = readiness.previous.get(node.name)
+    if before is not None and before in recent:
+        recent = recent[: recent.index(before)]
+    return recent[:4]
 
 
 def flagset_of(snapshot: Snapshot) -> FlagSet:

@@ -130,3 +130,15 @@ async def test_long_lines_are_clipped_and_carriage_returns_shown() -> None:
 async def test_an_unknown_scope_is_refused() -> None:
     with pytest.raises(GrepError):
         await grep(node(), "x", scope="everything")  # type: ignore[arg-type]
+
+
+async def test_starts_since_a_moment_leave_out_the_earlier_ones() -> None:
+    from bot.target.grep import invocations
+
+    n = node()
+    n.outputs["journal-starts"] = b"".join(
+        json.dumps({"INVOCATION_ID": inv, "__REALTIME_TIMESTAMP": str(at * 1_000_000)}).encode() + b"\n"
+        for inv, at in ((CUR, 1_000_300), (PREV, 1_000_200), (OLDER, 1_000_100))
+    )
+    assert await invocations(n) == [CUR, PREV, OLDER]
+    assert await invocations(n, since=1_000_200) == [CUR, PREV]
