@@ -52,6 +52,8 @@ class NodeShells:
     """One reused SSH connection per node, as `ops`, with known_hosts verification.
 
     A login costs ~0.3 s (a user manager starts on each), a command on an open connection ~10 ms.
+    A connection found closed is opened again: the SSH drop tests kill every `sshd: ops` session
+    of a node, this one's included.
     """
 
     def __init__(self, bed: Testbed) -> None:
@@ -61,7 +63,7 @@ class NodeShells:
     async def connection(self, k: int) -> Any:
         import asyncssh
 
-        if k not in self._conns:
+        if k not in self._conns or self._conns[k].is_closed():  # a test dropped it (ssh_faults)
             self._conns[k] = await asyncssh.connect(
                 self.bed.addresses[k],
                 username=OPS_USER,
