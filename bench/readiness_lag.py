@@ -27,7 +27,8 @@ from typing import Any
 
 from bot.config import load_settings
 from bot.target.nodestate import Backoff, node_state
-from bot.target.readiness import Readiness, wait_ready
+from bot.target.readiness import wait_ready
+from bot.target.readiness_result import Readiness
 from bot.target.restart import restart_target
 from bot.target.session import TargetSession
 from bot.testbed import Testbed, TestbedError, unavailable_reason

@@ -29,7 +29,7 @@ class UnreachableError(TargetError):
 class ConnectionLostError(UnreachableError):
     """A connection that was up broke under a command (sshd restarted, a NAT idle cut, the session
     process killed): the host may well be up, so a safe command is re-run once on a fresh
-    connection (`bot.target.ssh.RETRY_SAFE`); only when that reconnect fails too is the node
+    connection (`bot.target.ssh_reconnect.RETRY_SAFE`); only when that reconnect fails too is the node
     unreachable. `argv_shell` is the command that was running, `detail` what the transport said.
     """
 

@@ -6,7 +6,7 @@ connection (sshd restarted, a NAT idle cut) would miss the line that explains a 
 from one second before the last entry seen (`--since @<seconds>`, whole seconds so no float
 rounding can skip an entry) and the entries of that overlap already seen are skipped by their
 cursor (only there: an entry newer than the last one seen is new whatever its cursor). A journal
-stream is never re-run by the session itself (`bot.target.ssh.RETRY_SAFE`): only the reader
+stream is never re-run by the session itself (`bot.target.ssh_reconnect.RETRY_SAFE`): only the reader
 knows where to resume.
 """
 

@@ -37,7 +37,7 @@ from bot.target.journal_read import JournalEntry, iter_entries
 from bot.target.known_good import store_snapshot
 from bot.target.nodestate import Backoff, NodeLike, node_state, probe_health
 from bot.target.privileged import render_params
-from bot.target.readiness import Readiness
+from bot.target.readiness_result import Readiness
 from bot.target.session import TargetSession
 from bot.target.snapshot_facts import (
     GPU_FIELDS,

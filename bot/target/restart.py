@@ -9,7 +9,7 @@ further applies are refused until `reconcile` brings every node to the drop-in f
 and restarts the ranks together. Readiness is not waited for here (`bot.target.readiness`).
 
 A connection dropped under a command while the host stays up is not a lost node: the session
-reconnects and re-runs the command (`bot.target.ssh.RETRY_SAFE`), and each node's report lists
+reconnects and re-runs the command (`bot.target.ssh_reconnect.RETRY_SAFE`), and each node's report lists
 those reconnects for the evidence. Only a failed reconnect makes the node lost (diverged).
 """
 
@@ -28,7 +28,8 @@ from bot.target.drain import DrainReport, DrainSettings, drain
 from bot.target.dropin import DropinSpec, WriteResult, check_unedited, read_dropin, write_dropin
 from bot.target.errors import CommandFailed, CommandTimeout, DivergedError, TargetError, UnreachableError
 from bot.target.session import TargetSession
-from bot.target.ssh import NodeSession, Reconnect
+from bot.target.ssh import NodeSession
+from bot.target.ssh_reconnect import Reconnect
 from bot.target.unit import UnitView, read_state, read_unit
 
 NODE_RANK = "--node-rank"

@@ -31,7 +31,8 @@ from bot.target.grep import grep, invocations, since_from_duration
 from bot.target.known_good import known_good
 from bot.target.nodestate import NodeLike
 from bot.target.observe import Observation, observe
-from bot.target.readiness import Progress, Readiness, wait_ready
+from bot.target.readiness import Progress, wait_ready
+from bot.target.readiness_result import Readiness
 from bot.target.restart import RestartReport, apply_and_restart, flags_for_nodes, restore_vendor_and_restart
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit

@@ -23,11 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import asyncssh
 
@@ -40,67 +39,13 @@ from bot.target.errors import (
     UnreachableError,
 )
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
-from bot.target.ssh_pool import current_pool
+from bot.target.ssh_pool import MAX_CHANNELS, channel_slots, current_pool, file_identity
+from bot.target.ssh_reconnect import RETRY_SAFE, Reconnect
 
 KEEPALIVE_S = 5.0
 """A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
 KILL_GRACE_S = 2.0
 """How long a timed-out command gets between SIGTERM and the channel being torn down."""
-
-RETRY_SAFE: Final = frozenset(
-    {
-        # systemd: a start of a started unit and a stop of a stopped one are no-ops, a job the
-        # first run queued runs whatever became of the client, and the re-run waits for that job
-        "start",
-        "stop",
-        "daemon-reload",
-        "reset-failed",
-        # files: the same full content again, a directory that may exist, a file that may be gone
-        "write-dropin",
-        "write-dropin-backup",
-        "make-dropin-dir",
-        "remove-bench-output",
-        # reads
-        "cat",
-        "show",
-        "unit-property",
-        "read-dropin",
-        "read-dropin-backup",
-        "read-bench-output",
-        "journal",
-        "journal-invocation",
-        "journal-grep",
-        "journal-grep-invocation",
-        "journal-starts",
-        "gpu-query",
-        "gpu-list",
-        "sglang-help",
-        "sglang-version",
-        "sglang-dry-run",
-    }
-)
-"""Table commands re-run once on a fresh connection when the connection is lost under them,
-because running them twice cannot do anything the first run would not have done. Not here:
-`restart` (a second restart is a second restart), `bench-serving` (a benchmark run twice is not
-the same benchmark), `journal-follow` (a stream; its reader resumes it from the last entry)."""
-
-
-@dataclass(frozen=True)
-class Reconnect:
-    """One reconnect of a session, as evidence: which command the loss hit and what was said."""
-
-    node: str
-    command: str | None
-    """The command the loss hit (`argv_shell`), re-run on the new connection; None when the
-    connection was found closed between commands (an idle cut) and no command was hit."""
-    error: str
-    at: float
-    """Unix seconds of the reconnect."""
-
-    def describe(self) -> str:
-        if self.command is None:
-            return f"connection to {self.node} found closed ({self.error}); reconnected"
-        return f"connection to {self.node} lost during `{self.command}` ({self.error}); reconnected, command re-run"
 
 
 @dataclass(frozen=True)
@@ -232,7 +177,7 @@ class NodeSession:
         pool = current_pool()
         if pool is None:
             return await self._connect()
-        return await pool.get(self.pool_key, self._connect, version=_file_identity(self.known_hosts))
+        return await pool.get(self.pool_key, self._connect, version=file_identity(self.known_hosts))
 
     def _forget_pooled(self, conn: Any) -> None:
         pool = current_pool()
@@ -505,31 +450,6 @@ class NodeSession:
             await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
         except Exception:
             self._drop(process.channel.get_connection())
-
-
-def _file_identity(path: Path) -> tuple[int, int, int] | None:
-    """(inode, size, mtime) of a file, None when it is missing: a changed file has another."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-MAX_CHANNELS = 8
-"""Commands flagbot runs at once on one connection. sshd refuses channels beyond `MaxSessions`
-(10 by default); every session sharing a pooled connection (`flagbot serve`) counts, so a burst
-(readiness watchers, observe's parallel reads, a check, a Slack `status`) waits for a slot instead
-of being refused."""
-_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def channel_slots(conn: Any) -> asyncio.Semaphore:
-    """The channel slots of one connection, shared by every session that uses it."""
-    slots = _slots.get(conn)
-    if slots is None:
-        slots = _slots[conn] = asyncio.Semaphore(MAX_CHANNELS)
-    return slots
 
 
 def _said(exc: BaseException) -> str:

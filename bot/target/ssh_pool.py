@@ -8,7 +8,7 @@ enabled (`pooled()` around `serve`), a `NodeSession` takes the open connection o
 a connection found closed (keepalive, idle cut) or dropped after a failure is replaced. Host keys
 are verified when a connection is opened, as before, and a change to the known_hosts file closes
 the connections verified against its old content at their next use; asyncssh runs each command
-on its own channel (at most `bot.target.ssh.MAX_CHANNELS` at once on a connection), so sessions
+on its own channel (at most `MAX_CHANNELS` at once on a connection), so sessions
 sharing a connection do not wait for each other.
 """
 
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
+from pathlib import Path
 from typing import Any
 
 CLOSE_WAIT_S = 2.0
@@ -94,3 +96,28 @@ async def pooled() -> AsyncIterator[ConnectionPool]:
     finally:
         _current = previous
         await pool.close()
+
+
+def file_identity(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of a file, None when it is missing: a changed file has another."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+MAX_CHANNELS = 8
+"""Commands flagbot runs at once on one connection. sshd refuses channels beyond `MaxSessions`
+(10 by default); every session sharing a pooled connection (`flagbot serve`) counts, so a burst
+(readiness watchers, observe's parallel reads, a check, a Slack `status`) waits for a slot instead
+of being refused."""
+_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def channel_slots(conn: Any) -> asyncio.Semaphore:
+    """The channel slots of one connection, shared by every session that uses it."""
+    slots = _slots.get(conn)
+    if slots is None:
+        slots = _slots[conn] = asyncio.Semaphore(MAX_CHANNELS)
+    return slots

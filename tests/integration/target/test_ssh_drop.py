@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from bot.sglang.flagset import FlagItem, FlagSet
-from bot.target.readiness import Backoff, Readiness, wait_ready
+from bot.target.readiness import Backoff, wait_ready
+from bot.target.readiness_result import Readiness
 from bot.target.restart import RestartReport, apply_and_restart, flags_for_nodes
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from bot.target.readiness import Readiness
+from bot.target.readiness_result import Readiness
 from bot.target.rollback import _starts_of_this_attempt
 from tests.unit.target.scripted_node import ScriptedNode, show_text
 

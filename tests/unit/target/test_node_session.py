@@ -20,7 +20,8 @@ from bot.target.errors import (
 )
 from bot.target.privileged import COMMANDS, ParamError
 from bot.target.session import TargetSession
-from bot.target.ssh import RETRY_SAFE, NodeSession
+from bot.target.ssh import NodeSession
+from bot.target.ssh_reconnect import RETRY_SAFE
 from bot.target.table_match import identify
 from tests.unit.target.conftest import FakeTarget, make_target
 from tests.unit.target.dropping_node import When, dropper, dropping_target_fixture  # noqa: F401

@@ -6,7 +6,8 @@ import time
 
 import httpx
 
-from bot.target.readiness import Readiness, wait_ready
+from bot.target.readiness import wait_ready
+from bot.target.readiness_result import Readiness
 from tests.unit.target.scripted_node import ScriptedNode, health_transport, journal_json, show_text
 
 OLD, NEW = "a" * 32, "b" * 32

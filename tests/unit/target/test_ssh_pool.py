@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.target.ssh import MAX_CHANNELS
-from bot.target.ssh_pool import current_pool, pooled
+from bot.target.ssh_pool import MAX_CHANNELS, current_pool, pooled
 from tests.unit.target.conftest import FakeTarget
 
 
