@@ -106,8 +106,8 @@ def render_chart(
             if levels:
                 ax.set_xticks(levels, [str(level) for level in levels])
         right.set_yscale("log")
-        left.set_title("throughput")
-        right.set_title("latency percentiles")
+        left.set_title("throughput", y=1.0)
+        right.set_title("latency percentiles", y=1.0)
         for ax in (left, right):
             handles, labels = ax.get_legend_handles_labels()
             if any(r.client_bound for r in rows):
@@ -115,7 +115,7 @@ def render_chart(
                     Line2D([], [], color="red", marker="x", linestyle="", label="client-bound repeat")
                 )
                 labels.append("client-bound repeat")
-            ax.legend(handles, labels, fontsize=8, loc="best")
+            ax.legend(handles, labels, fontsize=8, loc="upper left")
         suffix = f"  (dashed: {reference_title})" if reference and reference_title else ""
         figure.suptitle(title + suffix, fontsize=11)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""flagbot's load generator: one benchmark level, run in spawned worker processes.
+"""flagbot's load generator: one benchmark level, run in forked worker processes.
 
     result = run_load(LoadSpec(base_url="http://10.0.0.1:30000", concurrency=64, num_requests=128))
     result.metrics["output_throughput"], result.client_bound
@@ -12,7 +12,8 @@ What it does, and why (docs/bench.md has the whole story):
   ends) or open-loop (seeded Poisson arrivals at `request_rate`, optionally capped by
   `concurrency` exactly like bench_serving's `--request-rate` with `--max-concurrency`); a level
   ends after `num_requests` or after `duration_s` (then in-flight requests finish);
-* warmup requests run first in every worker and are never measured;
+* warmup requests run first in every worker and are never measured; a worker kept for a
+  plan's later runs (`LoadWorkers`) is warm and skips them;
 * the work is split over `workers` processes that start together on the shared monotonic
   clock; never in the caller's event loop (`run_load_async` waits in a thread). They are forked
   from a fork server that has imported the worker once (`_worker_context`): a spawned process
@@ -44,11 +45,20 @@ from bot.bench.metrics import RequestRecord, summarize
 from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
 from bot.http import get as http_get
 
-__all__ = ["LevelResult", "LoadError", "LoadSpec", "discover_model", "run_load", "run_load_async"]
+__all__ = [
+    "LevelResult",
+    "LoadError",
+    "LoadSpec",
+    "LoadWorkers",
+    "discover_model",
+    "run_load",
+    "run_load_async",
+]
 
 START_MARGIN_S = 0.02
 """Workers are all ready (warm, bodies made, collector frozen) before the start time is chosen;
-this margin only covers the pipe and waking each worker up."""
+this margin only covers the pipe and waking each worker up. A worker that runs a level alone
+starts on its own clock the moment it is told to, with no margin to wait out."""
 EXIT_GRACE_S = 60.0
 WORKER_MODULES = ("bot.bench.worker", "aiohttp", "httpx", "httpx_aiohttp")
 """Imported once by the fork server, so a forked worker starts with its HTTP clients loaded
@@ -185,43 +195,126 @@ def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
     return out
 
 
-def run_load(spec: LoadSpec) -> LevelResult:
-    """Run one level and return its result. Blocks; from async code use `run_load_async`."""
-    spec.check()
-    model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
-    spec = replace(spec, model=model)
-    context = _worker_context()
-    procs: list[Any] = []
-    conns: list[Connection] = []
-    try:
-        for plan in plans(spec, model):
-            parent, child = context.Pipe()
-            proc = context.Process(
-                target=worker_main, args=(plan, child), daemon=True, name=f"flagbot-load-{plan.index}"
+class LoadWorkers:
+    """The load worker processes of one plan, kept for all its runs (levels and repeats).
+
+    Why: starting a worker for every run (fork, event loop, HTTP client, a warmup request to
+    open a connection and calibrate the prompt) cost ~50 ms a run, ~0.4 s an experiment. A kept
+    worker skips the warmup of its later runs (`bot.bench.worker`); a run that needs more
+    workers than the plan has so far starts the missing ones. A run that fails in any way (a
+    worker's error, a timeout, an interrupt) discards every worker: none is reused in an
+    unknown state. Runs are one at a time; `close` may come from another thread while one is
+    in progress (a cancelled caller), and then ends it by stopping the workers.
+    """
+
+    def __init__(self) -> None:
+        self._context = _worker_context()
+        self._workers: list[tuple[Any, Connection]] = []
+        self._lock = threading.Lock()
+        self._busy = False
+        self._closed = False
+
+    def __enter__(self) -> LoadWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, spec: LoadSpec) -> LevelResult:
+        """Run one level and return its result. Blocks; from async code use `run_async`."""
+        spec.check()
+        model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
+        spec = replace(spec, model=model)
+        with self._lock:
+            if self._closed:
+                raise LoadError("the load workers were closed")
+            self._busy = True
+        try:
+            worker_plans = plans(spec, model)
+            conns = self._started(len(worker_plans))
+            for conn, plan in zip(conns, worker_plans, strict=True):
+                conn.send(("run", plan))
+            warmup_budget = spec.request_timeout_s * max(1, spec.warmup_requests) + 120.0
+            ready = [_receive(conn, "ready", warmup_budget) for conn in conns]
+            # one worker starts on its own clock at once; several start together, a margin ahead
+            start = time.perf_counter() + START_MARGIN_S if len(conns) > 1 else None
+            for conn in conns:
+                conn.send(("start", start))
+            results: list[WorkerResult] = [
+                _receive(conn, "done", spec.level_timeout_s + spec.request_timeout_s + EXIT_GRACE_S)
+                for conn in conns
+            ]
+            _check_answered(ready, results)
+        except BaseException:
+            self._discard()
+            raise
+        finally:
+            with self._lock:
+                self._busy = False
+                closed = self._closed
+            if closed:
+                self._discard()
+        return _merge(spec, results[0].t0 if start is None else start, results, ready)
+
+    async def run_async(self, spec: LoadSpec) -> LevelResult:
+        """`run` from an event loop: the loop only waits; the load runs in other processes."""
+        return await asyncio.to_thread(self.run, spec)
+
+    def close(self) -> None:
+        """End every worker (a run in progress in another thread fails and discards them)."""
+        with self._lock:
+            self._closed = True
+            if self._busy:
+                for proc, _ in self._workers:
+                    proc.kill()
+                return
+        self._discard()
+
+    @property
+    def pids(self) -> list[int]:
+        """The live workers' process ids, in worker order (diagnostics and tests)."""
+        return [int(proc.pid) for proc, _ in self._workers if proc.pid is not None]
+
+    def _started(self, count: int) -> list[Connection]:
+        """The first `count` workers' pipes, starting the ones that do not exist yet."""
+        while len(self._workers) < count:
+            parent, child = self._context.Pipe()
+            proc = self._context.Process(
+                target=worker_main, args=(child,), daemon=True, name=f"flagbot-load-{len(self._workers)}"
             )
             with _main_not_rerun():
                 proc.start()
             child.close()
-            procs.append(proc)
-            conns.append(parent)
-        warmup_budget = spec.request_timeout_s * max(1, spec.warmup_requests) + 120.0
-        ready = [_receive(conn, "ready", warmup_budget) for conn in conns]
-        start = time.perf_counter() + START_MARGIN_S
-        for conn in conns:
-            conn.send(("start", start))
-        results: list[WorkerResult] = [
-            _receive(conn, "done", spec.level_timeout_s + spec.request_timeout_s + EXIT_GRACE_S)
-            for conn in conns
-        ]
-    finally:
-        for conn in conns:
-            conn.close()
-        for proc in procs:
+            self._workers.append((proc, parent))
+        return [conn for _, conn in self._workers[:count]]
+
+    def _discard(self) -> None:
+        workers, self._workers = self._workers, []
+        for _, conn in workers:
+            conn.close()  # a waiting worker reads EOF and exits
+        for proc, _ in workers:
             proc.join(timeout=10)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-    return _merge(spec, start, results, ready)
+
+
+def _check_answered(ready: list[dict[str, Any]], results: list[WorkerResult]) -> None:
+    """A run whose workers all skipped their warmup (kept from an earlier run) and got no answer
+    at all fails as a failed warmup would have: the server stopped answering since the plan
+    began, and a run of nothing but errors would be stored as a measurement of it."""
+    if not all(r.get("warmup_skipped") for r in ready):
+        return
+    records = [record for result in results for record in result.records]
+    if records and not any(record.ok for record in records):
+        raise LoadError(f"every request of the run failed: {records[0].error}")
+
+
+def run_load(spec: LoadSpec) -> LevelResult:
+    """Run one level with workers of its own and return its result. Blocks; from async code
+    use `run_load_async`; for several levels of one plan, `LoadWorkers`."""
+    with LoadWorkers() as workers:
+        return workers.run(spec)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from bot.bench.loadgen import LevelResult, LoadSpec, discover_model, run_load_async
+from bot.bench.loadgen import LevelResult, LoadSpec, LoadWorkers, discover_model
 from bot.bench.remote import NodeRunner, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
@@ -163,10 +163,12 @@ async def run_plan(
     """Run every level and repeat; each `Measurement` is stored as soon as it exists (one
     transaction each, `bot.store.bench_repo`), so an interrupted run keeps what it measured.
 
-    flagbot's own generator asks `/v1/models` once per plan, and only the plan's first run warms
-    the server with the profile's full warmup; later runs warm with one-token requests, which
-    still open each worker's connection and calibrate its prompt (the server is warm by then).
-    bench_serving warms every run itself, as it always does."""
+    flagbot's own generator asks `/v1/models` once per plan and keeps its worker processes for
+    all the plan's runs (`LoadWorkers`): only the plan's first run warms the server with the
+    profile's full warmup; a kept worker is warm and skips the warmup of its later runs, and a
+    worker that joins later (a level split over more workers) warms with one-token requests,
+    which calibrate its prompt (the server is warm by then). bench_serving warms every run
+    itself, as it always does."""
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
     mset = MeasurementSet(
@@ -184,37 +186,40 @@ async def run_plan(
     model = plan.model
     if plan.backend == "builtin" and model is None:
         model = await asyncio.to_thread(discover_model, plan.base_url)
-    for repeat in range(plan.repeats):
-        for concurrency in plan.concurrency:
-            spec = plan.spec(concurrency)
-            if plan.backend == "builtin":
-                spec = replace(spec, model=model)
-                if levels:
-                    spec = replace(spec, warmup_requests=min(spec.warmup_requests, 1), warmup_max_tokens=1)
-            if plan.backend == "bench_serving":
-                assert node is not None
-                url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server
-                result = await run_remote(node, spec, command=plan.bench_serving, base_url=url)
-            else:
-                result = await run_load_async(spec)
-            levels.append((repeat, result))
-            if on_level is not None:
-                on_level(repeat, result)
-            row = Measurement(
-                target=plan.target,
-                snapshot_id=plan.snapshot_id,
-                profile=plan.profile_name,
-                concurrency=concurrency,
-                request_rate=plan.profile.request_rate,
-                repeat=repeat,
-                metrics=jsonable({**result.metrics, "client": result.health.to_json()}),
-                client_bound=result.client_bound,
-                source=result.source,
-                set_id=mset.id,
-            )
-            if store is not None and mset.id is not None:
-                await _call(store, add_measurements, mset.id, [row])
-            measurements.append(row)
+    with LoadWorkers() as workers:  # flagbot's own workers, kept for all the plan's runs
+        for repeat in range(plan.repeats):
+            for concurrency in plan.concurrency:
+                spec = plan.spec(concurrency)
+                if plan.backend == "builtin":
+                    spec = replace(spec, model=model)
+                    if levels:
+                        spec = replace(
+                            spec, warmup_requests=min(spec.warmup_requests, 1), warmup_max_tokens=1
+                        )
+                if plan.backend == "bench_serving":
+                    assert node is not None
+                    url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server
+                    result = await run_remote(node, spec, command=plan.bench_serving, base_url=url)
+                else:
+                    result = await workers.run_async(spec)
+                levels.append((repeat, result))
+                if on_level is not None:
+                    on_level(repeat, result)
+                row = Measurement(
+                    target=plan.target,
+                    snapshot_id=plan.snapshot_id,
+                    profile=plan.profile_name,
+                    concurrency=concurrency,
+                    request_rate=plan.profile.request_rate,
+                    repeat=repeat,
+                    metrics=jsonable({**result.metrics, "client": result.health.to_json()}),
+                    client_bound=result.client_bound,
+                    source=result.source,
+                    set_id=mset.id,
+                )
+                if store is not None and mset.id is not None:
+                    await _call(store, add_measurements, mset.id, [row])
+                measurements.append(row)
     mset.summary = jsonable(summarize_levels(levels))
     mset.client = jsonable(client_summary(levels))
     mset.client_bound = any(result.client_bound for _, result in levels)

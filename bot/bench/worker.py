@@ -1,4 +1,4 @@
-"""The load generator's worker: one spawned process, one asyncio loop, one HTTP client.
+"""The load generator's worker: a forked process that serves a plan's runs, one at a time.
 
 Why a process of its own: a Python client costs CPU per streamed token (plain httpx ~380 µs,
 httpx over the aiohttp transport ~90 µs: ../shared/reference/bench-peers.md §3). Inside the
@@ -6,10 +6,16 @@ bot's event loop that cost would both slow the bot and stretch every timestamp t
 takes. Here nothing else competes for the loop, and the worker measures its own CPU time and
 loop lag so a saturated client is reported as such (`client_health`).
 
-Protocol with the parent (`loadgen`), over a `multiprocessing` pipe:
-worker -> `("ready", info)` after its warmup; parent -> `("start", t0)` (a time on the shared
-monotonic clock, the same for every worker); worker -> `("done", WorkerResult)` or
-`("error", text)`. Warmup requests are never part of the result.
+Protocol with the parent (`loadgen.LoadWorkers`), over a `multiprocessing` pipe, once per run
+(a level and repeat): parent -> `("run", WorkerPlan)`; worker -> `("ready", info)` after its
+warmup; parent -> `("start", t0)` (a time on the shared monotonic clock, the same for every
+worker; None: "now", for a worker that runs alone); worker -> `("done", WorkerResult)` or
+`("error", text)`, after which it exits. Warmup requests are never part of the result. The
+process serves runs until the parent closes the pipe or sends `("exit", None)`: a worker that
+has warmed against a server (same URL, model, endpoint and prompt length) skips the warmup of
+its later runs, the prompt it calibrated still holds, and the server is warm by then. Every run
+opens its own HTTP client: a server closes keep-alive connections left idle between runs
+(uvicorn after 5 s), and a request sent on one it is closing would fail in the measurement.
 
 The client is aiohttp directly by default, httpx over the `httpx-aiohttp` transport on request
 (`client="httpx"`): measured with `bench/loadgen_capacity.py` on this machine kind, aiohttp costs
@@ -81,13 +87,32 @@ class WorkerResult:
     """Time the loop spent waiting in its selector (nothing to do); None when not measurable."""
     prompt_words: int
     warmup_prompt_tokens: int | None
+    t0: float = 0.0
+    """The run's start on the shared monotonic clock (the parent's, or this worker's own "now")."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def worker_main(plan: WorkerPlan, conn: Connection) -> None:
-    """Process entry point (spawned): run the plan and send the outcome on `conn`."""
+WarmKey = tuple[str, str, str, int]
+"""(url, model, endpoint, input_len): what a calibrated prompt length is valid for."""
+
+
+def worker_main(conn: Connection) -> None:
+    """Process entry point: serve the runs the parent sends on `conn` until it closes the pipe."""
+    warmed: dict[WarmKey, tuple[int, int | None]] = {}
     try:
-        asyncio.run(_Worker(plan, conn).main())
+        while True:
+            try:
+                command, plan = conn.recv()
+            except EOFError:
+                return
+            if command != "run":
+                return
+            asyncio.run(_Worker(plan, conn, warmed).main())
+            # this run's garbage goes now, while the parent stores the result, and what survives
+            # is frozen: the next run's collect before its clock starts only sees new objects
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
     except BaseException:
         conn.send(("error", traceback.format_exc(limit=8)))
     finally:
@@ -101,9 +126,14 @@ def _spin(seconds: float) -> None:
 
 
 class _Worker:
-    def __init__(self, plan: WorkerPlan, conn: Connection) -> None:
+    def __init__(
+        self, plan: WorkerPlan, conn: Connection, warmed: dict[WarmKey, tuple[int, int | None]]
+    ) -> None:
         self.plan = plan
         self.conn = conn
+        self.warmed = warmed
+        """Calibrated prompt words and the server's prompt tokens, per server and shape, from
+        this process's earlier runs."""
         self.rng = random.Random(plan.seed * 1009 + plan.index)  # noqa: S311 - benchmark data
         self.words = plan.input_len
         self.events = 0
@@ -118,19 +148,28 @@ class _Worker:
         await self._open_client()
         try:
             warm_start = time.perf_counter()
-            reported = await self._warmup()
+            key = (self.plan.url, self.plan.model, self.plan.endpoint, self.plan.input_len)
+            earlier = self.warmed.get(key)
+            if earlier is not None:  # warmed by an earlier run of this process: the server is warm
+                self.words, reported = earlier
+            else:
+                reported = await self._warmup()
+                if self.plan.warmup_requests:
+                    self.warmed[key] = (self.words, reported)
             ready = {
                 "prompt_words": self.words,
                 "warmup_prompt_tokens": reported,
-                "warmup_s": time.perf_counter() - warm_start,
+                "warmup_s": 0.0 if earlier is not None else time.perf_counter() - warm_start,
+                "warmup_skipped": earlier is not None,
             }
             bodies = self._bodies()  # before "ready": after "start" a worker only waits for t0
             gc.collect()
             gc.freeze()  # the run allocates records, not garbage: keep collector pauses out of the timings
             self.conn.send(("ready", ready))
-            command, t0 = self.conn.recv()
+            command, start = self.conn.recv()
             if command != "start":
                 return
+            t0 = time.perf_counter() if start is None else start
             await asyncio.sleep(max(0.0, t0 - time.perf_counter()))
             result = await self._measured(t0, bodies)
             result.warmup_prompt_tokens = reported
@@ -212,7 +251,7 @@ class _Worker:
             if not record.ok and record.error is None:
                 record.error = f"level timeout after {plan.level_timeout_s:g} s"
                 record.end = record.end or time.perf_counter()
-        return WorkerResult(self.records, cpu, wall, self.events, lags, idle_s, self.words, None)
+        return WorkerResult(self.records, cpu, wall, self.events, lags, idle_s, self.words, None, t0)
 
     async def _closed(self, body: Callable[[int], bytes], deadline: float) -> None:
         """Fixed concurrency: each slot sends its next request the moment its last one ends."""

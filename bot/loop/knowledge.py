@@ -255,6 +255,19 @@ def _problem(error: Any) -> str:
     return f"{where}: {'.'.join(rest) + ': ' if rest else ''}{message}"
 
 
+_LOADED: dict[tuple[tuple[str, int, int], ...], KnowledgeBase] = {}
+"""Knowledge bases loaded in this process, by their files' names and stamps."""
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """(modification time in ns, size) of a knowledge file; (-1, -1) when it cannot be read."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return -1, -1
+    return stat.st_mtime_ns, stat.st_size
+
+
 class KnowledgeBase:
     """Flag facts by canonical flag name (`--tp-size` style, as the catalog spells it)."""
 
@@ -264,8 +277,23 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, paths: Iterable[Path] = (), *, packaged: Path | None = PACKAGED) -> KnowledgeBase:
-        """The packaged file, then `paths` in order: later wins per field, sources accumulate."""
+        """The packaged file, then `paths` in order: later wins per field, sources accumulate.
+
+        Loaded once per content: every experiment's preflight asks for it, and parsing and
+        validating the files cost ~60 ms each time. A file that changed (size or modification
+        time), appeared or went away is read again."""
         files = [*([packaged] if packaged is not None else []), *paths]
+        key = tuple((str(path), *_stamp(path)) for path in files)
+        loaded = _LOADED.get(key)
+        if loaded is None:
+            loaded = cls._load(files)
+            if len(_LOADED) >= 8:
+                _LOADED.clear()
+            _LOADED[key] = loaded
+        return cls(loaded._entries, loaded.files)
+
+    @classmethod
+    def _load(cls, files: list[Path]) -> KnowledgeBase:
         merged: dict[str, dict[str, Any]] = {}
         first: dict[str, Path] = {}
         for path in files:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.aio import stop_tasks
 from bot.loop.knowledge import FlagContext, Gate, ImpliedFlag, KnowledgeBase, ObservationLike
 from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, FlagValueError, UnknownFlagError
 from bot.sglang.change import Change, ChangeConflictError, apply_changes
@@ -236,6 +237,31 @@ async def preflight(
     """Check `changes` against the target of `ts` without touching it (see the module docstring)."""
     node = ts.node0
     report = PreflightReport(ts.name, node.name, list(changes))
+    gpus = asyncio.ensure_future(_gpus(ts))  # needs nothing else: asked while the rest is read
+    pending: list[asyncio.Future[Any]] = [gpus]
+    try:
+        return await _checked(
+            ts, report, gpus, pending, changes, kb, observations, cache_dir, dry_run, dry_run_timeout
+        )
+    finally:
+        await stop_tasks(pending)  # refused, or failed, before a read started ahead was needed
+
+
+async def _checked(
+    ts: TargetSession,
+    report: PreflightReport,
+    gpus: asyncio.Future[dict[str, list[dict[str, Any]]]],
+    pending: list[asyncio.Future[Any]],
+    changes: Sequence[Change],
+    kb: KnowledgeBase,
+    observations: Sequence[ObservationLike],
+    cache_dir: Path | None,
+    dry_run: bool,
+    dry_run_timeout: float,
+) -> PreflightReport:
+    """Everything `preflight` says; `gpus` was started by the caller, and reads started here
+    ahead of their use go to `pending`, which the caller ends if this returns or fails early."""
+    node = ts.node0
     view = await read_unit(node)
     python = python_of(view.prefix)
     version = await host_version(node, python) or ts.target.sglang_version
@@ -252,7 +278,15 @@ async def preflight(
         return report
     report.new_flags, report.env = new_flags, env
     node_flags = flags_for_nodes(new_flags, len(ts.nodes))[0]
-    report.gpus = await _gpus(ts)
+    dry_runs = None
+    if dry_run and python is not None:  # started now, so they run while the GPUs are still asked
+        current_flags = flags_for_nodes(view.flags, len(ts.nodes))[0]
+        dry_runs = asyncio.gather(
+            run_dry(node, python=python, argv=node_flags.argv(), timeout=dry_run_timeout),
+            run_dry(node, python=python, argv=current_flags.argv(), timeout=dry_run_timeout),
+        )
+        pending.append(dry_runs)
+    report.gpus = await gpus
     capabilities = sorted(
         {str(g["compute_cap"]) for gpus in report.gpus.values() for g in gpus if "compute_cap" in g}
     )
@@ -278,12 +312,8 @@ async def preflight(
         report.warnings.append(
             Finding("no dry run: the unit does not start SGLang with a python interpreter", "unit")
         )
-    elif dry_run and python is not None:
-        current_flags = flags_for_nodes(view.flags, len(ts.nodes))[0]
-        report.dry_run, report.dry_run_current = await asyncio.gather(
-            run_dry(node, python=python, argv=node_flags.argv(), timeout=dry_run_timeout),
-            run_dry(node, python=python, argv=current_flags.argv(), timeout=dry_run_timeout),
-        )
+    elif dry_runs is not None:
+        report.dry_run, report.dry_run_current = await dry_runs
         _dry_run_findings(report, catalog, node_flags, changes, node.name)
     report.downtime_s, report.downtime_starts = await expected_downtime(ts)
     report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(view, env, changes))

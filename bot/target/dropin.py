@@ -124,27 +124,37 @@ def unit_diff(before: str, after: str, node: str) -> str:
     return "".join(lines)[:4000]
 
 
-async def check_unedited(session: NodeSession, ledger: Ledger) -> str:
+async def check_unedited(
+    session: NodeSession, ledger: Ledger, *, seen: tuple[str, bool] | None = None
+) -> str:
     """Refuse a unit changed since flagbot left it; returns the current `systemctl cat` text.
 
     Never seen before: accepted, unless systemd has not loaded what is on disk
     (`NeedDaemonReload=yes`: flagbot's reload would apply someone's unfinished edit).
+    `seen`: (`systemctl cat` text, NeedDaemonReload) from a read of the unit moments ago, used
+    instead of reading both again (an apply has just read every node's unit).
     """
-    cat, show = await asyncio.gather(session.run("cat"), session.run("show", properties=["NeedDaemonReload"]))
+    if seen is not None:
+        text, need_reload = seen
+    else:
+        cat, show = await asyncio.gather(
+            session.run("cat"), session.run("show", properties=["NeedDaemonReload"])
+        )
+        text, need_reload = cat.text, "NeedDaemonReload=yes" in show.text
     checksum, left = await ledger.unit_as_left(session.name)
     if checksum is None:
-        if "NeedDaemonReload=yes" in show.text:
+        if need_reload:
             raise HandEditError(
                 session.name,
                 "(the unit files differ from what systemd loaded)",
                 "changed on disk and not reloaded",
             )
-        return cat.text
-    if sha256_text(cat.text) != checksum:
-        diff = unit_diff(left, cat.text, session.name) if left is not None else cat.text[:4000]
+        return text
+    if sha256_text(text) != checksum:
+        diff = unit_diff(left, text, session.name) if left is not None else text[:4000]
         detail = "" if left is not None else f"checksum {checksum[:12]} expected; the current unit follows"
         raise HandEditError(session.name, diff, detail)
-    return cat.text
+    return text
 
 
 async def verify_loaded(session: NodeSession, spec: DropinSpec | None) -> None:

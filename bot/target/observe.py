@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bot.aio import gather_all_or_none
+from bot.aio import gather_all_or_none, stop_tasks
 from bot.http import async_client
 from bot.sglang import log_events as ev
 from bot.sglang.catalog import FlagCatalog
@@ -220,23 +221,34 @@ async def observe(
     ready_wait_s: float = 5.0,
     store: bool = True,
     promote: bool = True,
+    gpus: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> Observation:
     """Read the running start of `ts` (all nodes), store it as a snapshot, update known-good.
 
     `promote=False` stores the snapshot without making it known-good even when healthy: for a
     change still awaiting its verdict (a healthy start can still be a capacity regression).
+    `gpus`: every node's GPU facts read moments ago from the same start (a preflight just
+    before), used instead of asking nvidia-smi again; ignored unless it covers every node.
     """
     own = client is None
     http = client or async_client(timeout=5.0)
+    gpu_reads: asyncio.Future[dict[str, list[dict[str, Any]]]]
+    if gpus is not None and all(node.name in gpus for node in ts.nodes):
+        gpu_reads = asyncio.get_running_loop().create_future()
+        gpu_reads.set_result(dict(gpus))
+    else:  # the longest read, and needs nothing: started first
+        gpu_reads = asyncio.ensure_future(_gpus(ts))
     try:
-        return await _observe(ts, readiness, cache_dir, http, ready_wait_s, store, promote)
+        return await _observe(ts, gpu_reads, readiness, cache_dir, http, ready_wait_s, store, promote)
     finally:
+        await stop_tasks([gpu_reads])  # still running only when a read it was started ahead of failed
         if own:
             await http.aclose()
 
 
 async def _observe(
     ts: TargetSession,
+    gpu_reads: asyncio.Future[dict[str, list[dict[str, Any]]]],
     readiness: Readiness | None,
     cache_dir: Path | None,
     http: httpx.AsyncClient,
@@ -273,7 +285,7 @@ async def _observe(
             )
         ),
         read_flag_list(),
-        _gpus(ts),
+        gpu_reads,
     )
     main = next((j for j in journals if j.node == ts.node0.name), None)
     report = main.report if main is not None else parse_log_lines([])

@@ -179,7 +179,7 @@ async def apply_and_restart(
         DropinSpec(view.argv_with(flags), _effective_env(view, env))
         for view, flags in zip(views, new_flags_per_node, strict=True)
     ]
-    return await _apply(ts, specs, drain=drain, force=force, reason=reason or "apply")
+    return await _apply(ts, specs, drain=drain, force=force, reason=reason or "apply", views=views)
 
 
 async def restore_vendor_and_restart(
@@ -239,11 +239,15 @@ async def _apply(
     drain: DrainSettings | None,
     force: bool,
     reason: str,
+    views: list[UnitView] | None = None,
 ) -> RestartReport:
+    """`views`: every node's unit as read just before, when the caller has it (no second read)."""
     started = time.monotonic()
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
     with _reconnects_into(ts, report):
-        return await _apply_reported(ts, specs, report, started, drain=drain, force=force, reason=reason)
+        return await _apply_reported(
+            ts, specs, report, started, drain=drain, force=force, reason=reason, views=views
+        )
 
 
 async def _apply_reported(
@@ -255,8 +259,9 @@ async def _apply_reported(
     drain: DrainSettings | None,
     force: bool,
     reason: str,
+    views: list[UnitView] | None,
 ) -> RestartReport:
-    states = await ts.each(read_state)
+    states = [view.state for view in views] if views is not None else await ts.each(read_state)
     for node_report, state in zip(report.nodes, states, strict=True):
         if not isinstance(state, BaseException):
             node_report.old_invocation = state.invocation_id
@@ -264,7 +269,9 @@ async def _apply_reported(
 
     async def check(node: NodeSession) -> None:
         if not force:
-            await check_unedited(node, ts.ledger)
+            view = views[node.index] if views is not None else None
+            seen = (view.cat_text, view.state.need_daemon_reload) if view is not None else None
+            await check_unedited(node, ts.ledger, seen=seen)
         previous[node.index] = await read_dropin(node)
 
     checked = await ts.each(check)

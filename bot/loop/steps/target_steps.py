@@ -50,13 +50,13 @@ async def emit_observation(ctx: StepContext, obs: Observation) -> None:
 )
 async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> dict[str, Any]:
     ts = ctx.session()
-    view = await read_unit(ts.node0)
-    ctx.state["before_flags"] = view.flags.to_json()
-    ctx.state["before_env"] = dict(view.env)
     baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target) if reuse_baseline else None
     if baseline is not None:
         from bot.store.models import Snapshot
 
+        view = await read_unit(ts.node0)
+        ctx.state["before_flags"] = view.flags.to_json()
+        ctx.state["before_env"] = dict(view.env)
         snap = await ctx.store.run(get_snapshot, ctx.store.store, baseline.snapshot_id)
         same = snap is not None and flags_from_json(snap.requested_flags) == view.flags
         same = same and snap is not None and snap.invocation_id == view.state.invocation_id
@@ -73,7 +73,11 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
                 )
             )
             return {"snapshot_id": snap.id, "set_id": baseline.set_id, "reused_baseline": baseline.id}
-    obs = await observe(ts, cache_dir=ctx.cache_dir)
+    preflight = ctx.state.get("preflight") or {}
+    # reads the unit too (the flags from before); the GPUs as the preflight just read them
+    obs = await observe(ts, cache_dir=ctx.cache_dir, gpus=preflight.get("gpus") or None)
+    ctx.state["before_flags"] = obs.requested
+    ctx.state["before_env"] = dict(obs.environment)
     if not obs.healthy:
         raise RuntimeError(
             f"the server is not healthy before the change (health {obs.health}, "

@@ -181,6 +181,23 @@ def test_a_user_file_wins_per_field_and_adds_sources(tmp_path: Path) -> None:
     assert "--enable-metrics" in kb and kb.files == (PACKAGED, knowledge / "gb10.yaml")
 
 
+def test_a_loaded_base_is_reused_until_a_file_changes(tmp_path: Path) -> None:
+    """Preflight loads the base for every experiment: parsed once, read again when edited."""
+    team = tmp_path / "knowledge" / "team.yaml"
+    team.parent.mkdir()
+    team.write_text("schema: 1\nflags:\n  --enable-metrics:\n    summary: Prometheus /metrics.\n")
+    first = KnowledgeBase.load([team])
+    again = KnowledgeBase.load([team])
+    assert again.entry("--enable-metrics") is first.entry("--enable-metrics")  # not parsed again
+    team.write_text("schema: 1\nflags:\n  --enable-metrics:\n    summary: Prometheus metrics, edited.\n")
+    edited = KnowledgeBase.load([team])
+    entry = edited.entry("--enable-metrics")
+    assert entry is not None and entry.summary == "Prometheus metrics, edited."
+    team.unlink()
+    with pytest.raises(KnowledgeError, match="cannot read"):
+        KnowledgeBase.load([team])
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -228,8 +228,23 @@ def store(tmp_path: Path) -> Store:
     return store
 
 
+GIVEN_GPUS = [{"index": 0, "name": "GB10 as the preflight read it"}]
+
+
+@pytest.mark.parametrize(
+    ("given", "queried"),
+    [
+        (None, True),
+        ({"n0": GIVEN_GPUS, "n1": GIVEN_GPUS}, False),  # read moments ago: not asked again
+        ({"n0": GIVEN_GPUS}, True),  # not every node: asked
+    ],
+)
 async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
-    monkeypatch: pytest.MonkeyPatch, store: Store, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch,
+    store: Store,
+    tmp_path: Path,
+    given: dict[str, list[dict[str, object]]] | None,
+    queried: bool,
 ) -> None:
     forget_cache()
     gpu = b"0, NVIDIA GB10, GPU-1, 12.1, 580.95.05, 122573, 100000\n"
@@ -272,12 +287,14 @@ async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
         name="twin", target=target, nodes=nodes, node0=nodes[0], store=astore, unit=target.unit
     )
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        obs = await observe_module.observe(ts, client=client, cache_dir=tmp_path)  # type: ignore[arg-type]
+        obs = await observe_module.observe(ts, client=client, cache_dir=tmp_path, gpus=given)  # type: ignore[arg-type]
     await astore.aclose()
+    asked = [any(name == "gpu-query" for name, _ in node.calls) for node in nodes]
+    assert asked == [queried, queried]
+    assert obs.gpus["n1"][0]["name"] == ("NVIDIA GB10" if queried else GIVEN_GPUS[0]["name"])
     assert obs.healthy and obs.known_good and obs.snapshot_id is not None
     assert obs.effective["max_running_requests"] == 26
     assert obs.capacity["parsed_max_running_requests"] == 48
-    assert obs.gpus["n1"][0]["name"] == "NVIDIA GB10"
     assert obs.node_mismatch == {"n1": {}}
     assert "mem_fraction_static" in obs.implied and "random_seed" in obs.derived
     assert obs.startup["ready_s"] == 2.0

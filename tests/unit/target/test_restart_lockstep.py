@@ -60,6 +60,20 @@ async def test_apply_writes_everywhere_then_restarts_all(fake_target: FakeTarget
     assert order == ["stop", "stop", "start", "start"]  # every rank stopped before any starts
 
 
+async def test_apply_reads_each_unit_once_before_writing(fake_target: FakeTarget) -> None:
+    """The hand-edit check and the old invocation come from the apply's own read of the unit:
+    one `systemctl cat` per node before the write, one after the reload (what flagbot left)."""
+    flags = await _new_flags(fake_target)
+    for node in fake_target.nodes:
+        node.received.clear()
+    async with fake_target.open() as ts:
+        report = await apply_and_restart(ts, flags)
+    assert report.ok
+    for node in fake_target.nodes:
+        cats = [text for text in node.received if text.startswith("systemctl cat")]
+        assert len(cats) == 2, node.received
+
+
 async def test_phase_one_failure_restores_every_node_and_restarts_nothing(fake_target: FakeTarget) -> None:
     flags = await _new_flags(fake_target)
     fake_target.nodes[1].fail_once["daemon-reload"] = "Failed to reload daemon: boom\n"
