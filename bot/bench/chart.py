@@ -106,6 +106,7 @@ def render_chart(
             if levels:
                 ax.set_xticks(levels, [str(level) for level in levels])
         right.set_yscale("log")
+        # a fixed title height: the automatic one measures every tick label first (~20 ms)
         left.set_title("throughput", y=1.0)
         right.set_title("latency percentiles", y=1.0)
         for ax in (left, right):
@@ -115,7 +116,7 @@ def render_chart(
                     Line2D([], [], color="red", marker="x", linestyle="", label="client-bound repeat")
                 )
                 labels.append("client-bound repeat")
-            ax.legend(handles, labels, fontsize=8, loc="upper left")
+            ax.legend(handles, labels, fontsize=8, loc="best")
         suffix = f"  (dashed: {reference_title})" if reference and reference_title else ""
         figure.suptitle(title + suffix, fontsize=11)
         path.parent.mkdir(parents=True, exist_ok=True)
