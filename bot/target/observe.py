@@ -126,6 +126,16 @@ async def _journal_with_ready(
         await backoff.sleep()
 
 
+def _ready_line_into(readiness: Readiness, journal: InvocationJournal) -> None:
+    """Record the ready line's moments from this read when the wait did not stay for them."""
+    if readiness.ready_line_at is not None:
+        return
+    line = next((entry for entry in journal.entries if ev.READY_TEXT in entry.message), None)
+    if line is not None:
+        readiness.ready_line_at = line.realtime
+        readiness.ready_line_seen_at = time.time()
+
+
 async def _server_info(client: httpx.AsyncClient, base: str) -> dict[str, Any] | None:
     try:
         response = await client.get(base.rstrip("/") + "/server_info", timeout=10.0)
@@ -229,6 +239,8 @@ async def observe(
     change still awaiting its verdict (a healthy start can still be a capacity regression).
     `gpus`: every node's GPU facts read moments ago from the same start (a preflight just
     before), used instead of asking nvidia-smi again; ignored unless it covers every node.
+    A `readiness` that did not stay for the journal's ready line (`ensure_ready`) gets the
+    line's moments from the journal read here.
     """
     own = client is None
     http = client or async_client(timeout=5.0)
@@ -288,6 +300,8 @@ async def _observe(
         gpu_reads,
     )
     main = next((j for j in journals if j.node == ts.node0.name), None)
+    if readiness is not None and main is not None:
+        _ready_line_into(readiness, main)
     report = main.report if main is not None else parse_log_lines([])
     requested, unknown = requested_values(view.flags, catalog)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog)

@@ -280,6 +280,10 @@ async def ensure_ready(
     """After a restart: wait until ready and observe; on failure roll back (`on_failed_start`).
 
     `promote=False`: a healthy start is stored but not made known-good (its verdict is pending).
+    The wait does not stay for the second ready signal: the journal's ready line reaches a
+    follower (`journalctl -f`) only when journald announces its changes, which it holds back up to
+    0.25 s to batch them, while a plain read, as `observe` does next, sees it as soon as journald
+    has it. `observe` records the line's moments in the readiness.
     """
     limit = timeout if timeout is not None else ts.target.timeouts.ready.total_seconds()
     readiness = await wait_ready(
@@ -287,6 +291,7 @@ async def ensure_ready(
         base_url=ts.target.http_base(),
         timeout=limit,
         previous=previous,
+        confirm_s=0.0,  # observe reads the journal at once and records the ready line from it
         warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
         client=client,
         on_progress=on_progress,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from bot.target import observe as observe_module
 from bot.target.flaglist import forget_cache, host_catalog, merge_with_bundled, parse_help
 from bot.target.journal_read import LineSplitter, decode_entry, decode_message
 from bot.target.known_good import known_good
+from bot.target.readiness_result import Readiness
 from bot.target.snapshot_facts import (
     args_mismatch,
     capacity,
@@ -228,24 +230,8 @@ def store(tmp_path: Path) -> Store:
     return store
 
 
-GIVEN_GPUS = [{"index": 0, "name": "GB10 as the preflight read it"}]
-
-
-@pytest.mark.parametrize(
-    ("given", "queried"),
-    [
-        (None, True),
-        ({"n0": GIVEN_GPUS, "n1": GIVEN_GPUS}, False),  # read moments ago: not asked again
-        ({"n0": GIVEN_GPUS}, True),  # not every node: asked
-    ],
-)
-async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
-    monkeypatch: pytest.MonkeyPatch,
-    store: Store,
-    tmp_path: Path,
-    given: dict[str, list[dict[str, object]]] | None,
-    queried: bool,
-) -> None:
+def _two_nodes(monkeypatch: pytest.MonkeyPatch, store: Store) -> tuple[Any, list[ScriptedNode], Any]:
+    """Two scripted nodes running INV, node 0's unit and /server_info: (session, nodes, handler)."""
     forget_cache()
     gpu = b"0, NVIDIA GB10, GPU-1, 12.1, 580.95.05, 122573, 100000\n"
     nodes = [
@@ -286,6 +272,29 @@ async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
     ts = SimpleNamespace(
         name="twin", target=target, nodes=nodes, node0=nodes[0], store=astore, unit=target.unit
     )
+    return ts, nodes, handler
+
+
+GIVEN_GPUS = [{"index": 0, "name": "GB10 as the preflight read it"}]
+
+
+@pytest.mark.parametrize(
+    ("given", "queried"),
+    [
+        (None, True),
+        ({"n0": GIVEN_GPUS, "n1": GIVEN_GPUS}, False),  # read moments ago: not asked again
+        ({"n0": GIVEN_GPUS}, True),  # not every node: asked
+    ],
+)
+async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+    store: Store,
+    tmp_path: Path,
+    given: dict[str, list[dict[str, object]]] | None,
+    queried: bool,
+) -> None:
+    ts, nodes, handler = _two_nodes(monkeypatch, store)
+    astore = ts.store
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         obs = await observe_module.observe(ts, client=client, cache_dir=tmp_path, gpus=given)  # type: ignore[arg-type]
     await astore.aclose()
@@ -311,3 +320,19 @@ async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
     )
     assert snapshot.invocation_id == INV and snapshot.sglang_version == "0.5.10"
     assert json.loads(json.dumps(obs.to_json(), default=str))["healthy"] is True
+
+
+async def test_observe_records_the_ready_line_the_wait_did_not_stay_for(
+    monkeypatch: pytest.MonkeyPatch, store: Store, tmp_path: Path
+) -> None:
+    """ensure_ready returns at the first ready signal (/health 200) without staying for the
+    journal's ready line: observe's own read of the journal records the line's moments."""
+    ts, _, handler = _two_nodes(monkeypatch, store)
+    readiness = Readiness("ready", "ready", INV, {"n0": INV, "n1": INV}, 1.0, health_ready_at=2.5)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        obs = await observe_module.observe(ts, client=client, cache_dir=tmp_path, readiness=readiness)  # type: ignore[arg-type]
+    await ts.store.aclose()
+    written_at = 102.0  # READY is node 0's third journal line (see `_journal`)
+    assert readiness.ready_line_at == written_at
+    assert readiness.ready_line_seen_at is not None and readiness.ready_line_seen_at > written_at
+    assert obs.readiness is not None and obs.readiness["ready_line_at"] == written_at
