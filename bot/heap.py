@@ -6,7 +6,10 @@ took 90-150 ms each time it ran, at moments nobody chose: measured in the middle
 experiment's observation, right after the server turned ready. `settle` does that work at a
 moment when the bot only waits (the server is loading), and then freezes the survivors, so the
 collections that come later only look at objects made since. Whatever was frozen is unfrozen at
-the next `settle` and collected with the rest, so frozen garbage does not pile up.
+the next `settle` and collected with the rest, so frozen garbage does not pile up (objects that
+become cyclic garbage after a freeze wait for the next `settle`, one experiment later). The
+collection holds the GIL in whichever thread runs it; it runs while the server loads, when the
+event loop has nothing urgent to do.
 """
 
 from __future__ import annotations

@@ -96,6 +96,9 @@ class LoadSpec:
     client: ClientKind = "aiohttp"
     extra_cost_us: float = 0.0
     api_key: str | None = None
+    prompt_salt: int = 0
+    """Sets the prompts apart from another plan's with the same seed (`run_plan` gives each
+    measurement set its own), so a server's prefix cache never answers a prompt it has seen."""
 
     def check(self) -> None:
         if self.num_requests is None and self.duration_s is None:
@@ -190,6 +193,7 @@ def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
                 client=spec.client,
                 extra_cost_us=spec.extra_cost_us,
                 headers=headers,
+                prompt_salt=spec.prompt_salt,
             )
         )
     return out
@@ -201,7 +205,8 @@ class LoadWorkers:
     Why: starting a worker for every run (fork, event loop, HTTP client, a warmup request to
     open a connection and calibrate the prompt) cost ~50 ms a run, ~0.4 s an experiment. A kept
     worker skips the warmup of its later runs (`bot.bench.worker`); a run that needs more
-    workers than the plan has so far starts the missing ones. A run that fails in any way (a
+    workers than the plan has so far starts the missing ones, and a worker found dead or with
+    a message nobody asked for is replaced with all the others. A run that fails in any way (a
     worker's error, a timeout, an interrupt) discards every worker: none is reused in an
     unknown state. Runs are one at a time; `close` may come from another thread while one is
     in progress (a cancelled caller), and then ends it by stopping the workers.
@@ -226,34 +231,35 @@ class LoadWorkers:
         model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
         spec = replace(spec, model=model)
         with self._lock:
-            if self._closed:
-                raise LoadError("the load workers were closed")
+            self._check_open()
             self._busy = True
         try:
             worker_plans = plans(spec, model)
             conns = self._started(len(worker_plans))
             for conn, plan in zip(conns, worker_plans, strict=True):
-                conn.send(("run", plan))
+                _send(conn, ("run", plan))
             warmup_budget = spec.request_timeout_s * max(1, spec.warmup_requests) + 120.0
             ready = [_receive(conn, "ready", warmup_budget) for conn in conns]
             # one worker starts on its own clock at once; several start together, a margin ahead
             start = time.perf_counter() + START_MARGIN_S if len(conns) > 1 else None
+            with self._lock:
+                self._check_open()  # closed while the workers warmed: no load after a cancel
             for conn in conns:
-                conn.send(("start", start))
+                _send(conn, ("start", start))
             results: list[WorkerResult] = [
                 _receive(conn, "done", spec.level_timeout_s + spec.request_timeout_s + EXIT_GRACE_S)
                 for conn in conns
             ]
             _check_answered(ready, results)
         except BaseException:
-            self._discard()
+            self._discard(graceful=False)
             raise
         finally:
             with self._lock:
                 self._busy = False
                 closed = self._closed
             if closed:
-                self._discard()
+                self._discard(graceful=False)
         return _merge(spec, results[0].t0 if start is None else start, results, ready)
 
     async def run_async(self, spec: LoadSpec) -> LevelResult:
@@ -268,15 +274,25 @@ class LoadWorkers:
                 for proc, _ in self._workers:
                     proc.kill()
                 return
-        self._discard()
+        self._discard(graceful=True)
+
+    async def aclose(self) -> None:
+        """`close` from an event loop: the workers' exits are waited for in a thread."""
+        await asyncio.to_thread(self.close)
 
     @property
     def pids(self) -> list[int]:
         """The live workers' process ids, in worker order (diagnostics and tests)."""
         return [int(proc.pid) for proc, _ in self._workers if proc.pid is not None]
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LoadError("the load workers were closed")
+
     def _started(self, count: int) -> list[Connection]:
         """The first `count` workers' pipes, starting the ones that do not exist yet."""
+        if any(not proc.is_alive() or conn.poll(0) for proc, conn in self._workers):
+            self._discard(graceful=False)  # died between runs, or has something stale to say
         while len(self._workers) < count:
             parent, child = self._context.Pipe()
             proc = self._context.Process(
@@ -285,18 +301,32 @@ class LoadWorkers:
             with _main_not_rerun():
                 proc.start()
             child.close()
-            self._workers.append((proc, parent))
+            with self._lock:
+                self._workers.append((proc, parent))
+                if self._closed:  # `close` came while this one started: it saw no worker to stop
+                    proc.kill()
+                self._check_open()
         return [conn for _, conn in self._workers[:count]]
 
-    def _discard(self) -> None:
+    def _discard(self, *, graceful: bool) -> None:
+        """End every worker: `graceful` lets each read EOF and exit on its own first."""
         workers, self._workers = self._workers, []
-        for _, conn in workers:
+        for proc, conn in workers:
+            if not graceful:
+                proc.kill()
             conn.close()  # a waiting worker reads EOF and exits
         for proc, _ in workers:
-            proc.join(timeout=10)
+            proc.join(timeout=10 if graceful else None)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def _send(conn: Connection, message: tuple[str, Any]) -> None:
+    try:
+        conn.send(message)
+    except OSError as exc:  # the worker is gone (killed, or it died)
+        raise LoadError(f"a load worker cannot be reached ({type(exc).__name__}: {exc})") from None
 
 
 def _check_answered(ready: list[dict[str, Any]], results: list[WorkerResult]) -> None:
@@ -368,7 +398,7 @@ def _receive(conn: Connection, expected: str, timeout: float) -> Any:
         raise LoadError(f"a load worker sent no {expected!r} within {timeout:g} s")
     try:
         kind, payload = conn.recv()
-    except EOFError:
+    except (EOFError, OSError):  # the worker died (killed, or crashed hard)
         raise LoadError("a load worker exited without a result") from None
     if kind == "error":
         raise LoadError(f"load worker failed: {str(payload).strip().splitlines()[-1]}\n{payload}")

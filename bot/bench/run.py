@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -186,12 +187,15 @@ async def run_plan(
     model = plan.model
     if plan.backend == "builtin" and model is None:
         model = await asyncio.to_thread(discover_model, plan.base_url)
-    with LoadWorkers() as workers:  # flagbot's own workers, kept for all the plan's runs
+    # this set's own prompts: never ones an earlier set sent to the same running server
+    salt = mset.id if mset.id is not None else secrets.randbits(31)
+    workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
+    try:
         for repeat in range(plan.repeats):
             for concurrency in plan.concurrency:
                 spec = plan.spec(concurrency)
                 if plan.backend == "builtin":
-                    spec = replace(spec, model=model)
+                    spec = replace(spec, model=model, prompt_salt=salt)
                     if levels:
                         spec = replace(
                             spec, warmup_requests=min(spec.warmup_requests, 1), warmup_max_tokens=1
@@ -220,6 +224,8 @@ async def run_plan(
                 if store is not None and mset.id is not None:
                     await _call(store, add_measurements, mset.id, [row])
                 measurements.append(row)
+    finally:
+        await workers.aclose()
     mset.summary = jsonable(summarize_levels(levels))
     mset.client = jsonable(client_summary(levels))
     mset.client_bound = any(result.client_bound for _, result in levels)

@@ -11,11 +11,15 @@ Protocol with the parent (`loadgen.LoadWorkers`), over a `multiprocessing` pipe,
 warmup; parent -> `("start", t0)` (a time on the shared monotonic clock, the same for every
 worker; None: "now", for a worker that runs alone); worker -> `("done", WorkerResult)` or
 `("error", text)`, after which it exits. Warmup requests are never part of the result. The
-process serves runs until the parent closes the pipe or sends `("exit", None)`: a worker that
-has warmed against a server (same URL, model, endpoint and prompt length) skips the warmup of
-its later runs, the prompt it calibrated still holds, and the server is warm by then. Every run
-opens its own HTTP client: a server closes keep-alive connections left idle between runs
-(uvicorn after 5 s), and a request sent on one it is closing would fail in the measurement.
+process serves runs until the parent closes the pipe: a worker that has warmed against a server
+(same URL, model, endpoint and prompt length) skips the warmup of its later runs, the prompt it
+calibrated still holds, and the server is warm by then. Every run opens its own HTTP client: a
+server closes keep-alive connections left idle between runs (uvicorn after 5 s), and a request
+sent on one it is closing would fail in the measurement; a warm worker opens its first
+connection (and resolves the host) with a `/v1/models` request before it reports ready, as its
+warmup did in the first run. The prompt stream goes on from run to run (one seeded generator
+per worker and plan, `prompt_salt` apart from other plans'), so no prompt is sent twice: a
+server's prefix cache never answers a measured prompt it has seen before.
 
 The client is aiohttp directly by default, httpx over the `httpx-aiohttp` transport on request
 (`client="httpx"`): measured with `bench/loadgen_capacity.py` on this machine kind, aiohttp costs
@@ -27,6 +31,7 @@ TTFT (~1.5 ms against ~3 ms) — the httpx layer's request and response objects 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
@@ -35,7 +40,7 @@ import random
 import time
 import traceback
 from array import array
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, Literal
@@ -74,6 +79,8 @@ class WorkerPlan:
     extra_cost_us: float = 0.0
     """Artificial CPU per event: lets tests and docs show what a saturated client looks like."""
     headers: tuple[tuple[str, str], ...] = ()
+    prompt_salt: int = 0
+    """Sets this plan's prompt stream apart from other plans' with the same seed."""
 
 
 @dataclass
@@ -96,25 +103,42 @@ WarmKey = tuple[str, str, str, int]
 """(url, model, endpoint, input_len): what a calibrated prompt length is valid for."""
 
 
+@dataclass
+class _Kept:
+    """What a worker process keeps from one run of its plan to the next."""
+
+    warmed: dict[WarmKey, tuple[int, int | None]] = field(default_factory=dict)
+    """Calibrated prompt words and the server's prompt tokens, per server and shape."""
+    prompts: dict[tuple[int, int, int], random.Random] = field(default_factory=dict)
+
+    def prompt_rng(self, plan: WorkerPlan) -> random.Random:
+        """The worker's prompt generator, continued from run to run (seeded per plan)."""
+        key = (plan.seed, plan.index, plan.prompt_salt)
+        if key not in self.prompts:
+            seed = plan.seed * 1009 + plan.index + (plan.prompt_salt << 40)
+            self.prompts[key] = random.Random(seed)  # noqa: S311 - benchmark data
+        return self.prompts[key]
+
+
 def worker_main(conn: Connection) -> None:
     """Process entry point: serve the runs the parent sends on `conn` until it closes the pipe."""
-    warmed: dict[WarmKey, tuple[int, int | None]] = {}
+    kept = _Kept()
     try:
         while True:
-            try:
-                command, plan = conn.recv()
-            except EOFError:
-                return
+            command, plan = conn.recv()
             if command != "run":
                 return
-            asyncio.run(_Worker(plan, conn, warmed).main())
+            asyncio.run(_Worker(plan, conn, kept).main())
             # this run's garbage goes now, while the parent stores the result, and what survives
             # is frozen: the next run's collect before its clock starts only sees new objects
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the parent closed the pipe (its plan ended, or it discarded this worker)
     except BaseException:
-        conn.send(("error", traceback.format_exc(limit=8)))
+        with contextlib.suppress(OSError):
+            conn.send(("error", traceback.format_exc(limit=8)))
     finally:
         conn.close()
 
@@ -126,21 +150,18 @@ def _spin(seconds: float) -> None:
 
 
 class _Worker:
-    def __init__(
-        self, plan: WorkerPlan, conn: Connection, warmed: dict[WarmKey, tuple[int, int | None]]
-    ) -> None:
+    def __init__(self, plan: WorkerPlan, conn: Connection, kept: _Kept) -> None:
         self.plan = plan
         self.conn = conn
-        self.warmed = warmed
-        """Calibrated prompt words and the server's prompt tokens, per server and shape, from
-        this process's earlier runs."""
-        self.rng = random.Random(plan.seed * 1009 + plan.index)  # noqa: S311 - benchmark data
+        self.warmed = kept.warmed
+        self.rng = kept.prompt_rng(plan)
         self.words = plan.input_len
         self.events = 0
         self.records: list[RequestRecord] = []
         self.headers = {"Content-Type": "application/json", **dict(plan.headers)}
         self._stream: Callable[[RequestRecord, bytes], Any]
         self._close: Callable[[], Any]
+        self._get: Callable[[str], Awaitable[None]]
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -152,6 +173,7 @@ class _Worker:
             earlier = self.warmed.get(key)
             if earlier is not None:  # warmed by an earlier run of this process: the server is warm
                 self.words, reported = earlier
+                await self._touch()
             else:
                 reported = await self._warmup()
                 if self.plan.warmup_requests:
@@ -176,6 +198,14 @@ class _Worker:
             self.conn.send(("done", result))
         finally:
             await self._close()
+
+    async def _touch(self) -> None:
+        """Open this run's first connection before the clock starts: one `/v1/models` request
+        (cheap, no generation). A failure is left to the measured requests to show."""
+        url = self.plan.url.rsplit("/v1/", 1)[0] + "/v1/models"
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(self.plan.request_timeout_s):
+                await self._get(url)
 
     async def _warmup(self) -> int | None:
         """Sequential requests: the server is warm, connections exist, prompt length calibrated.
@@ -344,6 +374,12 @@ class _Worker:
 
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=False)
+
+        async def get(url: str) -> None:  # both clients share this session's connections
+            async with session.get(url, headers=self.headers) as response:
+                await response.read()
+
+        self._get = get
         if self.plan.client == "aiohttp":
             self._stream = lambda record, body: self._aiohttp(session, record, body)
             self._close = session.close

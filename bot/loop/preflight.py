@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +33,10 @@ from bot.target.dryrun import DryRunResult
 from bot.target.dryrun import dry_run as run_dry
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 from bot.target.flaglist import host_catalog, host_version, python_of
-from bot.target.nodestate import NodeLike
+from bot.target.observe import read_gpus
 from bot.target.restart import flags_for_nodes
 from bot.target.session import TargetSession
-from bot.target.snapshot_facts import ALWAYS_DERIVED, GPU_FIELDS, implied_flags, parse_gpus, requested_values
+from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, requested_values
 from bot.target.unit import UnitView, read_unit
 
 DOWNTIME_STARTS = 10
@@ -67,6 +68,8 @@ class PreflightReport:
     sglang_version: str | None = None
     flag_list: dict[str, Any] = field(default_factory=dict)
     gpus: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    gpus_read_at: float | None = None
+    """When `gpus` was read (Unix seconds): a snapshot moments later may reuse it."""
     compute_capability: str | None = None
     gates: list[Gate] = field(default_factory=list)
     predicted: list[ImpliedFlag] = field(default_factory=list)
@@ -97,6 +100,7 @@ class PreflightReport:
             "sglang_version": self.sglang_version,
             "flag_list": self.flag_list,
             "gpus": self.gpus,
+            "gpus_read_at": self.gpus_read_at,
             "compute_capability": self.compute_capability,
             "gates": [gate.to_json() for gate in self.gates],
             "predicted": [item.to_json() for item in self.predicted],
@@ -158,18 +162,6 @@ def _refs(item: ImpliedFlag) -> str:
 
 def _source_refs(gate: Gate) -> str:
     return "knowledge base: " + ("; ".join(source.ref for source in gate.sources[:2]) or "no source")
-
-
-async def _gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
-    async def one(node: NodeLike) -> list[dict[str, Any]]:
-        result = await node.run("gpu-query", gpu_fields=list(GPU_FIELDS), check=False, timeout=30)
-        return parse_gpus(result.stdout.decode("utf-8", "replace")) if result.exit_status == 0 else []
-
-    found = await ts.each(one)
-    return {
-        node.name: (gpus if isinstance(gpus, list) else [])
-        for node, gpus in zip(ts.nodes, found, strict=True)
-    }
 
 
 async def expected_downtime(ts: TargetSession, limit: int = DOWNTIME_STARTS) -> tuple[float | None, int]:
@@ -234,33 +226,63 @@ async def preflight(
     dry_run: bool = True,
     dry_run_timeout: float = 120,
 ) -> PreflightReport:
-    """Check `changes` against the target of `ts` without touching it (see the module docstring)."""
+    """Check `changes` against the target of `ts` without touching it (see the module docstring).
+
+    The GPU query needs nothing else and is the slowest read: it is asked first and answers
+    while the unit, version and flag list are read; the dry runs then run while it finishes."""
     node = ts.node0
     report = PreflightReport(ts.name, node.name, list(changes))
-    gpus = asyncio.ensure_future(_gpus(ts))  # needs nothing else: asked while the rest is read
-    pending: list[asyncio.Future[Any]] = [gpus]
+    gpus = asyncio.ensure_future(read_gpus(ts))
+    dry_runs: asyncio.Future[tuple[DryRunResult, DryRunResult]] | None = None
     try:
-        return await _checked(
-            ts, report, gpus, pending, changes, kb, observations, cache_dir, dry_run, dry_run_timeout
+        resolved = await _resolve(ts, report, changes, cache_dir)
+        if resolved is None:
+            return report
+        view, catalog, python = resolved
+        assert report.new_flags is not None
+        node_flags = flags_for_nodes(report.new_flags, len(ts.nodes))[0]
+        if dry_run and python is not None:
+            current_flags = flags_for_nodes(view.flags, len(ts.nodes))[0]
+            dry_runs = asyncio.gather(
+                run_dry(node, python=python, argv=node_flags.argv(), timeout=dry_run_timeout),
+                run_dry(node, python=python, argv=current_flags.argv(), timeout=dry_run_timeout),
+            )
+        report.gpus = await gpus
+        report.gpus_read_at = time.time()
+        _gpu_findings(report)
+        _knowledge_findings(
+            report,
+            kb,
+            catalog,
+            changes,
+            FlagContext.of(
+                report.new_flags,
+                canonical=catalog.canonical,
+                sglang_version=report.sglang_version,
+                compute_capability=report.compute_capability,
+                env=report.env,
+            ),
         )
-    finally:
-        await stop_tasks(pending)  # refused, or failed, before a read started ahead was needed
+        if dry_run and python is None:
+            report.warnings.append(
+                Finding("no dry run: the unit does not start SGLang with a python interpreter", "unit")
+            )
+        elif dry_runs is not None:
+            report.dry_run, report.dry_run_current = await dry_runs
+            _dry_run_findings(report, catalog, node_flags, changes, node.name)
+        report.downtime_s, report.downtime_starts = await expected_downtime(ts)
+        report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(view, report.env, changes))
+        _observed_findings(report, changes, observations)
+        return report
+    finally:  # refused, or failed, before a read started ahead was needed
+        await stop_tasks([future for future in (gpus, dry_runs) if future is not None])
 
 
-async def _checked(
-    ts: TargetSession,
-    report: PreflightReport,
-    gpus: asyncio.Future[dict[str, list[dict[str, Any]]]],
-    pending: list[asyncio.Future[Any]],
-    changes: Sequence[Change],
-    kb: KnowledgeBase,
-    observations: Sequence[ObservationLike],
-    cache_dir: Path | None,
-    dry_run: bool,
-    dry_run_timeout: float,
-) -> PreflightReport:
-    """Everything `preflight` says; `gpus` was started by the caller, and reads started here
-    ahead of their use go to `pending`, which the caller ends if this returns or fails early."""
+async def _resolve(
+    ts: TargetSession, report: PreflightReport, changes: Sequence[Change], cache_dir: Path | None
+) -> tuple[UnitView, FlagCatalog, str | None] | None:
+    """The unit, the host's SGLang version and flag list, and the new flags (into `report`);
+    None when the change is refused (`report.refused` says why)."""
     node = ts.node0
     view = await read_unit(node)
     python = python_of(view.prefix)
@@ -270,23 +292,18 @@ async def _checked(
     report.flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}
     report.refused = _check_changes(changes, catalog)
     if report.refused is not None:
-        return report
+        return None
     try:
-        new_flags, env = apply_changes(view.flags, view.env, changes, canonical=catalog.canonical)
+        report.new_flags, report.env = apply_changes(
+            view.flags, view.env, changes, canonical=catalog.canonical
+        )
     except ChangeConflictError as exc:
         report.refused = str(exc)
-        return report
-    report.new_flags, report.env = new_flags, env
-    node_flags = flags_for_nodes(new_flags, len(ts.nodes))[0]
-    dry_runs = None
-    if dry_run and python is not None:  # started now, so they run while the GPUs are still asked
-        current_flags = flags_for_nodes(view.flags, len(ts.nodes))[0]
-        dry_runs = asyncio.gather(
-            run_dry(node, python=python, argv=node_flags.argv(), timeout=dry_run_timeout),
-            run_dry(node, python=python, argv=current_flags.argv(), timeout=dry_run_timeout),
-        )
-        pending.append(dry_runs)
-    report.gpus = await gpus
+        return None
+    return view, catalog, python
+
+
+def _gpu_findings(report: PreflightReport) -> None:
     capabilities = sorted(
         {str(g["compute_cap"]) for gpus in report.gpus.values() for g in gpus if "compute_cap" in g}
     )
@@ -295,28 +312,11 @@ async def _checked(
         report.warnings.append(
             Finding(f"the nodes' GPUs differ: compute capability {', '.join(capabilities)}", "nvidia-smi")
         )
-    _knowledge_findings(
-        report,
-        kb,
-        catalog,
-        changes,
-        FlagContext.of(
-            new_flags,
-            canonical=catalog.canonical,
-            sglang_version=version,
-            compute_capability=report.compute_capability,
-            env=env,
-        ),
-    )
-    if dry_run and python is None:
-        report.warnings.append(
-            Finding("no dry run: the unit does not start SGLang with a python interpreter", "unit")
-        )
-    elif dry_runs is not None:
-        report.dry_run, report.dry_run_current = await dry_runs
-        _dry_run_findings(report, catalog, node_flags, changes, node.name)
-    report.downtime_s, report.downtime_starts = await expected_downtime(ts)
-    report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(view, env, changes))
+
+
+def _observed_findings(
+    report: PreflightReport, changes: Sequence[Change], observations: Sequence[ObservationLike]
+) -> None:
     for change in changes:
         if change.flag is not None and change.op != "remove":
             seen = [obs for obs in observations if obs.flag == change.flag]
@@ -324,7 +324,6 @@ async def _checked(
                 report.warnings.append(
                     Finding(f"{change.flag}: {obs.text}", f"observed on {obs.target} [{obs.kind}]")
                 )
-    return report
 
 
 def _knowledge_findings(

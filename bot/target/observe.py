@@ -128,8 +128,8 @@ async def _journal_with_ready(
 
 def _ready_line_into(readiness: Readiness, journal: InvocationJournal) -> None:
     """Record the ready line's moments from this read when the wait did not stay for them."""
-    if readiness.ready_line_at is not None:
-        return
+    if readiness.ready_line_at is not None or journal.invocation != readiness.invocation:
+        return  # recorded already, or another start's journal (an automatic restart since)
     line = next((entry for entry in journal.entries if ev.READY_TEXT in entry.message), None)
     if line is not None:
         readiness.ready_line_at = line.realtime
@@ -238,18 +238,18 @@ async def observe(
     `promote=False` stores the snapshot without making it known-good even when healthy: for a
     change still awaiting its verdict (a healthy start can still be a capacity regression).
     `gpus`: every node's GPU facts read moments ago from the same start (a preflight just
-    before), used instead of asking nvidia-smi again; ignored unless it covers every node.
+    before), used instead of asking nvidia-smi again; ignored unless every node has some.
     A `readiness` that did not stay for the journal's ready line (`ensure_ready`) gets the
     line's moments from the journal read here.
     """
     own = client is None
     http = client or async_client(timeout=5.0)
     gpu_reads: asyncio.Future[dict[str, list[dict[str, Any]]]]
-    if gpus is not None and all(node.name in gpus for node in ts.nodes):
+    if gpus is not None and all(gpus.get(node.name) for node in ts.nodes):
         gpu_reads = asyncio.get_running_loop().create_future()
         gpu_reads.set_result(dict(gpus))
     else:  # the longest read, and needs nothing: started first
-        gpu_reads = asyncio.ensure_future(_gpus(ts))
+        gpu_reads = asyncio.ensure_future(read_gpus(ts))
     try:
         return await _observe(ts, gpu_reads, readiness, cache_dir, http, ready_wait_s, store, promote)
     finally:
@@ -357,7 +357,9 @@ async def _observe(
     return obs
 
 
-async def _gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
+async def read_gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
+    """Every node's GPUs (`nvidia-smi --query-gpu`); [] for a node whose query failed."""
+
     async def one(node: NodeLike) -> list[dict[str, Any]]:
         result = await node.run("gpu-query", gpu_fields=list(GPU_FIELDS), check=False, timeout=30)
         return parse_gpus(result.stdout.decode("utf-8", "replace")) if result.exit_status == 0 else []

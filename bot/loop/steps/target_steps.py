@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from bot.bench.chart import preload as preload_chart
@@ -74,9 +75,8 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
                 )
             )
             return {"snapshot_id": snap.id, "set_id": baseline.set_id, "reused_baseline": baseline.id}
-    preflight = ctx.state.get("preflight") or {}
     # reads the unit too (the flags from before); the GPUs as the preflight just read them
-    obs = await observe(ts, cache_dir=ctx.cache_dir, gpus=preflight.get("gpus") or None)
+    obs = await observe(ts, cache_dir=ctx.cache_dir, gpus=_fresh_gpus(ctx))
     ctx.state["before_flags"] = obs.requested
     ctx.state["before_env"] = dict(obs.environment)
     if not obs.healthy:
@@ -89,6 +89,20 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
     if baseline is not None:
         ctx.state["baseline_id"] = baseline.id
     return {"snapshot_id": obs.snapshot_id, "invocation": obs.invocation}
+
+
+GPU_FACTS_FRESH_S = 30.0
+"""How old the preflight's GPU facts may be for the snapshot before the change to reuse them."""
+
+
+def _fresh_gpus(ctx: StepContext) -> dict[str, list[dict[str, Any]]] | None:
+    """The preflight's GPU facts when it read them moments ago (not in a run resumed later)."""
+    preflight = ctx.state.get("preflight") or {}
+    read_at = preflight.get("gpus_read_at")
+    if not isinstance(read_at, int | float) or time.time() - read_at > GPU_FACTS_FRESH_S:
+        return None
+    gpus = preflight.get("gpus")
+    return gpus if isinstance(gpus, dict) else None
 
 
 def get_snapshot(store: Any, snapshot_id: int | None) -> Any:

@@ -7,6 +7,8 @@ And a kept worker must never hide a server that stopped answering, or outlive a 
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -114,3 +116,18 @@ def test_close_from_another_thread_ends_a_run_in_progress(twins: TwinFactory) ->
     assert workers.pids == [] and not any(alive(pid) for pid in pids)
     with pytest.raises(LoadError, match="closed"):
         workers.run(spec(twin.base, concurrency=1, num_requests=1))
+
+
+def test_a_worker_that_died_between_runs_is_replaced(twins: TwinFactory) -> None:
+    twin = twins.start(scenario=slowed())
+    twin.wait_ready()
+    with LoadWorkers() as workers:
+        workers.run(spec(twin.base, concurrency=1, num_requests=2, warmup_requests=1))
+        (dead,) = workers.pids
+        os.kill(dead, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while alive(dead) and time.monotonic() < deadline:
+            time.sleep(0.01)  # polls until the process is gone (its reaper is the fork server)
+        result = workers.run(spec(twin.base, concurrency=1, num_requests=2, warmup_requests=1))
+        assert result.metrics["completed"] == 2
+        assert workers.pids and dead not in workers.pids

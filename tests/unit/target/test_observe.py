@@ -284,6 +284,7 @@ GIVEN_GPUS = [{"index": 0, "name": "GB10 as the preflight read it"}]
         (None, True),
         ({"n0": GIVEN_GPUS, "n1": GIVEN_GPUS}, False),  # read moments ago: not asked again
         ({"n0": GIVEN_GPUS}, True),  # not every node: asked
+        ({"n0": GIVEN_GPUS, "n1": []}, True),  # a node whose query had failed: asked
     ],
 )
 async def test_observe_stores_a_snapshot_with_parsed_and_effective_side_by_side(
