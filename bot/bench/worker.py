@@ -48,12 +48,11 @@ from typing import Any, Literal
 from bot.bench.metrics import RequestRecord
 from bot.bench.prompts import calibrate, make_prompt
 from bot.bench.sse import SSEDecoder, interpret
+from bot.bench.worker_meters import IdleMeter, lag_probe, spin
 
 __all__ = ["WorkerPlan", "WorkerResult", "worker_main"]
 
 ClientKind = Literal["httpx", "aiohttp"]
-LAG_PERIOD = 0.005
-"""The loop-lag probe's period: short enough to see a busy loop, long enough to cost nothing."""
 
 
 @dataclass(frozen=True)
@@ -141,12 +140,6 @@ def worker_main(conn: Connection) -> None:
             conn.send(("error", traceback.format_exc(limit=8)))
     finally:
         conn.close()
-
-
-def _spin(seconds: float) -> None:
-    until = time.perf_counter() + seconds
-    while time.perf_counter() < until:
-        pass
 
 
 class _Worker:
@@ -261,8 +254,8 @@ class _Worker:
         plan = self.plan
         stop = asyncio.Event()
         lags = array("d")
-        probe = asyncio.create_task(_lag_probe(stop, lags))
-        idle = _IdleMeter(asyncio.get_running_loop())
+        probe = asyncio.create_task(lag_probe(stop, lags))
+        idle = IdleMeter(asyncio.get_running_loop())
         cpu0, wall0 = time.process_time(), time.perf_counter()
         deadline = t0 + plan.duration_s if plan.duration_s is not None else math.inf
         try:
@@ -356,7 +349,7 @@ class _Worker:
             for payload in decoder.feed(data):
                 self.events += 1
                 if cost:
-                    _spin(cost)
+                    spin(cost)
                 chunk = interpret(payload)
                 if chunk.content:
                     chunks.append(now)
@@ -415,44 +408,6 @@ class _Worker:
                 record.error = f"HTTP {response.status}: {_message(text)}"
                 return
             await self._consume(record, response.content.iter_any())
-
-
-class _IdleMeter:
-    """Sums the time the loop waits in its selector: wall minus that is the time it was busy
-    (running callbacks, or descheduled by the OS while runnable). Wraps the selector's `select`
-    of asyncio's own loop; on another loop (uvloop) it measures nothing and says so (None)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.idle = 0.0
-        selector: Any = getattr(loop, "_selector", None)  # asyncio's own; private, stable since 3.4
-        self._selector = selector
-        self._original: Any = getattr(selector, "select", None)
-        if self._original is None:
-            return
-        original = self._original
-
-        def select(timeout: float | None = None) -> Any:
-            start = time.perf_counter()
-            try:
-                return original(timeout)
-            finally:
-                self.idle += time.perf_counter() - start
-
-        selector.select = select
-
-    def stop(self) -> float | None:
-        if self._original is None:
-            return None
-        self._selector.select = self._original
-        return self.idle
-
-
-async def _lag_probe(stop: asyncio.Event, lags: array[float]) -> None:
-    """How late the loop runs a timer: the time every read's timestamp may be stale by."""
-    while not stop.is_set():
-        t = time.perf_counter()
-        await asyncio.sleep(LAG_PERIOD)
-        lags.append(time.perf_counter() - t - LAG_PERIOD)
 
 
 def _int(value: object) -> int | None:

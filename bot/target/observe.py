@@ -18,7 +18,6 @@ no columns of their own for them.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,16 +27,14 @@ import httpx
 
 from bot.aio import gather_all_or_none, stop_tasks
 from bot.http import async_client
-from bot.sglang import log_events as ev
 from bot.sglang.catalog import FlagCatalog
-from bot.sglang.log import LogReport, parse_log_lines
+from bot.sglang.log import parse_log_lines
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 from bot.target.flaglist import host_catalog, host_version, python_of
-from bot.target.journal_read import JournalEntry, iter_entries
+from bot.target.invocation_journal import journal_with_ready, ready_line_into
 from bot.target.known_good import store_snapshot
-from bot.target.nodestate import Backoff, NodeLike, node_state, probe_health
-from bot.target.privileged import render_params
+from bot.target.nodestate import NodeLike, node_state, probe_health
 from bot.target.readiness_result import Readiness
 from bot.target.session import TargetSession
 from bot.target.snapshot_facts import (
@@ -50,90 +47,6 @@ from bot.target.snapshot_facts import (
     startup_durations,
 )
 from bot.target.unit import read_unit
-
-MAX_JOURNAL_BYTES = 64 << 20
-"""A long-running server's invocation journal is mostly access and batch lines; startup is at its head."""
-AFTER_READY_LINES = 20
-
-
-@dataclass
-class InvocationJournal:
-    """The lines of one invocation as read, with the exact command and the cursor range."""
-
-    node: str
-    invocation: str
-    command: str
-    entries: list[JournalEntry] = field(default_factory=list)
-    truncated: bool = False
-
-    @property
-    def report(self) -> LogReport:
-        return parse_log_lines(entry.message for entry in self.entries)
-
-    def range(self) -> dict[str, Any]:
-        first, last = (self.entries[0], self.entries[-1]) if self.entries else (None, None)
-        return {
-            "node": self.node,
-            "invocation": self.invocation,
-            "command": self.command,
-            "lines": len(self.entries),
-            "first_cursor": first.cursor if first else None,
-            "last_cursor": last.cursor if last else None,
-            "truncated": self.truncated,
-        }
-
-
-async def read_invocation(
-    node: NodeLike, invocation: str, *, stop_after_ready: bool = True
-) -> InvocationJournal:
-    """The service's own lines of one invocation, from its first line; stops a little after the
-    ready line (startup is what a snapshot is about) or at `MAX_JOURNAL_BYTES`."""
-    params: dict[str, object] = {"invocation": invocation, "output": "json", "all": True}
-    command = render_params("journal-invocation", params, sudo=False).shell
-    journal = InvocationJournal(node.name, invocation, command)
-    size, after_ready = 0, -1
-    stream = node.stream("journal-invocation", **params)
-    try:
-        async for entry in iter_entries(stream):
-            journal.entries.append(entry)
-            size += len(entry.message) + 200
-            if after_ready < 0 and ev.READY_TEXT in entry.message:
-                after_ready = 0
-            elif after_ready >= 0:
-                after_ready += 1
-            if (stop_after_ready and after_ready >= AFTER_READY_LINES) or size > MAX_JOURNAL_BYTES:
-                journal.truncated = True
-                break
-    finally:
-        closer = getattr(stream, "aclose", None)
-        if closer is not None:
-            await closer()  # ends the remote journalctl at once
-    return journal
-
-
-async def _journal_with_ready(
-    node: NodeLike, invocation: str, *, healthy: bool, wait_s: float
-) -> InvocationJournal:
-    """Re-read while the server is healthy but its ready line has not reached the journal yet
-    (journald lags the process by ~0.3 s)."""
-    deadline = time.monotonic() + wait_s
-    backoff = Backoff(0.1, 1.5, 0.5)
-    while True:
-        journal = await read_invocation(node, invocation)
-        ready = any(ev.READY_TEXT in entry.message for entry in journal.entries)
-        if ready or not healthy or time.monotonic() > deadline:
-            return journal
-        await backoff.sleep()
-
-
-def _ready_line_into(readiness: Readiness, journal: InvocationJournal) -> None:
-    """Record the ready line's moments from this read when the wait did not stay for them."""
-    if readiness.ready_line_at is not None or journal.invocation != readiness.invocation:
-        return  # recorded already, or another start's journal (an automatic restart since)
-    line = next((entry for entry in journal.entries if ev.READY_TEXT in entry.message), None)
-    if line is not None:
-        readiness.ready_line_at = line.realtime
-        readiness.ready_line_seen_at = time.time()
 
 
 async def _server_info(client: httpx.AsyncClient, base: str) -> dict[str, Any] | None:
@@ -289,7 +202,7 @@ async def _observe(
     journals, (version, catalog, source), gpus = await gather_all_or_none(
         gather_all_or_none(
             *(
-                _journal_with_ready(
+                journal_with_ready(
                     node, state.invocation, healthy=health == 200 and node.index == 0, wait_s=ready_wait_s
                 )
                 for node, state in zip(ts.nodes, states, strict=True)
@@ -301,7 +214,7 @@ async def _observe(
     )
     main = next((j for j in journals if j.node == ts.node0.name), None)
     if readiness is not None and main is not None:
-        _ready_line_into(readiness, main)
+        ready_line_into(readiness, main)
     report = main.report if main is not None else parse_log_lines([])
     requested, unknown = requested_values(view.flags, catalog)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog)
