@@ -13,18 +13,18 @@ DEB_PACKAGES := postgresql openssh-server sudo systemd-container iproute2 chromi
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml lab/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' -e ./lab  # the product, and the lab (twin, testbed, stand-in, demo)
 	@touch $(STAMP)
 
 deps:
 	@./scripts/ensure-debian-packages $(DEB_PACKAGES)
 
 lint: venv
-	$(VENV)/bin/ruff check bot tests bench tools
-	$(VENV)/bin/ruff format --check bot tests bench tools
+	$(VENV)/bin/ruff check bot lab tests bench tools
+	$(VENV)/bin/ruff format --check bot lab tests bench tools
 
 typecheck: venv
 	$(VENV)/bin/mypy

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.slack.standin.model import Channel, User
-from bot.slack.standin.outbound import signed, slash_form
 from bot.store import Store
 from bot.store.leases import current
-from bot.testbed import Testbed, TestbedError, unavailable_reason
+from flagbot_lab.standin.model import Channel, User
+from flagbot_lab.standin.outbound import signed, slash_form
+from flagbot_lab.testbed import Testbed, TestbedError, unavailable_reason
 
 SECRET = "ack-latency-secret"
 TOKEN = "xoxb-ack-latency"
@@ -103,7 +103,7 @@ async def measure(bed: Testbed, base: Path, commands: int, mix: tuple[str, ...])
     slack = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "bot.slack.standin",
+        "flagbot_lab.standin",
         "--signing-secret",
         SECRET,
         "--bot-token",

@@ -53,7 +53,7 @@ from typing import Any
 from bot.store import Store
 from bot.store.bench_repo import load_set
 from bot.store.experiments import get_experiment, list_steps
-from bot.testbed import Testbed, TestbedError, unavailable_reason
+from flagbot_lab.testbed import Testbed, TestbedError, unavailable_reason
 
 AIM_S = 2.0
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.bench.loadgen import LevelResult, LoadSpec, run_load  # noqa: E402
-from bot.twin.install import NODE_SITE, install_into  # noqa: E402
+from flagbot_lab.twin.install import NODE_SITE, install_into  # noqa: E402
 from tests.support.twin_process import Twin, TwinFactory, tiny  # noqa: E402
 
 

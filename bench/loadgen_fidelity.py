@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.bench.loadgen import LoadSpec, run_load  # noqa: E402
 from bot.bench.prompts import WORDS  # noqa: E402
-from bot.twin.install import NODE_SITE, install_into  # noqa: E402
+from flagbot_lab.twin.install import NODE_SITE, install_into  # noqa: E402
 from tests.support.twin_process import Twin, TwinFactory, tiny  # noqa: E402
 
 PEER = "sglang==0.5.9"

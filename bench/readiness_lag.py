@@ -31,7 +31,7 @@ from bot.target.readiness import wait_ready
 from bot.target.readiness_result import Readiness
 from bot.target.restart import restart_target
 from bot.target.session import TargetSession
-from bot.testbed import Testbed, TestbedError, unavailable_reason
+from flagbot_lab.testbed import Testbed, TestbedError, unavailable_reason
 
 TRUTH = "var/lib/sglang-twin/truth.jsonl"
 

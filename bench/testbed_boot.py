@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.testbed import BENCH_INSTANCE, Testbed, TestbedError, leftovers, unavailable_reason
+from flagbot_lab.testbed import BENCH_INSTANCE, Testbed, TestbedError, leftovers, unavailable_reason
 
 
 def main() -> int:

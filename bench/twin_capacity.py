@@ -65,8 +65,8 @@ def scenario(rate: float) -> dict[str, Any]:
 
 def install(root: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "bot/twin/engine", root / "sglang_twin", ignore=ignore)
-    shutil.copytree(ROOT / "bot/twin/shim/sglang", root / "sglang", ignore=ignore)
+    shutil.copytree(ROOT / "lab/flagbot_lab/twin/engine", root / "sglang_twin", ignore=ignore)
+    shutil.copytree(ROOT / "lab/flagbot_lab/twin/shim/sglang", root / "sglang", ignore=ignore)
     shutil.copy(ROOT / "bot/sglang/data/sglang-0.5.10-flags.json", root / "sglang_twin/flags.json")
 
 

@@ -18,15 +18,14 @@ import typer
 from bot import __version__
 from bot.cli_bench import register_bench
 from bot.cli_checks import register_checks
-from bot.cli_demo import register_demo
 from bot.cli_digest import register_digest
 from bot.cli_loop import register_loop
 from bot.cli_parse import parse_app
 from bot.cli_playbooks import register_playbooks
+from bot.cli_plugins import register_plugins
 from bot.cli_serve import register_serve
 from bot.cli_sudoers import register_sudoers
 from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
-from bot.cli_twin import twin_app
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import ConfigError, Secrets, Settings, load_settings
 from bot.diagnostics import install_dump_on_signal
@@ -44,7 +43,6 @@ config_app = typer.Typer(help="Check flagbot.toml.")
 app.add_typer(parse_app, name="parse")
 app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
-app.add_typer(twin_app, name="twin")
 
 _state: dict[str, Path | None] = {"config": None}
 
@@ -215,9 +213,9 @@ register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
 register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
 register_serve(app)  # the Slack bot (bot/cli_serve.py)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli_checks.py)
-register_demo(app)  # `flagbot demo`: the seeds' story through the stand-in (bot/cli_demo.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli_digest.py)
 register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli_sudoers.py)
+register_plugins(app)  # commands of installed add-ons, e.g. the lab's `twin` and `demo` (bot/cli_plugins.py)
 
 
 def main() -> None:

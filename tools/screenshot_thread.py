@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from PIL import Image  # noqa: E402
 
-from bot.slack.standin.browser import chromium, missing  # noqa: E402
+from flagbot_lab.standin.browser import chromium, missing  # noqa: E402
 from tests.support.sample_thread import bot_without_hosts, post_sample_thread  # noqa: E402
 from tests.support.slack_bot import TOKEN  # noqa: E402
 

@@ -164,9 +164,10 @@ def scan(
     base: Path = ROOT,
 ) -> CodeUse:
     """Web API calls under `code_root` and Bolt listeners under `listeners_root` (default
-    `code_root/slack`), skipping `exclude` (default the stand-in, which plays Slack)."""
+    `code_root/slack`), skipping `exclude` (default nothing: the stand-in, which plays Slack, lives
+    in the lab package, outside the product's code root)."""
     listeners_root = listeners_root if listeners_root is not None else code_root / "slack"
-    excluded = list(exclude) if exclude is not None else [code_root / "slack" / "standin"]
+    excluded = list(exclude) if exclude is not None else []
     methods = client_methods()
     use = CodeUse()
     for path in _py_files(code_root, excluded):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.twin.install import NODE_SITE, install_into
+from flagbot_lab.twin.install import NODE_SITE, install_into
 from tests.support.twin_process import TwinFactory, tiny
 
 

@@ -119,6 +119,40 @@ def test_the_wheel_carries_every_module_and_package_data_file(wheel: Path) -> No
     assert sorted(expected - names) == []
 
 
+def test_the_wheel_leaves_the_lab_out(wheel: Path) -> None:
+    """The twin, testbed, stand-in and demo are the lab's (lab/flagbot_lab), never the product's."""
+    names = zipfile.ZipFile(wheel).namelist()
+    lab_files = [
+        name
+        for name in names
+        if name.startswith("flagbot_lab/")
+        or any(f"bot/{part}/" in name for part in ("twin", "testbed", "demo", "slack/standin"))
+    ]
+    assert lab_files == []
+    assert "bot/cli.py" in names
+    metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    requirements = [
+        line.split(":", 1)[1].strip().lower()
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
+    assert requirements, "the wheel names its runtime dependencies"
+    assert not [r for r in requirements if r.startswith(("selenium", "flagbot-lab", "flagbot_lab"))]
+
+
+def test_the_image_venv_holds_no_lab_and_adds_no_lab_command(venv: Path, wheel: Path) -> None:
+    """Nothing the image installs is the lab's, and the product's wheel registers no add-on command:
+    `flagbot twin` and `flagbot demo` exist only where the lab is installed too."""
+    site = venv / PYTHON_DIR
+    assert not (site / "flagbot_lab").exists()
+    assert not [p.name for p in site.iterdir() if p.name.lower().startswith(("flagbot_lab", "flagbot-lab"))]
+    names = zipfile.ZipFile(wheel).namelist()
+    entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "flagbot = bot.cli:main" in text
+    assert "flagbot.commands" not in text
+
+
 def test_the_venv_runs_the_installed_flagbot_not_this_checkout(venv: Path, tmp_path: Path) -> None:
     where = _run([str(venv / "bin/python"), "-c", "import bot; print(bot.__file__)"], cwd=tmp_path)
     assert where.stdout.strip() == str(venv / PYTHON_DIR / "bot" / "__init__.py")

@@ -7,7 +7,7 @@ nothing is left. A session that finds the instance in use by another live sessio
 that reason instead of tearing the other one down. Without root or the Debian packages the tests are skipped
 with the reason; `make test` (as root on CI) installs the packages, so there they run.
 
-The nodes run the SGLang twin (`bot.twin.install`) with the `seed-gb10` scenario: two ranks that
+The nodes run the SGLang twin (`flagbot_lab.twin.install`) with the `seed-gb10` scenario: two ranks that
 rendezvous over the bridge, as the demo runs them.
 """
 
@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from bot.target.privileged import Rendered
-from bot.testbed import (
+from flagbot_lab.testbed import (
     OPS_USER,
     TEST_INSTANCE,
     Testbed,

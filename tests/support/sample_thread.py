@@ -24,7 +24,6 @@ from bot.loop.playbook import load_playbooks, playbook_dirs
 from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, status_card
 from bot.slack.reporter import SlackThreadReporter, metadata
-from bot.slack.standin import Standin
 from bot.store import AsyncStore, Store
 from bot.target.evidence import (
     ChartBlock,
@@ -36,6 +35,7 @@ from bot.target.evidence import (
     TextBlock,
     VerdictBlock,
 )
+from flagbot_lab.standin import Standin
 from tests.support.slack_bot import RunningBot, running_bot
 
 EXPERIMENT = 7

@@ -16,8 +16,8 @@ from typing import Any
 from bot.config import Settings
 from bot.slack.app import build_app, serve_http, serve_socket, web_client
 from bot.slack.services import SlackServices
-from bot.slack.standin import Standin
 from bot.store import AsyncStore
+from flagbot_lab.standin import Standin
 
 SIGNING_SECRET = "flagbot-test-signing-secret"
 TOKEN = "xoxb-flagbot-test"

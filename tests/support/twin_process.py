@@ -1,7 +1,7 @@
 """Real twin processes for tests: started as a node starts them, killed by process group.
 
 Each process runs as a node runs it, `/usr/bin/python3 -m sglang.launch_server <flags>`, from a
-node layout made by the twin's own installer (`bot.twin.install.install_into`), with the
+node layout made by the twin's own installer (`flagbot_lab.twin.install.install_into`), with the
 scenario, truth and run dirs pointed at temp paths, in its own process group, which
 `TwinFactory.close` kills whatever the test did. Readiness is polled with a deadline.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.schema import compile_scenario
 
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else shutil.which("python3") or "python3"
 MODEL = "/models/Qwen3-0.6B"

@@ -66,6 +66,18 @@ def test_the_build_context_leaves_out_state_config_and_caches() -> None:
     assert not ignored("bot/slack/app.py", rules)
 
 
+def test_the_image_build_never_sees_the_lab(built: list[Stage]) -> None:
+    """The lab (twin, testbed, stand-in, demo) is neither copied nor in the build context."""
+    rules = ignore_rules((ROOT / ".dockerignore").read_text())
+    sources = [s for stage in built for c in copies(stage) if c.from_stage is None for s in c.sources]
+    assert not [s for s in sources if PurePosixPath(s).parts[0] == "lab"]
+    lab_files = [p for p in (ROOT / "lab").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert lab_files, "the lab lives in lab/"
+    for file in lab_files:
+        assert ignored(str(file.relative_to(ROOT)), rules), file
+    assert not [p for p in (ROOT / "bot").rglob("*") if p.name in {"twin", "testbed", "demo", "standin"}]
+
+
 def test_the_dockerignore_reader_follows_last_match_wins() -> None:
     """The reader the checks above rely on, on rules where order decides."""
     rules = ignore_rules("*\n!keep/\nkeep/secret.txt\n!keep/secret.txt.example\n**/*.pyc\n")

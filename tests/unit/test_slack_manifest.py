@@ -148,7 +148,7 @@ def test_socket_mode_and_single_workspace(manifest: dict[str, Any], code: CodeUs
 def test_the_scan_reads_every_form_of_call(tmp_path: Path) -> None:
     """A made-up Slack layer: sdk methods on any receiver, api_call, say, every listener kind."""
     slack = tmp_path / "bot" / "slack"
-    (slack / "standin").mkdir(parents=True)
+    (slack / "fake_slack").mkdir(parents=True)
     (slack / "app.py").write_text(
         "import re\n"
         "def register(app, name):\n"
@@ -163,9 +163,9 @@ def test_the_scan_reads_every_form_of_call(tmp_path: Path) -> None:
         "    await say('hello')\n"
         "    await client.admin_apps_approve()\n"
     )
-    (slack / "standin" / "server.py").write_text("async def f(c):\n    await c.users_list()\n")
+    (slack / "fake_slack" / "server.py").write_text("async def f(c):\n    await c.users_list()\n")
     (tmp_path / "bot" / "digest.py").write_text("async def post(c):\n    await c.chat_update()\n")
-    use = scan(tmp_path / "bot", base=tmp_path)
+    use = scan(tmp_path / "bot", base=tmp_path, exclude=[slack / "fake_slack"])
     assert set(use.methods) == {
         "conversations.info",
         "reactions.add",

@@ -10,9 +10,9 @@ from bot.config import Settings
 from bot.digest import build_digest, parse_week, render_blocks, render_chart_png, render_markdown
 from bot.digest.threads import threads_of
 from bot.slack.render import messages
-from bot.slack.standin.blocks import block_errors
 from bot.store.experiments import update_experiment
 from bot.store.investigations import open_investigation
+from flagbot_lab.standin.blocks import block_errors
 from tests.component.digest.digest_seed import CHUNK, FUSION, MOE, PERMALINK, TARGET, Seeded
 
 W48 = parse_week("2026-W48")

@@ -19,9 +19,9 @@ from bot.loop.report import RunStart
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.services import SlackServices
-from bot.slack.standin import Standin
-from bot.slack.standin.blocks import block_errors
 from bot.store import AsyncStore
+from flagbot_lab.standin import Standin
+from flagbot_lab.standin.blocks import block_errors
 from tests.component.digest.digest_seed import TARGET, Seeded
 
 pytestmark = pytest.mark.parametrize("sync_store", ["sqlite"], indirect=True)

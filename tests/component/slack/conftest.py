@@ -17,7 +17,7 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond, AsyncSay
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.standin import Standin
+from flagbot_lab.standin import Standin
 
 SIGNING_SECRET = "standin-signing-secret"
 TOKEN = "xoxb-standin-test"

@@ -21,7 +21,7 @@ import pytest
 from bot.commands import CommandError
 from bot.commands.registry import COMMANDS
 from bot.slack.dispatch import check, parse
-from bot.slack.standin.model import Channel
+from flagbot_lab.standin.model import Channel
 from tests.support.sample_thread import bot_without_hosts
 from tests.support.slack_bot import RunningBot
 

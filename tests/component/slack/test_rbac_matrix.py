@@ -19,10 +19,10 @@ from bot.config import load_settings
 from bot.slack.card import ACTION_IDS, ITEM_ACTIONS, action_value
 from bot.slack.dispatch import check, parse
 from bot.slack.rbac import command_label
-from bot.slack.standin.model import Channel, Message
 from bot.store import AsyncStore, Store
 from bot.store.approvals import get_request
 from bot.store.records import audit_events
+from flagbot_lab.standin.model import Channel, Message
 from tests.support.slack_bot import RunningBot, running_bot
 
 VIEWER, OPERATOR = "U0VIEW", "U0OPER"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from bot.slack.card import action_value
-from bot.slack.standin.outbound import STALE_AFTER_S, BotRequest, signature
 from bot.store.records import audit_events
+from flagbot_lab.standin.outbound import STALE_AFTER_S, BotRequest, signature
 from tests.support.sample_thread import bot_without_hosts
 from tests.support.slack_bot import SIGNING_SECRET, RunningBot
 

@@ -22,11 +22,11 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import load_settings
-from bot.slack.standin import BOT_USER_ID, Standin
-from bot.slack.standin.socket_mode import Envelope
 from bot.store import AsyncStore, Store
 from bot.store.records import audit_events
 from bot.target.readiness import Backoff
+from flagbot_lab.standin import BOT_USER_ID, Standin
+from flagbot_lab.standin.socket_mode import Envelope
 from tests.support.slack_bot import APP_TOKEN, TOKEN, RunningBot, running_bot
 
 CHANNEL = "C0FLAGBOT"

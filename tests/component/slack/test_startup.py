@@ -15,11 +15,11 @@ from bot.loop.engine import Engine
 from bot.loop.playbook import Playbook, load_playbook
 from bot.loop.report import MemoryReporter
 from bot.slack.services import SlackServices
-from bot.slack.standin import Standin
 from bot.slack.startup import reconcile_at_start
 from bot.store import AsyncStore, Store
 from bot.store.experiments import get_experiment
 from bot.store.leases import current
+from flagbot_lab.standin import Standin
 from tests.support.loop_actions import CRASHY, Probe, registered_actions
 
 TARGET = "t1"

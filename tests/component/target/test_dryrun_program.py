@@ -21,7 +21,7 @@ from bot.sglang.launch import parse_flags
 from bot.target.dryrun import dry_run
 from bot.target.privileged import render_params
 from bot.target.snapshot_facts import implied_flags, requested_values
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.schema import compile_scenario
 from tests.support.twin_process import PYTHON
 
 SEED = compile_scenario("seed-gb10")

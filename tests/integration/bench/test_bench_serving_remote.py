@@ -1,6 +1,6 @@
 """Remote bench_serving through the real SSH path, on a testbed node running the twin.
 
-Node 0 has the twin's stand-in `sglang.bench_serving` (bot/twin/shim/sglang/bench_serving.py):
+Node 0 has the twin's stand-in `sglang.bench_serving` (lab/flagbot_lab/twin/shim/sglang/bench_serving.py):
 a real client that sends its requests to the twin and writes 0.5.10's printed block and JSON
 keys. flagbot runs it with `NodeSession.run("bench-serving", ...)` as the unprivileged `ops`
 user, reads the output file back and removes it; the twin's ground truth on the node says what
@@ -26,7 +26,7 @@ from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import Store
 from bot.store.bench_repo import load_set
 from bot.target.ssh import NodeSession
-from bot.testbed import OPS_USER, UNIT, Testbed
+from flagbot_lab.testbed import OPS_USER, UNIT, Testbed
 from tests.component.test_cli import flagbot
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -22,9 +22,9 @@ import httpx
 import pytest
 from PIL import Image
 
-from bot.slack.standin.browser import missing
-from bot.testbed import Testbed, leftovers, unavailable_reason
-from bot.testbed.system import pid_alive
+from flagbot_lab.standin.browser import missing
+from flagbot_lab.testbed import Testbed, leftovers, unavailable_reason
+from flagbot_lab.testbed.system import pid_alive
 from tests.support.processes import communicate
 
 INSTANCE = 215

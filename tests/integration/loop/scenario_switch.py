@@ -1,7 +1,7 @@
 """Run the testbed's twin under another scenario for one test, and put the session's back after.
 
 Each node's twin reads its hidden truth from `/etc/sglang-twin/scenario.json` at every start
-(`bot.twin.install.SCENARIO_FILE`; the shim's `scenario_path`), and the host sees each node's
+(`flagbot_lab.twin.install.SCENARIO_FILE`; the shim's `scenario_path`), and the host sees each node's
 tree under `Layout.root(k)`. So switching is: write the compiled scenario into every node's
 root, restart both ranks together on the vendor line, wait until node 0 answers `/health`.
 Leaving (also after a failure) writes the original bytes back and restarts the same way, so the
@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from bot.testbed import Testbed
-from bot.twin.install import SCENARIO_FILE
-from bot.twin.schema import compile_scenario
+from flagbot_lab.testbed import Testbed
+from flagbot_lab.twin.install import SCENARIO_FILE
+from flagbot_lab.twin.schema import compile_scenario
 from tests.integration.loop.support import wait_for
 from tests.integration.target.support import truth_records
 from tests.integration.target.support_control import restore_baseline

@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.store import Store
 from bot.target.readiness import Backoff
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.support.processes import communicate
 
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"

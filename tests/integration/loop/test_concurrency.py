@@ -16,7 +16,7 @@ import pytest
 
 from bot.store.experiments import latest_experiment, list_steps
 from bot.store.leases import current
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.loop.support import flagbot, flagbot_json, start, store_of, wait_for, write_config
 from tests.integration.target.support_control import on_baseline  # noqa: F401
 

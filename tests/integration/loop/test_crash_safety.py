@@ -30,8 +30,8 @@ from bot.store.hypotheses import get_hypothesis
 from bot.store.records import evidence_of
 from bot.target.privileged import dropin_path
 from bot.target.readiness import Backoff
-from bot.testbed import Testbed
-from bot.testbed.layout import UNIT
+from flagbot_lab.testbed import Testbed
+from flagbot_lab.testbed.layout import UNIT
 from tests.integration.conftest import NodeShells
 from tests.integration.loop.support import flagbot, flagbot_json, start, store_of, write_config
 from tests.integration.loop.test_concurrency import lease

@@ -36,7 +36,7 @@ from bot.target.readiness import wait_ready
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.loop.scenario_switch import running_scenario, twin_scenario
 from tests.integration.loop.support import start, store_of, wait_for, write_config
 from tests.integration.target.support import target_of, truth_records

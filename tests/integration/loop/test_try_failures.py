@@ -9,7 +9,7 @@ import pytest
 from bot.store.experiments import list_steps
 from bot.store.observations import list_observations
 from bot.store.records import evidence_of
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.loop.support import flagbot, flagbot_json, store_of, write_config
 from tests.integration.target.support_control import on_baseline  # noqa: F401
 

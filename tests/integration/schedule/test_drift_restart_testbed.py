@@ -17,7 +17,7 @@ from bot.target.known_good import known_good
 from bot.target.nodestate import node_state
 from bot.target.observe import observe
 from bot.target.session import TargetSession
-from bot.testbed import UNIT, Testbed
+from flagbot_lab.testbed import UNIT, Testbed
 from tests.integration.schedule.test_schedule_testbed import runtime  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

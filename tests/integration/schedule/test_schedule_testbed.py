@@ -23,7 +23,7 @@ from bot.store.models import utcnow
 from bot.target.evidence import JournalExcerpt
 from bot.target.observe import observe
 from bot.target.session import TargetSession
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.loop.support import write_config
 from tests.integration.target.support_control import on_baseline  # noqa: F401  (fixture)
 

@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.config import load_settings
 from bot.store import AsyncStore, Store
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.loop.support import write_config
 from tests.support.slack_bot import RunningBot, running_bot
 

@@ -21,7 +21,7 @@ from bot.store import AsyncStore, Store
 from bot.target.readiness import wait_ready
 from bot.target.restart import restore_vendor_and_restart
 from bot.target.session import TargetSession
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 
 TRUTH = "var/lib/sglang-twin/truth.jsonl"
 
@@ -85,7 +85,7 @@ def truth_ready_moment(bed: Testbed, pid: int) -> float | None:
 
     A `ready` moment recorded by the twin is used when there is one; the truth file of this
     twin has none, so it is the end of the warmup request (`POST /generate` of 8 tokens), right
-    after which the twin sets its status to up and prints the ready line (bot/twin runtime).
+    after which the twin sets its status to up and prints the ready line (lab/flagbot_lab/twin runtime).
     """
     for record in truth_records(bed):
         if record.get("pid") != pid:

@@ -22,7 +22,7 @@ from bot.target.restart import restore_vendor_and_restart
 from bot.target.session import TargetSession
 from bot.target.ssh import Auditor
 from bot.target.unit import read_state, read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 
 CONNECT_S = 3.0
 COMMAND_S = 8.0

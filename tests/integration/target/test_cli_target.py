@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 from tests.support.processes import communicate
 

@@ -12,7 +12,7 @@ from bot.target.dropin import NEUTRAL, DropinSpec, HandEditError, read_dropin, w
 from bot.target.privileged import dropin_path
 from bot.target.session import TargetSession
 from bot.target.unit import read_state, read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target.support_control import on_baseline, target_for  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

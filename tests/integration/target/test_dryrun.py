@@ -15,7 +15,7 @@ from bot.target.nodestate import node_state
 from bot.target.session import TargetSession
 from bot.target.table_match import identify
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

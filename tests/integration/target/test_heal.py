@@ -14,7 +14,7 @@ from bot.target.restart import RestartError, apply_and_restart, flags_for_nodes
 from bot.target.rollback import ensure_ready
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 from tests.integration.target.support_control import on_baseline, target_for  # noqa: F401
 from tests.integration.target.test_cli_target import flagbot_json

@@ -13,7 +13,7 @@ from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.rollback import ensure_ready
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 from tests.integration.target.support import truth_start
 

@@ -10,7 +10,7 @@ import pytest
 from bot.target.readiness import wait_ready
 from bot.target.restart import restart_target
 from bot.target.session import TargetSession
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 from tests.integration.target.support import await_truth_ready, invocations_now
 

@@ -17,7 +17,7 @@ from bot.target.errors import DivergedError, UnreachableError
 from bot.target.restart import RestartError, apply_and_restart, flags_for_nodes, reconcile, restart_target
 from bot.target.session import TargetSession
 from bot.target.unit import read_state, read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target.support_control import CONNECT_S, on_baseline, session_for  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

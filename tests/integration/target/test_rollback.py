@@ -17,7 +17,7 @@ from bot.target.rollback import ensure_ready, rollback
 from bot.target.session import TargetSession
 from bot.target.systemd_quote import render_exec
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
+from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -10,7 +10,7 @@ import asyncssh
 import pytest
 
 from bot.target.errors import CommandTimeout, HostKeyError, UnreachableError
-from bot.testbed import Testbed, cgroups
+from flagbot_lab.testbed import Testbed, cgroups
 from tests.integration.target.support_control import CONNECT_S, on_baseline, session_for  # noqa: F401
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

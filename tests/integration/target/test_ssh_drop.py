@@ -1,7 +1,7 @@
 """An SSH connection dropped mid-restart while the host stays up: reconnected, carried on, said so.
 
 The drop is what a dying sshd does: node k's per-connection sshd processes are SIGKILLed from
-the host (`bot.testbed.ssh_faults`), the listener stays. Each test checks that the apply is not
+the host (`flagbot_lab.testbed.ssh_faults`), the listener stays. Each test checks that the apply is not
 marked diverged, both ranks run new invocations with the new flags, the report or the readiness
 result names the reconnect, and the time is bounded by the configured timeouts.
 """
@@ -22,8 +22,8 @@ from bot.target.readiness_result import Readiness
 from bot.target.restart import RestartReport, apply_and_restart, flags_for_nodes
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
-from bot.testbed.ssh_faults import drop_connections, processes
+from flagbot_lab.testbed import Testbed
+from flagbot_lab.testbed.ssh_faults import drop_connections, processes
 from tests.integration.target.support_control import (  # noqa: F401
     COMMAND_S,
     CONNECT_S,

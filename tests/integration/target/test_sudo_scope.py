@@ -19,7 +19,7 @@ from bot.target.restart import apply_and_restart, flags_for_nodes, restart_targe
 from bot.target.sudoers import sudoers_text, validate_sudoers
 from bot.target.table_match import identify
 from bot.target.unit import read_unit
-from bot.testbed import OPS_USER, Testbed
+from flagbot_lab.testbed import OPS_USER, Testbed
 from tests.integration.conftest import NodeShells
 from tests.integration.target.support_control import on_baseline, session_for  # noqa: F401
 from tests.integration.target.test_restart import trip_start_limit

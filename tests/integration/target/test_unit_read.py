@@ -13,9 +13,9 @@ from bot.sglang.launch import LaunchInScriptError
 from bot.target.restart import check_lockstep
 from bot.target.ssh import NodeSession
 from bot.target.unit import read_unit
-from bot.testbed import Testbed
-from bot.twin.install import node_flags
-from bot.twin.schema import compile_scenario
+from flagbot_lab.testbed import Testbed
+from flagbot_lab.twin.install import node_flags
+from flagbot_lab.twin.schema import compile_scenario
 from tests.integration.target.support_control import session_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

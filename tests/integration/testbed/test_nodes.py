@@ -23,7 +23,7 @@ import pytest_asyncio
 
 from bot.target.privileged import dropin_backup_path, dropin_path, render
 from bot.target.sudoers import sudoers_text, validate_sudoers
-from bot.testbed import OPS_USER, UNIT, Testbed
+from flagbot_lab.testbed import OPS_USER, UNIT, Testbed
 
 if TYPE_CHECKING:
     from tests.integration.conftest import NodeShells

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.testbed import leftovers, unavailable_reason
+from flagbot_lab.testbed import leftovers, unavailable_reason
 from tests.support.processes import communicate
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.bench.prompts import WORDS, calibrate, make_prompt
-from bot.twin.engine.tokens import count_chat_tokens, count_text_tokens
+from flagbot_lab.twin.engine.tokens import count_chat_tokens, count_text_tokens
 
 
 @given(st.integers(min_value=1, max_value=5000), st.integers(min_value=0, max_value=2**32))

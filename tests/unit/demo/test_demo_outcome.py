@@ -7,14 +7,14 @@ breaks the demo.
 
 from __future__ import annotations
 
-from bot.demo.outcome import judge, observe
-from bot.demo.play import summary
-from bot.demo.story import CHANNEL, FUSED_MOE, FUSION, OPERATOR, STORY, Step
 from bot.slack.card import CardState, status_card
 from bot.slack.render import render_block
 from bot.slack.reporter import metadata
-from bot.slack.standin.state import StandinState
 from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, TextBlock, VerdictBlock
+from flagbot_lab.demo.outcome import judge, observe
+from flagbot_lab.demo.play import summary
+from flagbot_lab.demo.story import CHANNEL, FUSED_MOE, FUSION, OPERATOR, STORY, Step
+from flagbot_lab.standin.state import StandinState
 
 TRY = next(s for s in STORY if s.key == "try")
 DIGEST = next(s for s in STORY if s.key == "digest")
@@ -164,7 +164,7 @@ def test_the_story_is_the_seeds_incident_in_order() -> None:
 
 
 def test_the_summary_passes_pending_steps_and_fails_on_the_first_failure() -> None:
-    from bot.demo.outcome import Outcome, Progress
+    from flagbot_lab.demo.outcome import Outcome, Progress
 
     def progress(step: Step, state: str) -> Progress:
         return Progress(step, Outcome(state, "detail"), 1.0)  # type: ignore[arg-type]

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.setup import PROFILE, DemoSetupError, demo_config_text, write_demo_config
-from bot.demo.story import ADMIN, CHANNEL, OPERATOR
-from bot.demo.thread import Typed, readable, transcript
-from bot.slack.standin.state import StandinState
-from bot.testbed.config import twin_config_text
-from bot.testbed.layout import Layout
+from flagbot_lab.demo.setup import PROFILE, DemoSetupError, demo_config_text, write_demo_config
+from flagbot_lab.demo.story import ADMIN, CHANNEL, OPERATOR
+from flagbot_lab.demo.thread import Typed, readable, transcript
+from flagbot_lab.standin.state import StandinState
+from flagbot_lab.testbed.config import twin_config_text
+from flagbot_lab.testbed.layout import Layout
 
 
 def names(state: StandinState) -> dict[str, str]:

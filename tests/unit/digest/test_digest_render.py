@@ -20,7 +20,7 @@ from bot.digest.model import (
 from bot.digest.week import IsoWeek
 from bot.digest.words import glance
 from bot.slack.render import MAX_BLOCKS, MAX_FALLBACK_TEXT, MAX_SECTION, messages
-from bot.slack.standin.blocks import block_errors
+from flagbot_lab.standin.blocks import block_errors
 
 WEEK = IsoWeek(2026, 48)
 TZ = ZoneInfo("Europe/Berlin")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import shlex
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from bot.target import privileged
 from bot.target.privileged import (
     COMMANDS,
     PROGRAMS,
@@ -155,7 +155,7 @@ def test_sudoers_escapes_sudo_specials_and_refuses_bad_names() -> None:
 
 
 @pytest.mark.skipif(
-    shutil.which("visudo") is None and not privileged.Path("/usr/sbin/visudo").exists(), reason="no visudo"
+    shutil.which("visudo") is None and not Path("/usr/sbin/visudo").exists(), reason="no visudo"
 )
 def test_sudoers_is_accepted_by_visudo() -> None:
     validate_sudoers(sudoers_text("ops", UNIT))

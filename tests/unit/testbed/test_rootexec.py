@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.testbed.layout import TestbedError
-from bot.testbed.rootexec import init_pid, nsenter_argv
+from flagbot_lab.testbed.layout import TestbedError
+from flagbot_lab.testbed.rootexec import init_pid, nsenter_argv
 
 
 def _proc(tmp_path: Path, table: dict[int, tuple[int, str]]) -> Path:

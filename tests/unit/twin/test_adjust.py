@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from bot.sglang.server_args import parse_server_args
-from bot.twin.engine import args
-from bot.twin.engine.adjust import post_init, render_server_args
-from bot.twin.engine.defaults import W_DP_CHUNKED, W_SPEC_MAX_RUNNING, W_SPEC_OVERLAP
-from bot.twin.engine.scenario import Scenario, scenario_from_dict
-from bot.twin.engine.startup import dry_run, resolve_args
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.engine import args
+from flagbot_lab.twin.engine.adjust import post_init, render_server_args
+from flagbot_lab.twin.engine.defaults import W_DP_CHUNKED, W_SPEC_MAX_RUNNING, W_SPEC_OVERLAP
+from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
+from flagbot_lab.twin.engine.startup import dry_run, resolve_args
+from flagbot_lab.twin.schema import compile_scenario
 
 LLAMA = "/models/llama-8b-like"
 QWEN = "/models/qwen3moe-like"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from bot.sglang.catalog import FlagCatalog
-from bot.twin.engine import args
+from flagbot_lab.twin.engine import args
 
 
 def _fail(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -111,6 +112,7 @@ def test_lora_paths_are_kept_as_given_strings() -> None:
 
 
 def test_the_catalog_is_found_next_to_the_engine_when_installed(tmp_path: Path) -> None:
-    source = Path(args.__file__).parents[2] / "sglang" / "data" / "sglang-0.5.10-flags.json"
+    source = Path(resources.files("bot.sglang.data") / "sglang-0.5.10-flags.json")
+    assert args._CANDIDATES[-1] == source  # on the host: the product's packaged catalog
     document = json.loads(source.read_text())
     assert args.catalog()["primary_flag_count"] == document["primary_flag_count"] == 354

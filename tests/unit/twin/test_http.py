@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.twin.engine.httpd import HttpError, HttpServer, Request, Responder, Response, Stream
-from bot.twin.engine.shapes import ChatReply, CompletionReply, GenerateReply
+from flagbot_lab.twin.engine.httpd import HttpError, HttpServer, Request, Responder, Response, Stream
+from flagbot_lab.twin.engine.shapes import ChatReply, CompletionReply, GenerateReply
 
 
 class App:
@@ -208,9 +208,9 @@ async def test_generate_events_are_cumulative(served: tuple[App, str, int]) -> N
 
 @pytest.fixture
 async def api_base(tmp_path: Any) -> AsyncIterator[tuple[Any, str]]:
-    from bot.twin.engine.api import Api, ServeInfo
-    from bot.twin.engine.sched import Pacer, Scheduler, ThroughputModel
-    from bot.twin.engine.truth import TruthWriter
+    from flagbot_lab.twin.engine.api import Api, ServeInfo
+    from flagbot_lab.twin.engine.sched import Pacer, Scheduler, ThroughputModel
+    from flagbot_lab.twin.engine.truth import TruthWriter
 
     loop = asyncio.get_running_loop()
     info = ServeInfo(
@@ -267,7 +267,7 @@ async def test_metrics_exposition_and_counters(api_base: tuple[Any, str]) -> Non
 
 
 def test_go_style_floats_match_prometheus_client() -> None:
-    from bot.twin.engine.metrics import go_float
+    from flagbot_lab.twin.engine.metrics import go_float
 
     assert go_float(1234567) == "1.234567e+06"
     assert go_float(3) == "3.0"
@@ -295,7 +295,7 @@ async def test_request_errors_use_sglang_wording(api_base: tuple[Any, str]) -> N
 
 
 def test_prompt_token_estimate_is_documented_rule() -> None:
-    from bot.twin.engine.tokens import count_chat_tokens, count_text_tokens
+    from flagbot_lab.twin.engine.tokens import count_chat_tokens, count_text_tokens
 
     assert count_text_tokens("a b c d") == 4  # words win for short words
     assert count_text_tokens("internationalization") == 5  # ceil(20 chars / 4)

@@ -15,9 +15,9 @@ import pytest
 
 from bot.sglang.launch import parse_launch_text
 from bot.sglang.server_args import parse_server_args
-from bot.twin import install
-from bot.twin.engine.scenario import load_scenario
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin import install
+from flagbot_lab.twin.engine.scenario import load_scenario
+from flagbot_lab.twin.schema import compile_scenario
 
 TWIN = Path(install.__file__).parent
 NODE_PYTHON = "/usr/bin/python3"

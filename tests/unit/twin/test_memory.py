@@ -6,10 +6,10 @@ from functools import cache
 
 import pytest
 
-from bot.twin.engine.memory import GIB, capture_batch_sizes, plan_memory, resolve_max_num_reqs
-from bot.twin.engine.scenario import Scenario, scenario_from_dict
-from bot.twin.engine.startup import resolve, resolve_args
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.engine.memory import GIB, capture_batch_sizes, plan_memory, resolve_max_num_reqs
+from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
+from flagbot_lab.twin.engine.startup import resolve, resolve_args
+from flagbot_lab.twin.schema import compile_scenario
 
 FUSED_MOE = "--enable-fused-moe-sum-all-reduce"
 AR_FUSION = "--enable-flashinfer-allreduce-fusion"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.twin.engine import nvidia_smi
-from bot.twin.engine.scenario import Scenario, scenario_from_dict
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.engine import nvidia_smi
+from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
+from flagbot_lab.twin.schema import compile_scenario
 
 QUERY = ["--query-gpu=name,compute_cap,memory.total,memory.used", "--format=csv,noheader,nounits"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.twin.engine.scenario import (
+from flagbot_lab.twin.engine.scenario import (
     Condition,
     Effect,
     Rule,
@@ -15,7 +15,7 @@ from bot.twin.engine.scenario import (
     scenario_from_dict,
     scenario_to_dict,
 )
-from bot.twin.schema import ScenarioError, compile_scenario, load_scenario_yaml, scenario_names
+from flagbot_lab.twin.schema import ScenarioError, compile_scenario, load_scenario_yaml, scenario_names
 
 SHIPPED = ("h200-tp8", "seed-gb10", "tiny-cpu")
 
@@ -102,7 +102,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def _base() -> str:
-    return Path(__file__).parents[3].joinpath("bot/twin/scenarios/tiny-cpu.yaml").read_text()
+    return Path(__file__).parents[3].joinpath("lab/flagbot_lab/twin/scenarios/tiny-cpu.yaml").read_text()
 
 
 def test_an_unknown_key_names_the_file_and_the_key(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from bot.twin.engine.sched import Job, Pacer, Scheduler, ThroughputModel
+from flagbot_lab.twin.engine.sched import Job, Pacer, Scheduler, ThroughputModel
 
 CURVE = ((8, 400.0), (64, 1600.0))
 

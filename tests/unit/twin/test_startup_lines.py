@@ -9,10 +9,10 @@ from functools import cache
 import pytest
 
 from bot.sglang.log import parse_log_text
-from bot.twin.engine import logfmt
-from bot.twin.engine.scenario import Scenario, scenario_from_dict
-from bot.twin.engine.startup import LogStep, Resolved, resolve
-from bot.twin.schema import compile_scenario
+from flagbot_lab.twin.engine import logfmt
+from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
+from flagbot_lab.twin.engine.startup import LogStep, Resolved, resolve
+from flagbot_lab.twin.schema import compile_scenario
 
 NOW = 1773089134.0  # a fixed instant; lines render in local time
 PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)((?: [A-Z]+\d+)*)\] (.*)\Z")

@@ -1,0 +1,55 @@
+"""`twin.toml`: a flagbot config whose default target is the testbed, so every command of the
+project runs against the nodes with `flagbot --config state/twin.toml ...`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.config import ConfigError, load_settings
+from flagbot_lab.testbed.layout import OPS_USER, UNIT, Layout, TestbedError
+
+SGLANG_VERSION = "0.5.10"
+
+
+def _q(text: str) -> str:
+    """A TOML basic string (JSON's escapes are a subset of TOML's)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def twin_config_text(layout: Layout, *, key_path: Path, known_hosts: Path, scenario: str) -> str:
+    nodes = ",\n".join(
+        f"  {{ host = {_q(layout.address(k))}, port = 22, user = {_q(OPS_USER)} }}"
+        for k in range(layout.nodes)
+    )
+    return f"""\
+# flagbot config for testbed instance {layout.instance} (scenario {scenario}), written by the testbed
+# at every boot: the nodes' host keys are new each time. Use: flagbot --config <this file> ...
+default_target = "twin"
+
+[targets.twin]
+unit = {_q(UNIT)}
+base_url = {_q(layout.base_url)}
+sglang_version = {_q(SGLANG_VERSION)}
+nodes = [
+{nodes},
+]
+
+[targets.twin.ssh]
+key_path = {_q(str(key_path.resolve()))}
+known_hosts = {_q(str(known_hosts.resolve()))}
+sudo = true
+"""
+
+
+def write_twin_config(path: Path, text: str) -> None:
+    """Write and validate with flagbot's own loader: a config the bot would refuse is a bug here."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    try:
+        load_settings(tmp, required=True)
+    except ConfigError as exc:
+        tmp.unlink()
+        raise TestbedError(f"generated config is invalid: {exc}") from None
+    tmp.replace(path)
