@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.digest import IsoWeek, build_digest, render_blocks, render_chart_png, render_markdown
+from bot.digest import IsoWeek, build_digest, render_chart_png, render_markdown
+from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages
 from bot.store import Snapshot, Store
 from bot.store.bench_repo import save_set

@@ -161,7 +161,7 @@ def experiment_seconds(store: Store, experiment_id: int) -> float:
 
 async def long_running(config: Path, flag: str, count: int) -> list[tuple[int, str, str]]:
     """`count` tries in this process as `flagbot serve` runs them: one engine, pooled SSH."""
-    from bot.cli_loop import playbook_params
+    from bot.app.playbooks import builtin_params as playbook_params
     from bot.commands.grammar import parse_command
     from bot.config import load_settings
     from bot.loop.engine import Engine

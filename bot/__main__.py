@@ -1,5 +1,5 @@
 """`python -m bot` is `flagbot`."""
 
-from bot.cli import main
+from bot.main import main
 
 main()

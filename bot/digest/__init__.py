@@ -1,11 +1,10 @@
 """The weekly post-mortem digest (docs/digest.md): build it from the store, render it as
-Markdown, Block Kit and a chart, post it to Slack.
+Markdown and a chart.
 
-The Slack entry points (`post_weekly_digest`, `digest_answer`) live in `bot.digest.slack`, so
-the CLI's `--markdown` path does not import the Slack stack.
+Its Block Kit form and the Slack posts live in the Slack front end (`bot.slack.digest_blocks`,
+`bot.slack.digest`); the command and the Monday job in `bot.app.digest`.
 """
 
-from bot.digest.blocks import render_blocks
 from bot.digest.build import build_digest
 from bot.digest.chart import render_chart_png
 from bot.digest.markdown import render_markdown
@@ -18,7 +17,6 @@ __all__ = [
     "WeekFormatError",
     "build_digest",
     "parse_week",
-    "render_blocks",
     "render_chart_png",
     "render_markdown",
 ]

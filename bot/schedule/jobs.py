@@ -1,26 +1,25 @@
 """The scheduled jobs: module-level coroutines with plain arguments, as APScheduler's job store
 pickles them (`bot.schedule.jobs:check_job` with `(7,)`). Each finds the process's runtime
-(`bot.schedule.runtime.current()`) and calls the logic, which lives elsewhere and is tested
+(`bot.app.runtime.current()`) and calls the logic of the application layer, which is tested
 without a scheduler."""
 
 from __future__ import annotations
 
 import logging
 
-from bot.schedule.runtime import current
+from bot.app.checks import run_check
+from bot.app.drift import watch_drift
+from bot.app.runtime import current
+from bot.loop import check_jobs
 
 log = logging.getLogger(__name__)
 
 
 async def check_job(check_id: int) -> None:
-    from bot.schedule.checks import run_check
-
     await run_check(current(), check_id, trigger="schedule")
 
 
 async def drift_job(target: str) -> None:
-    from bot.schedule.drift import watch_drift
-
     outcome = await watch_drift(current(), target)
     if outcome.skipped:
         log.info("drift watch of %s skipped: %s", target, outcome.skipped)
@@ -28,18 +27,15 @@ async def drift_job(target: str) -> None:
 
 async def sync_job() -> None:
     """Pick up checks added, paused, resumed or deleted by another process (the CLI)."""
-    from bot.schedule.scheduler import sync_checks
-
-    await sync_checks(current())
+    jobs = check_jobs.active()
+    if jobs is not None:
+        await jobs.sync()
 
 
 async def digest_job() -> None:
-    """The weekly digest (`bot.digest`, imported here so the scheduler works without it)."""
-    import importlib
-
+    """The weekly digest, posted by the publisher `flagbot serve` installed (Slack)."""
     rt = current()
-    if rt.slack is None or rt.slack_client is None:
-        log.warning("weekly digest skipped: no Slack client in this process")
+    if rt.digest is None:
+        log.warning("weekly digest skipped: nowhere to post it in this process")
         return
-    post = importlib.import_module("bot.digest").post_weekly_digest
-    await post(rt.slack, rt.slack_client, rt.clock())
+    await rt.digest.publish_weekly(rt.clock())

@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -40,9 +41,13 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Engine
 
+from bot.app.context import AppContext
+from bot.app.notify import DigestPublisher, Notifier
+from bot.app.runtime import ScheduleRuntime, install, uninstall
 from bot.config import Settings
+from bot.loop import check_jobs
 from bot.schedule import jobs
-from bot.schedule.runtime import ScheduleRuntime, install, uninstall
+from bot.store import AsyncStore
 from bot.store.checks import list_checks
 from bot.store.schedule_models import JOBS_TABLE, VerificationCheck
 
@@ -50,6 +55,7 @@ __all__ = [
     "DIGEST_GRACE_S",
     "JOB_DEFAULTS",
     "SYNC_INTERVAL_S",
+    "SchedulerJobs",
     "add_check_job",
     "build_scheduler",
     "check_job_id",
@@ -57,7 +63,6 @@ __all__ = [
     "run_due",
     "running_scheduler",
     "stop",
-    "sync_checks",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,11 +128,27 @@ def apply_checks(scheduler: AsyncIOScheduler, checks: list[VerificationCheck]) -
     return done
 
 
-async def sync_checks(rt: ScheduleRuntime) -> dict[str, list[str]]:
-    if rt.scheduler is None:
-        return {}
-    checks = await rt.store.run(list_checks, rt.store.store, statuses=("scheduled", "paused"), limit=100_000)
-    return apply_checks(rt.scheduler, checks)
+@dataclass
+class SchedulerJobs:
+    """The check jobs of an APScheduler, as the loop and the `checks` command see them (a
+    `bot.loop.check_jobs.CheckJobs`): installed while `flagbot serve`'s scheduler runs."""
+
+    scheduler: AsyncIOScheduler
+    store: AsyncStore
+
+    def add(self, check: VerificationCheck) -> None:
+        add_check_job(self.scheduler, check)
+
+    def next_run(self, check_id: int) -> datetime | None:
+        job = self.scheduler.get_job(check_job_id(check_id))
+        found: datetime | None = job.next_run_time if job is not None else None
+        return found
+
+    async def sync(self) -> dict[str, list[str]]:
+        checks = await self.store.run(
+            list_checks, self.store.store, statuses=("scheduled", "paused"), limit=100_000
+        )
+        return apply_checks(self.scheduler, checks)
 
 
 def _keep_or_replace(
@@ -178,11 +199,10 @@ def schedule_recurring(scheduler: AsyncIOScheduler, settings: Settings) -> None:
     )
 
 
-async def prepare(rt: ScheduleRuntime) -> None:
+async def prepare(jobs: SchedulerJobs, settings: Settings) -> None:
     """Everything the scheduler should hold, from the config and the store."""
-    assert rt.scheduler is not None
-    schedule_recurring(rt.scheduler, rt.settings)
-    await sync_checks(rt)
+    schedule_recurring(jobs.scheduler, settings)
+    await jobs.sync()
 
 
 def _run_times(job: Job, now: datetime) -> list[datetime]:
@@ -230,34 +250,29 @@ async def run_due(scheduler: AsyncIOScheduler, now: datetime) -> list[str]:
 
 @asynccontextmanager
 async def running_scheduler(
-    settings: Settings, services: Any, client: Any, *, notifier: Any = None
-) -> AsyncIterator[ScheduleRuntime]:
+    ctx: AppContext, *, notifier: Notifier, digest: DigestPublisher | None = None
+) -> AsyncIterator[SchedulerJobs]:
     """`flagbot serve`'s scheduler: started in this event loop for the block, then shut down.
 
-    `services` is the bot's `SlackServices` (its store and lease ttl), `client` its web client
-    (checks post into experiments' threads, drift into `slack.investigation_channel`).
+    Checks and the drift watch tell their changes of state through `notifier` (the bot's: into
+    experiments' threads, drift into `slack.investigation_channel`); the weekly digest goes
+    through `digest` (skipped when None).
     """
-    from bot.schedule.notify import SlackNotifier
-
-    scheduler = build_scheduler(services.store.store.engine, timezone=settings.schedules.timezone)
-    runtime = ScheduleRuntime(
-        settings,
-        services.store,
-        notifier or SlackNotifier(client, settings.slack.investigation_channel),
-        scheduler=scheduler,
-        lease_ttl_s=services.lease_ttl_s,
-        slack=services,
-        slack_client=client,
-    )
+    settings = ctx.settings
+    scheduler = build_scheduler(ctx.store.store.engine, timezone=settings.schedules.timezone)
+    runtime = ScheduleRuntime(settings, ctx.store, notifier, lease_ttl_s=ctx.lease_ttl_s, digest=digest)
+    scheduled = SchedulerJobs(scheduler, ctx.store)
     install(runtime)
+    check_jobs.install(scheduled)
     scheduler.start(paused=True)
     try:
-        await prepare(runtime)
+        await prepare(scheduled, settings)
         scheduler.resume()
         log.info("scheduler started: %d jobs", len(scheduler.get_jobs()))
-        yield runtime
+        yield scheduled
     finally:
         await stop(scheduler)
+        check_jobs.uninstall(scheduled)
         uninstall(runtime)
 
 

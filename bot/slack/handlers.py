@@ -12,14 +12,18 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app.runs import cancel, cancel_candidate
 from bot.commands import CommandError, Invocation
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
-from bot.slack.dispatch import Where, answer, check, parse, start_thread, threaded
+from bot.slack.dispatch import answer, check, parse, start_thread, threaded
 from bot.slack.rbac import Decision, Role
 from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.services import SlackServices
 from bot.slack.text import typed_text
+from bot.slack.threads import Where
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
@@ -46,7 +50,8 @@ async def _decide(
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     owner = None
     if invocation.name == "cancel":
-        row = await _cancel_target(services, invocation, target)
+        given = invocation.positionals.get("experiment")
+        row = await cancel_candidate(services.context, target, None if given is None else int(str(given)))
         owner = None if row is None else _owner(row.actor)
     decision = decide(
         invocation,
@@ -121,17 +126,6 @@ async def _dispatch(
         await _post_answer(client, await answer(services, client, invocation, user=user, where=where), where)
 
 
-async def _cancel_target(services: SlackServices, invocation: Invocation, target: str) -> Any:
-    """The experiment a `cancel` names: the given one, else the newest unfinished on the target."""
-    from bot.store.experiments import get_experiment, unfinished_experiments
-
-    given = invocation.positionals.get("experiment")
-    if given is not None:
-        return await services.store.run(get_experiment, services.store.store, int(str(given)))
-    running = await services.store.run(unfinished_experiments, services.store.store, target)
-    return running[-1] if running else None
-
-
 def _owner(actor: str) -> str:
     """Who started a run, comparable with a Slack user id: `slack:U123` is U123; any other actor
     (`cli:alice@host`, the scheduler) is someone else than every Slack user."""
@@ -139,28 +133,25 @@ def _owner(actor: str) -> str:
 
 
 async def _cancel(
-    services: SlackServices, client: Any, invocation: Invocation, *, user: str, where: Where
+    services: SlackServices, client: AsyncWebClient, invocation: Invocation, *, user: str, where: Where
 ) -> None:
-    from bot.loop.engine import Engine
-    from bot.loop.report import MemoryReporter
-
     target = invocation.options.get("target") or services.settings.default_target or ""
     given = invocation.positionals.get("experiment")
-    row = await _cancel_target(services, invocation, target)
-    experiment_id = int(str(given)) if given is not None else (row.id if row is not None else None)
-    if experiment_id is None:
+    result = await cancel(
+        services.context, target, None if given is None else int(str(given)), actor=f"slack:{user}"
+    )
+    row = result.experiment
+    if result.experiment_id is None:
         text = f"nothing is running on {target}"
     elif row is None:
-        text = f"there is no experiment #{experiment_id}"
-    else:
-        engine = Engine(services.settings, services.store, MemoryReporter())
-        ok = await engine.cancel(experiment_id, f"slack:{user}")
+        text = f"there is no experiment #{result.experiment_id}"
+    elif result.requested:
         text = (
-            f"<@{user}> asked experiment #{experiment_id} ({row.playbook}) to stop; it stops at its next "
-            "step and rolls back"
-            if ok
-            else f"experiment #{experiment_id} is {row.status}: not running, nothing to cancel"
+            f"<@{user}> asked experiment #{result.experiment_id} ({row.playbook}) to stop; it stops at its "
+            "next step and rolls back"
         )
+    else:
+        text = f"experiment #{result.experiment_id} is {row.status}: not running, nothing to cancel"
     await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text)
 
 

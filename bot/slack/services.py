@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app.context import AppContext
 from bot.config import Settings
 from bot.store import AsyncStore
 
@@ -51,6 +52,11 @@ class SlackServices:
     """Idempotency keys already acted on (button nonce or event id) -> who acted."""
     _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _last_request: float = float("-inf")
+
+    @property
+    def context(self) -> AppContext:
+        """The application layer's context: this bot's settings, store and lease time to live."""
+        return AppContext(self.settings, self.store, lease_ttl_s=self.lease_ttl_s)
 
     def request_seen(self) -> None:
         """A listener was entered: the work of the tasks waits until the requests stop coming."""

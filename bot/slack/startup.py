@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
 
-from bot.loop.engine import Engine
-from bot.loop.playbook import Playbook, load_playbooks, playbook_dirs
-from bot.loop.report import MemoryReporter, RunOutcome
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app.runs import settle_every_target
+from bot.digest.threads import threads_of
+from bot.loop.playbook import Playbook
+from bot.loop.report import RunOutcome
 from bot.slack.services import SlackServices
-from bot.store.experiments import unfinished_experiments
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +33,16 @@ def _settled_text(outcome: RunOutcome) -> str:
 
 
 async def reconcile_at_start(
-    services: SlackServices, client: Any, *, playbooks: Mapping[str, Playbook] | None = None
+    services: SlackServices, client: AsyncWebClient, *, playbooks: Mapping[str, Playbook] | None = None
 ) -> list[RunOutcome]:
     """Reconcile every target with unfinished experiments; post and log what became of each."""
-    from bot.digest.threads import threads_of
-
     settings, store = services.settings, services.store
-    books = (
-        dict(playbooks) if playbooks is not None else load_playbooks(playbook_dirs(settings.playbook_dirs))
-    )
-    rows = await store.run(unfinished_experiments, store.store)
     settled: list[RunOutcome] = []
-    for target in sorted({row.target for row in rows}):
-        engine = Engine(settings, store, MemoryReporter(), playbooks=books, lease_ttl_s=services.lease_ttl_s)
-        try:
-            outcomes = await engine.reconcile(target)
-        except Exception as exc:  # unreachable, diverged, lease held: the next command retries
-            log.warning("reconcile of %s at start failed: %s", target, exc)
+    for target, result in await settle_every_target(services.context, books=playbooks):
+        if isinstance(result, Exception):  # unreachable, diverged, lease held: the next command retries
+            log.warning("reconcile of %s at start failed: %s", target, result)
             continue
-        settled += outcomes
+        settled += result
     if not settled:
         return settled
     threads = await store.run(threads_of, store.store, [o.experiment_id for o in settled])

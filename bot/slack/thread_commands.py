@@ -1,31 +1,39 @@
 """`rollback`, `reconcile` and `bench` in Slack: mutating commands that are no playbook.
 
-Each opens an investigation thread with a status card like a playbook run, and calls what the
-CLI calls (`bot.target.heal`, `bot.target.rollback`, `bot.bench.run.run_plan`). Each holds the
-target's lease for its work (`bot.loop.lease_guard.hold_lease`): a rollback or a benchmark
-while a `try` restarts the target would each spoil the other, so a busy target is refused with
-its holder named (the CLI's bench does the same; `bench wait=DURATION` waits for it). Before a
-rollback or a reconcile, a run left behind by a flagbot that stopped is settled, as before any
-mutating command.
+Each opens an investigation thread with a status card like a playbook run, and calls the
+application layer (`bot.app.target_commands.rollback_or_reconcile`, `bot.app.bench.run_bench`),
+which settles a run a stopped flagbot left (rollback, reconcile) and holds the target's lease
+for the work: a busy target is refused with its holder named (`bench wait=DURATION` waits for
+it). This module only turns the progress into the card and the thread, and the result into
+evidence.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from datetime import timedelta
-from typing import Any
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
-from bot.commands import CommandError, Invocation
-from bot.config import Settings
-from bot.slack.dispatch import Where, open_thread, settle_unfinished, target_of
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app.bench import BenchRequest, BenchResult, plan_bench
+from bot.app.bench import run_bench as bench_use_case
+from bot.app.context import evidence_dir
+from bot.app.errors import AppError
+from bot.app.target_commands import TargetChange, change_steps, rollback_or_reconcile
+from bot.app.targets import target_of
+from bot.bench.loadgen import LevelResult, LoadError
+from bot.commands import Invocation
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.services import SlackServices
-from bot.target.evidence import ChartBlock, Evidence, TableBlock, TextBlock, evidence_from_json
+from bot.slack.threads import Where, open_thread
+from bot.store.leases import LeaseHeld, LeaseInfo
+from bot.target.errors import TargetError
+from bot.target.evidence import ChartBlock, Evidence, TableBlock, TextBlock
 
-LEASE_STEP = "take the target's lease"
+T = TypeVar("T")
 _COLUMNS = (
     ("concurrency", None),
     ("repeats", None),
@@ -55,48 +63,38 @@ def _card(name: str, target: str, user: str, text: str, steps: list[str]) -> Car
     )
 
 
-@asynccontextmanager
-async def _leased(
-    services: SlackServices,
-    reporter: SlackThreadReporter,
-    target: str,
-    purpose: str,
-    user: str,
-    wait_s: float,
-) -> AsyncIterator[Any]:
-    """The target's lease for the block, the card's lease step kept up to date."""
-    from bot.loop.lease_guard import hold_lease, holder_id
+@dataclass
+class CardProgress:
+    """The application layer's progress on the status card and in the thread."""
 
-    index = next(i for i, (name, _) in enumerate(reporter.card.steps) if name == LEASE_STEP)
+    services: SlackServices
+    reporter: SlackThreadReporter
+    target: str
 
-    def waiting(busy: Any, remaining_s: float) -> None:
-        text = f"waiting up to {remaining_s:.0f} s for the lease of {target}: {busy.lease.describe()}"
-        services.spawn(reporter.note(text))
+    async def step(self, index: int, name: str, status: str) -> None:
+        await self.reporter.step(0, index, name, status, "")
 
-    await reporter.step(0, index, LEASE_STEP, "running", "")
-    async with hold_lease(
-        services.store,
-        target,
-        purpose=purpose,
-        holder=holder_id(f"slack:{user}"),
-        ttl_s=services.lease_ttl_s,
-        wait_s=wait_s,
-        on_wait=waiting,
-    ) as held:
-        await reporter.step(0, index, LEASE_STEP, "ok", "")
-        if held.taken_over is not None:
-            await reporter.note(f"took over an expired lease of {target} ({held.taken_over.describe()})")
-        yield held
+    async def note(self, text: str) -> None:
+        await self.reporter.note(text)
+
+    async def evidence(self, block: Evidence) -> None:
+        await self.reporter.evidence(block, 0)
+
+    def lease_wait(self, busy: LeaseHeld, remaining_s: float) -> None:
+        text = f"waiting up to {remaining_s:.0f} s for the lease of {self.target}: {busy.lease.describe()}"
+        self.services.spawn(self.reporter.note(text))
+
+    async def lease_taken_over(self, target: str, expired: LeaseInfo) -> None:
+        await self.reporter.note(f"took over an expired lease of {target} ({expired.describe()})")
+
+    def level_done(self, repeat: int, repeats: int, result: LevelResult) -> None:
+        return None  # the card shows the benchmark step; the table follows at the end
 
 
-async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[Any]]) -> Any:
+async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[T]]) -> T | None:
     """Run `work`; a busy target refuses the card, an error fails it: one the user can act on
     (the target unreachable, the load failed, no such set) is said on the card; anything else
     also propagates, to be reported with an error id."""
-    from bot.bench.loadgen import LoadError
-    from bot.store.leases import LeaseHeld
-    from bot.target.errors import TargetError
-
     try:
         try:
             return await work()
@@ -104,7 +102,7 @@ async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[A
             steps = reporter.card.steps
             steps[:] = [(name, "failed" if status == "running" else status) for name, status in steps]
             raise
-    except (TargetError, LoadError, OSError, LookupError) as exc:  # the card says it all
+    except (TargetError, LoadError, OSError, LookupError, AppError) as exc:  # the card says it all
         await reporter.conclude("failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return None
     except LeaseHeld as exc:
@@ -122,174 +120,91 @@ async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[A
 
 
 async def run_target_change(
-    services: SlackServices, client: Any, invocation: Invocation, *, text: str, user: str, where: Where
-) -> Any:
+    services: SlackServices,
+    client: AsyncWebClient,
+    invocation: Invocation,
+    *,
+    text: str,
+    user: str,
+    where: Where,
+) -> TargetChange | None:
     """`rollback` (heal a diverged target, then back to the known-good flags) or `reconcile`
-    (every node back on the flags flagbot meant), in a thread; the result's JSON form."""
-    from bot.loop.engine import Engine
-    from bot.loop.report import MemoryReporter
-
-    settings = services.settings
+    (every node back on the flags flagbot meant), in a thread."""
     name = invocation.name
-    target = target_of(settings, invocation)
-    card = _card(name, target, user, text, ["settle unfinished runs", LEASE_STEP, name])
-    reporter = await open_thread(client, where, card)
+    target = target_of(services.settings, invocation)
+    reporter = await open_thread(client, where, _card(name, target, user, text, change_steps(name)))
+    progress = CardProgress(services, reporter, target)
 
-    async def work() -> dict[str, Any]:
-        await reporter.step(0, 0, "settle unfinished runs", "running", "")
-        engine = Engine(settings, services.store, MemoryReporter(), lease_ttl_s=services.lease_ttl_s)
-        await settle_unfinished(engine, reporter, target)
-        await reporter.step(0, 0, "settle unfinished runs", "ok", "")
-        async with _leased(services, reporter, target, name, user, 0.0):
-            await reporter.step(0, 2, name, "running", "")
-            data = await _change(settings, services, target, name)
-        for block in data.get("evidence", []):
-            await reporter.evidence(evidence_from_json(block), 0)
-        await reporter.step(0, 2, name, "ok" if data["ok"] else "failed", "")
-        await reporter.conclude("succeeded" if data["ok"] else "failed", _summary(name, data))
-        return data
+    async def work() -> TargetChange:
+        change = await rollback_or_reconcile(
+            services.context, target, name, actor=f"slack:{user}", progress=progress
+        )
+        for block in change.evidence:
+            await reporter.evidence(block, 0)
+        await reporter.conclude("succeeded" if change.ok else "failed", change.summary())
+        return change
 
     return await _guarded(reporter, work)
-
-
-async def _change(settings: Settings, services: SlackServices, target: str, name: str) -> dict[str, Any]:
-    from bot.cli_target import cache_dir
-    from bot.target.heal import heal_if_diverged
-    from bot.target.rollback import rollback
-    from bot.target.session import TargetSession
-
-    cache = cache_dir(settings)
-    async with TargetSession.open(target, settings.targets[target], store=services.store) as ts:
-        healed = await heal_if_diverged(ts, cache_dir=cache)
-        healed_json = None if healed is None else healed.to_json()
-        if name == "reconcile":
-            if healed_json is not None:
-                return healed_json
-            text = f"{target} is not diverged: every node runs the drop-in flagbot left; nothing to do."
-            return {
-                "target": target,
-                "ok": True,
-                "diverged_nodes": [],
-                "evidence": [TextBlock(text).to_json()],
-            }
-        data = (await rollback(ts, trigger="on-demand", cache_dir=cache)).to_json()
-    if healed_json is not None:
-        data["reconciled"] = healed_json
-        data["evidence"] = healed_json["evidence"] + data["evidence"]
-    return data
-
-
-def _summary(name: str, data: dict[str, Any]) -> str:
-    if name == "reconcile":
-        nodes = data.get("diverged_nodes") or []
-        return f"reconciled {', '.join(nodes)}" if nodes else "not diverged: nothing to do"
-    if data.get("error"):
-        return f"rollback failed: {data['error']}"
-    return f"back on {data.get('to') or 'the known-good flags'} in {float(data.get('duration_s') or 0):.0f} s"
 
 
 # --- bench ------------------------------------------------------------------------------------
 
 
-def bench_plan(settings: Settings, invocation: Invocation, *, label: str | None = None) -> Any:
-    """The benchmark the words ask for (CommandError for an unknown profile); checked before the ack."""
-    from bot.bench.run import BenchPlan
-
-    target = target_of(settings, invocation)
-    config = settings.targets[target]
-    options = invocation.options
-    profile = options.get("profile") or config.benchmark_profile
-    if profile not in settings.bench:
-        raise CommandError(
-            f"no benchmark profile {profile!r}; profiles: {', '.join(settings.bench)}",
-            usage="bench [profile=NAME]",
-        )
-    return BenchPlan.build(
-        target=target,
-        base_url=config.http_base(),
-        profile_name=profile,
-        profile=settings.bench[profile],
-        concurrency=[int(c) for c in options["concurrency"].split(",")] if "concurrency" in options else None,
-        repeats=int(options["repeats"]) if "repeats" in options else None,
-        backend=options.get("backend") or settings.bench[profile].backend,  # type: ignore[arg-type]
-        bench_serving=config.bench_serving,
-        label=label,
-    )
-
-
-def _wait_s(invocation: Invocation) -> float:
-    from bot.config.schema import parse_duration
-
-    delay = parse_duration(invocation.options.get("wait", "0"))
-    return delay.total_seconds() if isinstance(delay, timedelta) else 0.0
-
-
 async def run_bench(
-    services: SlackServices, client: Any, invocation: Invocation, *, text: str, user: str, where: Where
-) -> Any:
+    services: SlackServices,
+    client: AsyncWebClient,
+    invocation: Invocation,
+    *,
+    text: str,
+    user: str,
+    where: Where,
+) -> BenchResult | None:
     """`bench` in a thread, under the target's lease: the rows as a table, the chart as an image,
     the comparison with `compare-to=` a stored set; the set is stored like the CLI's."""
-    plan = bench_plan(services.settings, invocation, label=f"slack bench by {user}")
-    compare_to = invocation.options.get("compare-to")
-    measure = f"benchmark (profile {plan.profile_name}, {plan.backend})"
-    steps = [LEASE_STEP, measure] + ([f"compare with set #{compare_to}"] if compare_to else [])
-    reporter = await open_thread(client, where, _card("bench", plan.target, user, text, steps))
+    settings = services.settings
+    target_of(settings, invocation)  # a configured target: Slack measures no other server
+    request = BenchRequest.of(settings, invocation, label=f"slack bench by {user}")
+    setup = plan_bench(settings, request)
+    plan = setup.plan
+    reporter = await open_thread(
+        client, where, _card("bench", plan.target, user, text, setup.steps(request.compare_to))
+    )
+    progress = CardProgress(services, reporter, plan.target)
 
-    async def work() -> Any:
-        reference = await _reference(services, compare_to)
-        async with _leased(services, reporter, plan.target, "bench", user, _wait_s(invocation)) as held:
-            await reporter.step(0, 1, measure, "running", "")
-            run = await _measure(services, plan)
-            await reporter.step(0, 1, measure, "ok", "")
-            lost = held.lost_reason if held.lost.is_set() else None
-        for block in await _bench_evidence(services, plan, run, reference):
+    async def work() -> BenchResult:
+        result = await bench_use_case(
+            services.context,
+            setup,
+            request,
+            actor=f"slack:{user}",
+            progress=progress,
+            chart_path=lambda set_id: evidence_dir(settings) / f"bench-set-{set_id}.png",
+        )
+        for block in _bench_evidence(result):
             await reporter.evidence(block, 0)
-        if lost:
-            await reporter.note(f":warning: {lost} during the run: its figures may be disturbed")
-        summary = f"stored as measurement set #{run.set.id}"
-        if reference is not None:
-            await reporter.step(0, 2, steps[2], "running", "")
-            lines = await _compare(services, reference.set.id, run.set.id)
-            await reporter.evidence(
-                TextBlock("\n".join(lines), f"Set #{run.set.id} against set #{compare_to}"), 0
+        if result.lease_lost:
+            await reporter.note(f":warning: {result.lease_lost} during the run: its figures may be disturbed")
+        summary = f"stored as measurement set #{result.set_id}"
+        if result.reference is not None:
+            lines = (
+                [f"comparison failed: {result.comparison_error}"]
+                if result.comparison is None
+                else list(result.comparison.result.lines())
             )
-            await reporter.step(0, 2, steps[2], "ok", "")
+            await reporter.evidence(
+                TextBlock("\n".join(lines), f"Set #{result.set_id} against set #{request.compare_to}"), 0
+            )
             summary += f"; {lines[0]}" if lines else ""
-        if run.set.client_bound:
+        if result.run.set.client_bound:
             summary += "; CLIENT-BOUND levels: those figures are the load generator's limit"
         await reporter.conclude("succeeded", summary)
-        return run
+        return result
 
     return await _guarded(reporter, work)
 
 
-async def _reference(services: SlackServices, compare_to: str | None) -> Any:
-    from bot.store.bench_repo import load_set
-
-    if compare_to is None:
-        return None
-    found = await services.store.run(load_set, services.store.store, int(compare_to))
-    if found is None:
-        raise LookupError(f"compare-to={compare_to}: no measurement set with that id")
-    return found
-
-
-async def _measure(services: SlackServices, plan: Any) -> Any:
-    from bot.bench.run import run_plan
-
-    if plan.backend != "bench_serving":
-        return await run_plan(plan, store=services.store)
-    from bot.target.session import TargetSession
-
-    target = services.settings.targets[plan.target]
-    async with TargetSession.open(plan.target, target, store=services.store) as ts:
-        return await run_plan(plan, store=services.store, node=ts.node0)
-
-
-async def _bench_evidence(services: SlackServices, plan: Any, run: Any, reference: Any) -> list[Evidence]:
-    from bot.bench.chart import render_chart
-    from bot.cli_target import cache_dir
-
+def _bench_evidence(result: BenchResult) -> list[Evidence]:
+    plan, run = result.plan, result.run
     rows = []
     for level in run.set.summary.get("levels", []):
         cells = []
@@ -313,39 +228,19 @@ async def _bench_evidence(services: SlackServices, plan: Any, run: Any, referenc
     table = TableBlock(
         title, tuple(c for c, _ in _COLUMNS), tuple(rows), "latencies in ms; means over repeats"
     )
-    path = cache_dir(services.settings).parent / "evidence" / f"bench-set-{run.set.id}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(
-        render_chart,
-        run.measurements,
-        path,
-        title=f"{plan.target} · profile {plan.profile_name} · set #{run.set.id} ({plan.backend})",
-        reference=reference.measurements if reference is not None else (),
-        reference_title=f"set #{reference.set.id}" if reference is not None else None,
-    )
-    alt = "output tok/s and TTFT/ITL percentiles per concurrency" + (
-        "; the reference dashed" if reference else ""
-    )
-    return [table, ChartBlock("Benchmark", str(path), alt)]
-
-
-async def _compare(services: SlackServices, reference_id: int, candidate_id: int) -> list[str]:
-    from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id
-
-    settings = VerdictSettings.from_config(services.settings.verdicts)
-    try:
-        compared = await services.store.run(
-            compare_by_id, services.store.store, reference_id, candidate_id, settings
+    blocks: list[Evidence] = [table]
+    if result.chart is not None:
+        alt = "output tok/s and TTFT/ITL percentiles per concurrency" + (
+            "; the reference dashed" if result.reference is not None else ""
         )
-    except (ArithmeticError, ValueError) as exc:  # the measurements stay stored and shown
-        return [f"comparison failed: {type(exc).__name__}: {exc}"]
-    return list(compared.result.lines())
+        blocks.append(ChartBlock("Benchmark", str(result.chart), alt))
+    return blocks
 
 
-def _number(value: Any, digits: int) -> str:
-    import math
-
+def _number(value: object, digits: int) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "-"
     return f"{value:,.{digits}f}"
+
+
+__all__ = ["CardProgress", "run_bench", "run_target_change"]

@@ -1,6 +1,6 @@
 """The lab's commands for the product CLI: `flagbot twin up|down|status` and `flagbot demo`.
 
-Registered through the `flagbot.commands` entry point (lab/pyproject.toml); `bot.cli_plugins`
+Registered through the `flagbot.commands` entry point (lab/pyproject.toml); `bot.cli.plugins`
 calls `register` when the lab is installed.
 """
 

@@ -149,7 +149,7 @@ def test_the_image_venv_holds_no_lab_and_adds_no_lab_command(venv: Path, wheel: 
     names = zipfile.ZipFile(wheel).namelist()
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "flagbot = bot.cli:main" in text
+    assert "flagbot = bot.main:main" in text
     assert "flagbot.commands" not in text
 
 

@@ -113,7 +113,7 @@ def test_the_entrypoint_is_the_console_script_of_the_venv_the_builder_made(
 def test_the_default_command_is_serve(runtime: Stage) -> None:
     from typer.main import get_command
 
-    from bot.cli import app
+    from bot.main import app
 
     cmd = runtime.last("CMD")
     assert cmd is not None
@@ -186,7 +186,7 @@ def test_the_secret_check_catches_a_baked_token() -> None:
 def test_the_healthcheck_runs_a_real_command_of_the_venv(builder: Stage, runtime: Stage) -> None:
     from typer.main import get_command
 
-    from bot.cli import db_app
+    from bot.cli.app import db_app
 
     check = runtime.last("HEALTHCHECK")
     assert check is not None

@@ -37,7 +37,7 @@ def test_pyproject_declares_the_runtime_and_dev_packages() -> None:
         re.split(r"[<>=\[ ]", dep, maxsplit=1)[0].lower() for dep in project["optional-dependencies"]["dev"]
     }
     assert {"pytest", "pytest-asyncio", "hypothesis", "ruff", "mypy"} <= dev
-    assert project["scripts"] == {"flagbot": "bot.cli:main"}
+    assert project["scripts"] == {"flagbot": "bot.main:main"}
     assert project["requires-python"] == ">=3.11"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.main import get_command
 
-from bot.cli import app
+from bot.main import app
 
 ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "docs" / name for name in ("architecture.md", "security.md", "operations.md")]

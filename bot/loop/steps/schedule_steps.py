@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from bot.loop import check_jobs
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import fmt, snapshot_value
 from bot.loop.steps.target_steps import get_snapshot
@@ -71,7 +72,6 @@ async def schedule_checks(
     ctx: StepContext, *, after: list[str] | None = None, profile: str | None = None
 ) -> dict[str, Any]:
     from bot.bench.run import jsonable
-    from bot.schedule.runtime import active
     from bot.store.bench_repo import load_set
     from bot.store.checks import add_check
     from bot.store.models import utcnow
@@ -117,12 +117,10 @@ async def schedule_checks(
                 thread_ts=thread,
             )
         )
-    runtime = active()
-    if runtime is not None and runtime.scheduler is not None:
-        from bot.schedule.scheduler import add_check_job
-
+    jobs = check_jobs.active()
+    if jobs is not None:
         for row in rows:
-            add_check_job(runtime.scheduler, row)
+            jobs.add(row)
         where = "the bot's scheduler runs them"
     else:
         where = "stored; the bot's scheduler runs them (picked up at its start if it is not running)"

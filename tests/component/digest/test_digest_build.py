@@ -7,8 +7,9 @@ import io
 import pytest
 
 from bot.config import Settings
-from bot.digest import build_digest, parse_week, render_blocks, render_chart_png, render_markdown
+from bot.digest import build_digest, parse_week, render_chart_png, render_markdown
 from bot.digest.threads import threads_of
+from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages
 from bot.store.experiments import update_experiment
 from bot.store.investigations import open_investigation

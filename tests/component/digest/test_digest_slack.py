@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.digest import week_ended_before
 from bot.commands import parse_command
 from bot.config import Settings
-from bot.digest.slack import digest_answer, post_weekly_digest, week_ended_before
 from bot.digest.threads import threads_of
 from bot.digest.week import WeekFormatError
 from bot.loop.report import RunStart
+from bot.slack.digest import digest_answer, post_weekly_digest
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.services import SlackServices

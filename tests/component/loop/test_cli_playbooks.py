@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot import cli
+from bot import main as cli
 from bot.loop import playbook as playbook_module
 from bot.store import Store
 from bot.store.leases import acquire

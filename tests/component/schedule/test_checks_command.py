@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot import cli
+from bot import main as cli
 from bot.commands import parse_command
-from bot.schedule import checks_answer
+from bot.slack.dispatch import checks_answer
 from bot.slack.services import SlackServices
 from bot.store import AsyncStore, Store
 from bot.store.checks import check_runs, get_check, list_checks

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from apscheduler.triggers.cron import CronTrigger
 
+from bot.app.context import AppContext
+from bot.app.notify import MemoryNotifier
 from bot.schedule.scheduler import DIGEST_GRACE_S, build_scheduler, running_scheduler, stop
-from bot.slack.services import SlackServices
 from bot.store import AsyncStore
 from bot.target.readiness import Backoff
 from tests.support.schedule import RUNS, counting_job, migrated_store, settings
@@ -68,20 +69,17 @@ async def test_serve_schedules_drift_and_digest_and_keeps_them_across_restarts(
     astore: AsyncStore, tmp_path: Path
 ) -> None:
     config = settings(tmp_path, drift_cron="0 3 * * *", digest_channel="C0DIGEST", timezone="Europe/Berlin")
-    services = SlackServices(config, astore)
-    async with running_scheduler(config, services, client=None) as runtime:
-        assert runtime.scheduler is not None
-        jobs = {job.id: job for job in runtime.scheduler.get_jobs()}
+    ctx = AppContext(config, astore)
+    async with running_scheduler(ctx, notifier=MemoryNotifier()) as running:
+        jobs = {job.id: job for job in running.scheduler.get_jobs()}
         assert set(jobs) == {"drift-lab", "digest", "sync-checks"}
         assert jobs["digest"].misfire_grace_time == DIGEST_GRACE_S
         assert str(jobs["digest"].trigger.timezone) == "Europe/Berlin"
         drift_next = jobs["drift-lab"].next_run_time
         assert drift_next.hour == 3 and drift_next > datetime.now(UTC)
-    async with running_scheduler(config, services, client=None) as runtime:
-        assert runtime.scheduler is not None
-        assert runtime.scheduler.get_job("drift-lab").next_run_time == drift_next  # type: ignore[union-attr]
+    async with running_scheduler(ctx, notifier=MemoryNotifier()) as running:
+        assert running.scheduler.get_job("drift-lab").next_run_time == drift_next  # type: ignore[union-attr]
     quiet = settings(tmp_path, drift_cron="15 * * * *")  # no digest channel; the cron changed
-    async with running_scheduler(quiet, SlackServices(quiet, astore), client=None) as runtime:
-        assert runtime.scheduler is not None
-        assert runtime.scheduler.get_job("digest") is None
-        assert runtime.scheduler.get_job("drift-lab").next_run_time.minute == 15  # type: ignore[union-attr]
+    async with running_scheduler(AppContext(quiet, astore), notifier=MemoryNotifier()) as running:
+        assert running.scheduler.get_job("digest") is None
+        assert running.scheduler.get_job("drift-lab").next_run_time.minute == 15  # type: ignore[union-attr]

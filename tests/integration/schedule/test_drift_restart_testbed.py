@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from bot.schedule.drift import watch_drift
-from bot.schedule.runtime import ScheduleRuntime
+from bot.app.drift import watch_drift
+from bot.app.runtime import ScheduleRuntime
 from bot.store.drift import drift_events, get_drift
 from bot.target.evidence import TextBlock
 from bot.target.known_good import known_good

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from bot.app.checks import run_check
+from bot.app.drift import watch_drift
+from bot.app.notify import MemoryNotifier
+from bot.app.runtime import ScheduleRuntime
 from bot.config import Settings, load_settings
-from bot.schedule.checks import run_check
-from bot.schedule.drift import watch_drift
-from bot.schedule.notify import MemoryNotifier
-from bot.schedule.runtime import ScheduleRuntime
 from bot.store import AsyncStore, Store
 from bot.store.checks import add_check, check_runs
 from bot.store.drift import drift_events

@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.app.checks import Probe
+from bot.app.runtime import ScheduleRuntime
 from bot.config import Settings
-from bot.schedule.checks import Probe
-from bot.schedule.runtime import ScheduleRuntime
 from bot.store import Snapshot, Store
 from bot.store.checks import add_check
 from bot.store.experiments import create_experiment

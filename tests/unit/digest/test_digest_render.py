@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.digest.blocks import MAX_LINES, render_blocks
 from bot.digest.markdown import render_markdown
 from bot.digest.model import (
     ChartData,
@@ -19,6 +18,7 @@ from bot.digest.model import (
 )
 from bot.digest.week import IsoWeek
 from bot.digest.words import glance
+from bot.slack.digest_blocks import MAX_LINES, render_blocks
 from bot.slack.render import MAX_BLOCKS, MAX_FALLBACK_TEXT, MAX_SECTION, messages
 from flagbot_lab.standin.blocks import block_errors
 

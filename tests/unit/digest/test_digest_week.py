@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.digest.slack import week_ended_before
+from bot.app.digest import week_ended_before
 from bot.digest.week import IsoWeek, WeekFormatError, parse_week
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from bot.schedule.notify import MemoryNotifier
-from bot.schedule.runtime import ScheduleRuntime, install, uninstall
-from bot.schedule.scheduler import build_scheduler, check_job_id, prepare, run_due, stop
+from bot.app.notify import MemoryNotifier
+from bot.app.runtime import ScheduleRuntime, install, uninstall
+from bot.loop import check_jobs
+from bot.schedule.scheduler import SchedulerJobs, build_scheduler, check_job_id, prepare, run_due, stop
 from bot.store import AsyncStore
 from bot.store.checks import check_runs, get_check, set_check_status
 from tests.support.schedule import T0, Clock, FakeTarget, concluded_check, settings
@@ -29,18 +30,20 @@ class Bot:
             astore,
             self.notifier,
             clock=clock,
-            scheduler=self.scheduler,
             probe=target,
         )
+        self.jobs = SchedulerJobs(self.scheduler, astore)
 
     async def __aenter__(self) -> Bot:
         install(self.runtime)
+        check_jobs.install(self.jobs)
         self.scheduler.start(paused=True)
-        await prepare(self.runtime)
+        await prepare(self.jobs, self.runtime.settings)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await stop(self.scheduler)
+        check_jobs.uninstall(self.jobs)
         uninstall(self.runtime)
 
 
@@ -104,9 +107,7 @@ async def test_a_check_survives_a_restart_and_a_paused_one_does_not_run(
         assert ran == [check_job_id(check.id)] and target.looks == 1
         assert len(second.notifier.notices) == 1 and "pass -> fail" in second.notifier.notices[0].text
         await astore.run(set_check_status, astore.store, paused.id or 0, "scheduled")
-        from bot.schedule.scheduler import sync_checks
-
-        assert (await sync_checks(second.runtime))["resumed"] == [check_job_id(paused.id)]
+        assert (await second.jobs.sync())["resumed"] == [check_job_id(paused.id)]
         assert checks(await run_due(second.scheduler, clock.advance(minutes=1))) == [check_job_id(paused.id)]
         assert len(second.notifier.notices) == 2  # its own experiment's first fail: posted too
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from bot.schedule.checks import Probe, run_check
-from bot.schedule.notify import MemoryNotifier
-from bot.schedule.runtime import ScheduleRuntime
+from bot.app.checks import Probe, run_check
+from bot.app.notify import MemoryNotifier
+from bot.app.runtime import ScheduleRuntime
 from bot.store import AsyncStore, Measurement, Store
 from bot.store.bench_repo import save_set
 from bot.store.checks import add_check, check_runs

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.schedule.drift import watch_drift
-from bot.schedule.notify import MemoryNotifier
-from bot.schedule.runtime import ScheduleRuntime
+from bot.app.drift import watch_drift
+from bot.app.notify import MemoryNotifier
+from bot.app.runtime import ScheduleRuntime
 from bot.store import AsyncStore
 from bot.store.baselines import pin_baseline
 from bot.store.drift import drift_events, get_drift

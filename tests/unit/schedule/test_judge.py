@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.schedule.checks import Probe, judge
+from bot.app.checks import Probe, judge
 
 EXPECTED = {
     "flags": [{"flag": "--tp-size", "value": "2"}],

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from bot.loop import check_jobs
 from bot.loop.actions import StepContext
 from bot.loop.report import MemoryReporter
 from bot.loop.steps.schedule_steps import schedule_checks
-from bot.schedule.notify import MemoryNotifier
-from bot.schedule.runtime import ScheduleRuntime, installed
-from bot.schedule.scheduler import build_scheduler, check_job_id, stop
+from bot.schedule.scheduler import SchedulerJobs, build_scheduler, check_job_id, stop
 from bot.store import AsyncStore, Snapshot
 from bot.store.checks import list_checks
 from bot.store.experiments import create_experiment
@@ -72,10 +71,9 @@ async def test_a_kept_try_schedules_its_checks_in_its_thread_and_the_running_sch
         },
     )
     scheduler = build_scheduler(astore.store.engine)
-    runtime = ScheduleRuntime(ctx.settings, astore, MemoryNotifier(), scheduler=scheduler)
     scheduler.start(paused=True)
     try:
-        async with installed(runtime):
+        async with check_jobs.installed(SchedulerJobs(scheduler, astore)):
             result = await schedule_checks(ctx, profile="probe")
         checks = await astore.run(list_checks, astore.store)
         assert result["checks"] == [c.id for c in checks] and len(checks) == 2

@@ -1,5 +1,10 @@
-"""`flagbot serve`: the Slack bot. Socket Mode by default (no public URL); `--http HOST:PORT`
-serves Slack's HTTP requests with signature verification.
+"""`flagbot serve`: the long-running bot. Socket Mode by default (no public URL); `--http
+HOST:PORT` serves Slack's HTTP requests with signature verification.
+
+Why a module of its own: it is where the front ends meet. It opens the application context once,
+starts the Slack app (`bot.slack`) and the scheduler (`bot.schedule`), and hands the scheduler
+the Slack implementations of the application layer's notification interfaces; neither front end
+imports the other.
 
 Tokens come from the environment only (SLACK_BOT_TOKEN, SLACK_APP_TOKEN for Socket Mode,
 SLACK_SIGNING_SECRET for HTTP mode); a missing one is named, never guessed. `--slack-api URL`
@@ -12,11 +17,24 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Annotated, Any
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import SecretStr
 
+from bot.aio import stop_tasks
+from bot.app.context import lease_ttl_s, open_store
+from bot.app.errors import AppError
+from bot.cli.common import fail, settings
 from bot.config import Secrets, Settings
+
+if (
+    TYPE_CHECKING
+):  # the Slack stack and the scheduler load when `serve` runs (start-up time of other commands)
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.services import SlackServices
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 60.0
@@ -28,7 +46,7 @@ def register_serve(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
 
-def _need(value: Any, name: str) -> str:
+def _need(value: SecretStr | None, name: str) -> str:
     if value is None:
         typer.echo(
             f"error: {name} is not set (secrets come from the environment, never the config file)", err=True
@@ -54,9 +72,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the Slack bot (Socket Mode, or HTTP mode with --http HOST:PORT)."""
-    from bot import cli
-
-    config = cli.settings()
+    config = settings()
     secrets = Secrets()
     token = _need(secrets.slack_bot_token, "SLACK_BOT_TOKEN")
     if http is not None:
@@ -71,24 +87,24 @@ def serve(
         asyncio.run(_run_socket(config, token, signing, app_token, slack_api))
 
 
-async def _services(config: Settings) -> Any:
-    from bot.cli_playbooks import lease_ttl_s
-    from bot.cli_target import open_store
-    from bot.slack.services import SlackServices
-    from bot.store import AsyncStore
+async def _services(config: Settings) -> SlackServices:
+    from bot.slack.services import SlackServices  # deferred: start-up time of every other command
+    from bot.store import AsyncStore  # deferred likewise
 
-    return SlackServices(config, AsyncStore(open_store(config)), lease_ttl_s=lease_ttl_s())
+    try:
+        store = open_store(config)
+    except AppError as exc:
+        raise fail(f"error: {exc.message}", exc.exit_code) from None
+    return SlackServices(config, AsyncStore(store), lease_ttl_s=lease_ttl_s())
 
 
-async def wind_down(services: Any, stop: asyncio.Event, grace_s: float | None = None) -> None:
+async def wind_down(services: SlackServices, stop: asyncio.Event, grace_s: float | None = None) -> None:
     """Let the runs in flight finish, for `grace_s` or until a second signal; then cancel them.
 
     A cancelled run stops at once and records where it stopped; its lease expires and the next
     mutating command (or the next `flagbot serve`) resumes it or rolls it back. Nothing the user
     recorded is lost either way; waiting without end would only make systemd kill the bot.
     """
-    from bot.aio import stop_tasks
-
     grace = float(os.environ.get("FLAGBOT_STOP_GRACE_S", STOP_GRACE_S)) if grace_s is None else grace_s
     stop.clear()  # the first signal started the wind-down; a second one ends the grace
     if services.tasks:
@@ -106,6 +122,17 @@ async def wind_down(services: Any, stop: asyncio.Event, grace_s: float | None = 
         await stop_tasks([draining])
 
 
+def _scheduler(services: SlackServices, client: AsyncWebClient) -> AbstractAsyncContextManager[object]:
+    """The scheduler, telling checks and drift in Slack and posting the Monday digest there."""
+    from bot.schedule.scheduler import running_scheduler  # deferred: start-up time of other commands
+    from bot.slack.notify import SlackDigestPublisher, SlackNotifier  # deferred likewise
+
+    notifier = SlackNotifier(client, services.settings.slack.investigation_channel)
+    return running_scheduler(
+        services.context, notifier=notifier, digest=SlackDigestPublisher(services, client)
+    )
+
+
 def _stop_signal() -> asyncio.Event:
     """Set by SIGINT / SIGTERM. Installed before anything starts, so a signal that arrives while
     the bot connects or the scheduler starts still stops it cleanly (instead of killing it)."""
@@ -119,7 +146,7 @@ def _stop_signal() -> asyncio.Event:
 async def _run_http(
     config: Settings, token: str, signing: str, address: tuple[str, int], api: str | None
 ) -> None:
-    from bot.schedule.scheduler import running_scheduler
+    # deferred: the Slack stack costs every other command's start-up time
     from bot.slack.app import build_app, serve_http, web_client
     from bot.slack.startup import reconcile_at_start
     from bot.target.ssh_pool import pooled
@@ -133,7 +160,7 @@ async def _run_http(
         services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
         try:
             # checks, drift, digest (bot/schedule)
-            async with running_scheduler(config, services, app.client):
+            async with _scheduler(services, app.client):
                 await stop.wait()
         finally:
             await runner.cleanup()
@@ -142,7 +169,7 @@ async def _run_http(
 
 
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
-    from bot.schedule.scheduler import running_scheduler
+    # deferred: the Slack stack costs every other command's start-up time
     from bot.slack.app import build_app, serve_socket, web_client
     from bot.slack.startup import reconcile_at_start
     from bot.target.ssh_pool import pooled
@@ -156,7 +183,7 @@ async def _run_socket(config: Settings, token: str, signing: str, app_token: str
         services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
         try:
             # checks, drift, digest (bot/schedule)
-            async with running_scheduler(config, services, app.client):
+            async with _scheduler(services, app.client):
                 await stop.wait()
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]

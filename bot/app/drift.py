@@ -25,8 +25,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from bot.schedule.notify import Notice
-from bot.schedule.runtime import ScheduleRuntime
+from bot.app.notify import Notice
+from bot.app.runtime import ScheduleRuntime
 from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted
 from bot.target.evidence import (
     ComparisonRow,

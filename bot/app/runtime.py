@@ -1,4 +1,4 @@
-"""What scheduled jobs run with: settings, the store, a notifier, a clock, the scheduler.
+"""What scheduled jobs run with: settings, the store, a notifier, a clock, a digest publisher.
 
 Why a module-level runtime: APScheduler's job store pickles a job as a reference to a
 module-level function and its plain arguments (`bot.schedule.jobs:check_job`, `(7,)`), never
@@ -15,17 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.app.notify import DigestPublisher, Notifier
 from bot.config import Settings
-from bot.schedule.notify import Notifier
 from bot.store import AsyncStore
 from bot.store.models import utcnow
+from bot.target.session import TargetSession
 
 if TYPE_CHECKING:
-    from apscheduler.schedulers.asyncio import AsyncIOScheduler
-
-    from bot.schedule.checks import Probe
+    from bot.app.checks import Probe
     from bot.store.schedule_models import VerificationCheck
-    from bot.target.session import TargetSession
 
 __all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]
 
@@ -40,7 +38,6 @@ class ScheduleRuntime:
     notifier: Notifier
     clock: Callable[[], datetime] = utcnow
     """Time of record for results and due dates (tests move it; production reads the wall clock)."""
-    scheduler: AsyncIOScheduler | None = None
     lease_ttl_s: float = 60.0
     lease_wait_s: float = 600.0
     """How long a check or drift watch waits for a busy target's lease before recording `busy`."""
@@ -48,17 +45,14 @@ class ScheduleRuntime:
     probe: ProbeFunc | None = None
     """How a check looks at its target (default: observe + benchmark over SSH); tests replace it."""
     cache_dir: Path | None = None
-    slack: Any = None
-    """The bot's `SlackServices` and web client, for the weekly digest (None outside the bot)."""
-    slack_client: Any = None
+    digest: DigestPublisher | None = None
+    """Where the weekly digest is posted (the bot's Slack; None outside the bot)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def session(self, target: str) -> AbstractAsyncContextManager[TargetSession]:
         """A session to a configured target (connections open on first use)."""
         if self.session_factory is not None:
             return self.session_factory(target)
-        from bot.target.session import TargetSession
-
         if target not in self.settings.targets:
             raise LookupError(f"target {target!r} is not configured")
         return TargetSession.open(target, self.settings.targets[target], store=self.store)

@@ -7,17 +7,17 @@ message) and upload the chart with files_upload_v2 next to it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app import digest as digests
+from bot.app.digest import week_ended_before
 from bot.commands import Invocation
-from bot.digest.blocks import render_blocks
-from bot.digest.build import build_digest
-from bot.digest.chart import render_chart_png
-from bot.digest.week import IsoWeek, parse_week, zone
+from bot.digest.week import IsoWeek
+from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages
 from bot.slack.services import SlackServices
 from bot.target.evidence import Evidence
@@ -37,14 +37,9 @@ class Posted:
     chart_file: str | None = None
 
 
-def week_ended_before(now: datetime, timezone: str) -> IsoWeek:
-    """The last week that has completely ended at `now` on the team's clock: the one before now's."""
-    return IsoWeek.containing(now, zone(timezone)).previous()
-
-
 async def post_digest(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     week: IsoWeek,
     *,
     channel: str,
@@ -53,9 +48,8 @@ async def post_digest(
     now: datetime | None = None,
 ) -> Posted:
     """Build, render and post the digest of `week` to `channel` (in `thread_ts` when given)."""
-    store = services.store
-    digest = await store.run(build_digest, store.store, services.settings, week, target)
-    png = await asyncio.to_thread(render_chart_png, digest, now=now)
+    built = await digests.build(services.context, week, target, now=now)
+    digest, png = built.digest, built.chart_png
     rendered = render_blocks(digest)
     posted = Posted(week, channel)
     for part, text in messages(rendered.blocks, rendered.text):
@@ -77,7 +71,7 @@ async def post_digest(
     return posted
 
 
-async def post_weekly_digest(services: SlackServices, client: Any, now: datetime) -> None:
+async def post_weekly_digest(services: SlackServices, client: AsyncWebClient, now: datetime) -> None:
     """The scheduler's job (`schedules.digest_cron`): last week's digest to `schedules.digest_channel`."""
     schedules = services.settings.schedules
     if not schedules.digest_channel:
@@ -96,7 +90,7 @@ async def post_weekly_digest(services: SlackServices, client: Any, now: datetime
 
 async def digest_answer(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     invocation: Invocation,
     *,
     user: str,
@@ -109,19 +103,9 @@ async def digest_answer(
     malformed week or an unknown target raises ValueError with the expected form, which the
     Slack error handler shows the user; nothing is posted then.
     """
-    settings = services.settings
-    text = invocation.options.get("week")
-    week = (
-        parse_week(str(text))
-        if text
-        else IsoWeek.containing(
-            datetime.now(zone(settings.schedules.timezone)), zone(settings.schedules.timezone)
-        )
-    )
-    target = invocation.options.get("target")
-    if target is not None and target not in settings.targets:
-        known = ", ".join(sorted(settings.targets)) or "none"
-        raise ValueError(f"unknown target {target!r}; targets: {known}")
+    ctx = services.context
+    week = digests.week_of(ctx.settings, invocation.options.get("week"))
+    target = await digests.digest_target(ctx, invocation.options.get("target"))
     posted = await post_digest(services, client, week, channel=channel, thread_ts=thread_ts, target=target)
     log.info("digest %s posted for %s in %s", week, user, posted.channel)
     return None

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from bot.cli.common import fail, settings
+
 __all__ = ["register_sudoers"]
 
 
@@ -25,7 +27,6 @@ def sudoers(
     unit: Annotated[str | None, typer.Option("--unit", help="the SGLang systemd unit")] = None,
 ) -> None:
     """Print the sudoers file that lets flagbot run exactly its privileged commands on a host."""
-    from bot import cli
     from bot.target import sudoers_text
     from bot.target.params import ParamError
 
@@ -33,23 +34,23 @@ def sudoers(
     for word in words or []:
         key, sep, value = word.partition("=")
         if key != "target" or not sep or not value:
-            raise cli.fail(f"error: unexpected {word!r}; use target=NAME, or --user and --unit")
+            raise fail(f"error: unexpected {word!r}; use target=NAME, or --user and --unit")
         target_name = value
     if target_name is not None or user is None or unit is None:
-        config = cli.settings()
+        config = settings()
         name = target_name or config.default_target
         if name is None or name not in config.targets:
             known = ", ".join(sorted(config.targets)) or "none configured"
-            raise cli.fail(
+            raise fail(
                 f"error: no target {name!r} (targets: {known}); give target=NAME or --user U --unit UNIT"
             )
         target = config.targets[name]
         users = {node.user for node in target.nodes}
         if user is None and len(users) > 1:
-            raise cli.fail(f"error: the nodes of {name} log in as {sorted(users)}; pick one with --user")
+            raise fail(f"error: the nodes of {name} log in as {sorted(users)}; pick one with --user")
         user = user or users.pop()
         unit = unit or target.unit
     try:
         typer.echo(sudoers_text(user, unit), nl=False)
     except ParamError as exc:
-        raise cli.fail(f"error: {exc}") from None
+        raise fail(f"error: {exc}") from None

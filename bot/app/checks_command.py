@@ -12,16 +12,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bot.app.checks import CheckOutcome, after_text, run_check
+from bot.app.context import AppContext
+from bot.app.notify import Notifier
+from bot.app.runtime import ScheduleRuntime, active
 from bot.commands import Invocation
-from bot.schedule.checks import CheckOutcome, after_text, run_check
-from bot.schedule.runtime import ScheduleRuntime, active
+from bot.loop import check_jobs
 from bot.store import AsyncStore
 from bot.store.checks import delete_check, get_check, list_checks, set_check_status
 from bot.store.records import audit
 from bot.store.schedule_models import VerificationCheck
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 
-__all__ = ["ChecksAnswer", "check_row", "checks_answer", "run_checks_command"]
+__all__ = ["ChecksAnswer", "check_row", "checks_command", "run_checks_command"]
 
 COLUMNS = ("id", "target", "experiment", "after", "status", "next run", "last result", "last run", "runs")
 
@@ -89,25 +92,23 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
-def _next_run(check: VerificationCheck, rt: ScheduleRuntime | None) -> datetime | None:
+def _next_run(check: VerificationCheck) -> datetime | None:
     """The job's next run when this process schedules it, else the check's due time."""
     if check.status != "scheduled":
         return None
-    if rt is not None and rt.scheduler is not None:
-        from bot.schedule.scheduler import check_job_id
-
-        job = rt.scheduler.get_job(check_job_id(check.id))
-        if job is not None:
-            found: datetime | None = job.next_run_time
+    jobs = check_jobs.active()
+    if jobs is not None and check.id is not None:
+        found = jobs.next_run(check.id)
+        if found is not None:
             return found
     return check.due_at
 
 
-async def _follow(rt: ScheduleRuntime | None) -> None:
-    if rt is not None and rt.scheduler is not None:
-        from bot.schedule.scheduler import sync_checks
-
-        await sync_checks(rt)
+async def _follow() -> None:
+    """When this process runs the scheduler, its jobs follow the change at once."""
+    jobs = check_jobs.active()
+    if jobs is not None:
+        await jobs.sync()
 
 
 async def run_checks_command(
@@ -116,13 +117,13 @@ async def run_checks_command(
     check_id: int | None,
     *,
     actor: str,
-    runtime: ScheduleRuntime | None,
+    runtime: ScheduleRuntime,
 ) -> ChecksAnswer:
     """Do `checks SUB [ID]`; LookupError for an unknown check, ValueError for one in the wrong state."""
     store = astore.store
     if sub == "list":
         checks = await astore.run(list_checks, store)
-        rows = [check_row(check, _next_run(check, runtime)) for check in checks]
+        rows = [check_row(check, _next_run(check)) for check in checks]
         lines = [] if rows else ["no verification checks yet: a try or a revert schedules them"]
         return ChecksAnswer(True, lines, rows)
     assert check_id is not None
@@ -130,8 +131,6 @@ async def run_checks_command(
     if check is None:
         raise LookupError(f"no check #{check_id}")
     if sub == "run":
-        if runtime is None:
-            raise ValueError("running a check needs a scheduler runtime")
         outcome = await run_check(runtime, check_id, trigger="manual")
         assert outcome is not None
         await _audit(astore, actor, check, "check-run", {"result": outcome.recorded.run.result})
@@ -143,7 +142,7 @@ async def run_checks_command(
     if sub == "delete":
         await astore.run(delete_check, store, check_id)
         await _audit(astore, actor, check, "check-delete", {})
-        await _follow(runtime)
+        await _follow()
         return ChecksAnswer(True, [f"check #{check_id} deleted (with its {check.runs} recorded run(s))"])
     if check.status == "done":
         raise ValueError(f"check #{check_id} has already run; `checks run {check_id}` runs it again now")
@@ -152,7 +151,7 @@ async def run_checks_command(
         return ChecksAnswer(True, [f"check #{check_id} is already {status}"])
     updated = await astore.run(set_check_status, store, check_id, status)
     await _audit(astore, actor, check, f"check-{sub}", {})
-    await _follow(runtime)
+    await _follow()
     due = _when(updated.due_at) if status == "scheduled" else None
     tail = f"; it runs at {due} (at once if that has passed)" if due else "; it will not run until resumed"
     return ChecksAnswer(True, [f"check #{check_id} {status}{tail}"])
@@ -172,24 +171,18 @@ async def _audit(
     )
 
 
-async def checks_answer(services: Any, invocation: Invocation, target: str, user: str) -> list[Evidence]:
-    """`/flagbot checks ...` in Slack: the answer as evidence blocks (the dispatcher posts them).
-
-    `target` is the command's target (checks carry their own; the list shows every target's).
-    `run` runs the check in this process now; a change of state is also posted to its thread
-    by the bot's notifier.
-    """
-    from bot.schedule.notify import MemoryNotifier
-
+async def checks_command(
+    ctx: AppContext, invocation: Invocation, *, actor: str, notifier: Notifier
+) -> ChecksAnswer:
+    """`checks [list|pause ID|resume ID|run ID|delete ID]` from any front end. `run` runs the
+    check in this process now, with the scheduler's runtime when this process runs one (its
+    change of state is then posted by the bot), else with `notifier`. LookupError for an unknown
+    check, ValueError for one in the wrong state."""
     runtime = active() or ScheduleRuntime(
-        services.settings, services.store, MemoryNotifier(), lease_ttl_s=services.lease_ttl_s
+        ctx.settings, ctx.store, notifier, lease_ttl_s=ctx.lease_ttl_s, cache_dir=ctx.cache_dir
     )
     raw = invocation.positionals.get("id")
     check_id = int(str(raw)) if raw is not None else None
-    try:
-        answer = await run_checks_command(
-            services.store, invocation.sub or "list", check_id, actor=f"slack:{user}", runtime=runtime
-        )
-    except (LookupError, ValueError) as exc:
-        return [TextBlock(f"checks {invocation.sub}: {exc}")]
-    return answer.blocks()
+    return await run_checks_command(
+        ctx.store, invocation.sub or "list", check_id, actor=actor, runtime=runtime
+    )

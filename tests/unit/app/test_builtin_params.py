@@ -1,8 +1,8 @@
-"""The chat words of a loop command become the built-in playbook's parameters (bot.cli_loop)."""
+"""The chat words of a loop command become the built-in playbook's parameters (bot.app.playbooks)."""
 
 from __future__ import annotations
 
-from bot.cli_loop import playbook_params
+from bot.app.playbooks import builtin_params as playbook_params
 from bot.commands import parse_command
 
 

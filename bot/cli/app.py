@@ -1,4 +1,4 @@
-"""`flagbot`: the command line. Chat commands take the same words as `/flagbot` in Slack.
+"""`flagbot`: the console's Typer application. Chat commands take the same words as `/flagbot` in Slack.
 
 Chat commands (`flagbot try add --enable-x ...`) receive their raw words and hand them to the
 shared grammar, so SGLang flags are never taken for options of this program. Options of the
@@ -8,28 +8,27 @@ program itself (`--config`) go before the command name.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bot import __version__
-from bot.cli_bench import register_bench
-from bot.cli_checks import register_checks
-from bot.cli_digest import register_digest
-from bot.cli_loop import register_loop
-from bot.cli_parse import parse_app
-from bot.cli_playbooks import register_playbooks
-from bot.cli_plugins import register_plugins
-from bot.cli_serve import register_serve
-from bot.cli_sudoers import register_sudoers
-from bot.cli_target import TARGET_COMMANDS, run_target_command, split_json
+from bot.cli.bench import register_bench
+from bot.cli.checks import register_checks
+from bot.cli.common import catalog_for, fail, set_config_path, settings, split_json
+from bot.cli.digest import register_digest
+from bot.cli.loop import register_loop
+from bot.cli.parse import parse_app
+from bot.cli.playbooks import register_playbooks
+from bot.cli.sudoers import register_sudoers
+from bot.cli.target import TARGET_COMMANDS, run_target_command
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
-from bot.config import ConfigError, Secrets, Settings, load_settings
-from bot.diagnostics import install_dump_on_signal
-from bot.sglang.catalog import FlagCatalog
+from bot.config import Secrets
+
+if TYPE_CHECKING:
+    from bot.store import Store
 
 app = typer.Typer(
     name="flagbot",
@@ -43,8 +42,6 @@ config_app = typer.Typer(help="Check flagbot.toml.")
 app.add_typer(parse_app, name="parse")
 app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
-
-_state: dict[str, Path | None] = {"config": None}
 
 
 def _version(value: bool) -> None:
@@ -65,34 +62,7 @@ def main_options(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    _state["config"] = config
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(message, err=True)
-    return typer.Exit(code)
-
-
-def settings() -> Settings:
-    try:
-        return load_settings(_state["config"])
-    except ConfigError as exc:
-        raise fail(f"error: {exc}") from None
-
-
-def catalog_for(config: Settings, words: list[str]) -> FlagCatalog:
-    """The flag list of the command's target (`bot.commands.target_catalog`); an unknown
-    `target=` is one `error:` line, a missing version list a note on stderr."""
-    from bot.commands.target_catalog import UnknownTargetError
-    from bot.commands.target_catalog import catalog_for as target_catalog
-
-    try:
-        found = target_catalog(config, words)
-    except UnknownTargetError as exc:
-        raise fail(f"error: {exc}") from None
-    if found.note:
-        typer.echo(f"note: {found.note}", err=True)
-    return found.catalog
+    set_config_path(config)
 
 
 @config_app.command("check")
@@ -107,8 +77,8 @@ def config_check() -> None:
         typer.echo(f"{name.upper() if name != 'database_url' else 'FLAGBOT_DATABASE_URL'}: {state}")
 
 
-def _store() -> Any:
-    from bot.store import Store
+def _store() -> Store:
+    from bot.store import Store  # deferred: sqlalchemy is heavy, and `flagbot --help` needs none of it
 
     config = settings()
     url = Secrets().database_url
@@ -124,8 +94,8 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _with_store(action: str, run: Callable[[Any], str]) -> None:
-    from sqlalchemy.exc import SQLAlchemyError
+def _with_store(action: str, run: Callable[[Store], str]) -> None:
+    from sqlalchemy.exc import SQLAlchemyError  # deferred with the store (start-up time)
 
     store = _store()
     try:
@@ -208,20 +178,9 @@ def _chat_command(name: str) -> None:
 
 for _spec in COMMANDS:
     _chat_command(_spec.name)
-register_bench(app)  # `bench` runs for real (bot/cli_bench.py); last registration wins
-register_playbooks(app)  # `playbooks` and `run` (bot/cli_playbooks.py)
-register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli_loop.py)
-register_serve(app)  # the Slack bot (bot/cli_serve.py)
-register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli_checks.py)
-register_digest(app)  # the weekly post-mortem digest (bot/cli_digest.py)
-register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli_sudoers.py)
-register_plugins(app)  # commands of installed add-ons, e.g. the lab's `twin` and `demo` (bot/cli_plugins.py)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    install_dump_on_signal()  # `kill -USR1 <pid>` prints where a stuck command is
-    try:
-        app()
-    except BrokenPipeError:
-        sys.exit(0)
+register_bench(app)  # `bench` runs for real (bot/cli/bench.py); last registration wins
+register_playbooks(app)  # `playbooks` and `run` (bot/cli/playbooks.py)
+register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli/loop.py)
+register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli/checks.py)
+register_digest(app)  # the weekly post-mortem digest (bot/cli/digest.py)
+register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli/sudoers.py)

@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app.notify import Notice
+from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
-from bot.schedule.notify import Notice
-from bot.schedule.runtime import ScheduleRuntime
 from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
 from bot.store.leases import LeaseHeld
 from bot.store.schedule_models import VerificationCheck

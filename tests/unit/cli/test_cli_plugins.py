@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from bot import cli_plugins
+from bot.cli import plugins as cli_plugins
 
 
 def _points(monkeypatch: pytest.MonkeyPatch, *points: EntryPoint) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.cli_serve import wind_down
+from bot.serve import wind_down
 
 
 class Services:

@@ -1,0 +1,129 @@
+"""Playbook runs and their control: build the engine, settle what a stopped flagbot left, run,
+cancel. One place for every front end (the CLI, Slack, `flagbot serve` at start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+
+from bot.app.context import AppContext
+from bot.app.playbooks import PlaybookCall, load_all
+from bot.loop.engine import Engine
+from bot.loop.playbook import Playbook
+from bot.loop.report import MemoryReporter, Reporter, RunOutcome
+from bot.store.experiments import get_experiment, unfinished_experiments
+from bot.store.loop_models import Experiment
+
+
+def build_engine(
+    ctx: AppContext, reporter: Reporter | None = None, *, books: Mapping[str, Playbook] | None = None
+) -> Engine:
+    """The engine every command runs with: the context's store and lease time to live, the
+    playbooks as `load_all` reads them (the caller's, when it already has them)."""
+    return Engine(
+        ctx.settings,
+        ctx.store,
+        reporter if reporter is not None else MemoryReporter(),
+        playbooks=books if books is not None else load_all(ctx.settings),
+        lease_ttl_s=ctx.lease_ttl_s,
+        cache_dir=ctx.cache_dir,
+    )
+
+
+async def settle_unfinished(
+    ctx: AppContext, target: str, *, engine: Engine | None = None
+) -> list[RunOutcome]:
+    """Settle (resume or roll back) the runs a flagbot that stopped left on the target; what
+    became of each. Every mutating command does this first."""
+    return await (engine or build_engine(ctx)).reconcile(target)
+
+
+def settled_text(outcome: RunOutcome) -> str:
+    """What a front end says of a run it settled before its own command."""
+    return (
+        f"experiment #{outcome.experiment_id} ({outcome.playbook}) was left unfinished by a flagbot "
+        f"that stopped; it is now {outcome.status}: {outcome.summary or ''}"
+    )
+
+
+async def settle_every_target(
+    ctx: AppContext, *, books: Mapping[str, Playbook] | None = None
+) -> list[tuple[str, list[RunOutcome] | Exception]]:
+    """At `flagbot serve`'s start: settle each target with unfinished runs. A target that cannot
+    be reached (or whose lease is held) is given with its error and left to the next command."""
+    rows = await ctx.store.run(unfinished_experiments, ctx.store.store)
+    books = books if books is not None else load_all(ctx.settings)
+    results: list[tuple[str, list[RunOutcome] | Exception]] = []
+    for target in sorted({row.target for row in rows}):
+        try:
+            results.append((target, await build_engine(ctx, books=books).reconcile(target)))
+        except Exception as exc:  # unreachable, diverged, lease held: the next command retries
+            results.append((target, exc))
+    return results
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    """A finished command run: what was settled first, and the run itself."""
+
+    outcome: RunOutcome
+    settled: list[RunOutcome] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {"reconciled": [item.to_json() for item in self.settled], **self.outcome.to_json()}
+
+
+async def run_playbook(
+    ctx: AppContext,
+    call: PlaybookCall,
+    reporter: Reporter,
+    *,
+    actor: str,
+    hypothesis_id: int | None = None,
+    on_settled: Callable[[RunOutcome], Awaitable[None]] | None = None,
+) -> PlaybookRun:
+    """Settle what a dead run left on the target (mutating playbooks; each told to `on_settled`),
+    then run this one. LeaseHeld when another holder has the target."""
+    engine = build_engine(ctx, reporter, books=call.books)
+    settled = await engine.reconcile(call.target) if call.book.mutating else []
+    if on_settled is not None:
+        for outcome in settled:
+            await on_settled(outcome)
+    outcome = await engine.run(
+        call.book, call.params, target=call.target, actor=actor, hypothesis_id=hypothesis_id
+    )
+    return PlaybookRun(outcome, settled)
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What `cancel` did: the experiment it named (None: nothing runs), and whether it was asked
+    to stop (False: it had already ended)."""
+
+    target: str
+    experiment: Experiment | None
+    experiment_id: int | None
+    requested: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {"ok": self.requested, "experiment_id": self.experiment_id}
+
+
+async def cancel_candidate(ctx: AppContext, target: str, experiment_id: int | None) -> Experiment | None:
+    """The experiment a `cancel` names: the given one, else the newest unfinished on the target
+    (RBAC asks who owns it before the cancel runs)."""
+    if experiment_id is not None:
+        return await ctx.store.run(get_experiment, ctx.store.store, experiment_id)
+    running = await ctx.store.run(unfinished_experiments, ctx.store.store, target)
+    return running[-1] if running else None
+
+
+async def cancel(ctx: AppContext, target: str, experiment_id: int | None, *, actor: str) -> CancelResult:
+    """Ask a run to stop at its next step boundary (it then rolls back): the given experiment,
+    else the newest unfinished one on the target."""
+    row = await cancel_candidate(ctx, target, experiment_id)
+    if row is None or row.id is None:
+        return CancelResult(target, None, experiment_id, False)
+    requested = await build_engine(ctx).cancel(row.id, actor)
+    return CancelResult(target, row, row.id, requested)

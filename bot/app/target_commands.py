@@ -1,0 +1,313 @@
+"""`status`, `observe`, `grep`, `rollback`, `reconcile`: the target commands, once for every front end.
+
+Each opens the target's SSH session (pooled by `flagbot serve`), does its work and returns a
+typed result whose `to_json()` is what `flagbot … --json` prints; the CLI renders it as tables,
+Slack as blocks. `rollback` and `reconcile` are mutating: they run under the target's lease
+(the caller takes it, see `bot.app.leased`), after a run left behind has been settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.app.context import AppContext
+from bot.app.leased import leased
+from bot.app.progress import Progress
+from bot.app.runs import settle_unfinished, settled_text
+from bot.commands import CommandError, Invocation
+from bot.config.schema import parse_duration
+from bot.http import async_client
+from bot.store.models import Snapshot
+from bot.target.evidence import Evidence, TextBlock
+from bot.target.grep import DEFAULT_LINES, GrepResult, Scope, grep, since_from_duration
+from bot.target.heal import HealResult, heal_if_diverged
+from bot.target.known_good import known_good
+from bot.target.ledger import Divergence
+from bot.target.nodestate import NodeState, node_state, probe_health
+from bot.target.observe import Observation, observe
+from bot.target.rollback import RollbackResult, rollback
+from bot.target.session import TargetSession
+from bot.target.unit import read_unit
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node's unit state, or why it could not be read."""
+
+    node: str
+    state: NodeState | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.state is None:
+            return {"node": self.node, "error": self.error}
+        return {"node": self.node, **self.state.__dict__}
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    """What runs on a target: the unit on each node, /health, the flags, the last snapshot."""
+
+    target: str
+    unit: str
+    health: int | None
+    nodes: list[NodeStatus]
+    flags: list[dict[str, Any]]
+    environment: dict[str, str]
+    diverged: Divergence | None
+    known_good_snapshot_id: int | None
+    latest_snapshot: Snapshot | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "unit": self.unit,
+            "health": self.health,
+            "nodes": [node.to_json() for node in self.nodes],
+            "flags": self.flags,
+            "environment": self.environment,
+            "diverged": None if self.diverged is None else self.diverged.__dict__,
+            "known_good_snapshot_id": self.known_good_snapshot_id,
+            "latest_snapshot": None
+            if self.latest_snapshot is None
+            else _snapshot_summary(self.latest_snapshot),
+        }
+
+
+def _snapshot_summary(snapshot: Snapshot) -> dict[str, Any]:
+    effective = snapshot.effective or {}
+    return {
+        "id": snapshot.id,
+        "captured_at": snapshot.captured_at.isoformat(),
+        "invocation_id": snapshot.invocation_id,
+        "ready": snapshot.ready,
+        "startup_error": snapshot.startup_error,
+        "parsed_max_running_requests": effective.get("parsed_max_running_requests"),
+        "effective_max_running_requests": effective.get("max_running_requests"),
+        "implied": sorted(snapshot.implied or {}),
+    }
+
+
+def _session(ctx: AppContext, target: str) -> AbstractAsyncContextManager[TargetSession]:
+    return TargetSession.open(target, ctx.settings.targets[target], store=ctx.store)
+
+
+async def status_of(ts: TargetSession) -> TargetStatus:
+    """The status of a target whose session is open."""
+    async with async_client(timeout=3.0) as client:
+        view, states, health = await asyncio.gather(
+            read_unit(ts.node0),
+            asyncio.gather(*(node_state(node) for node in ts.nodes), return_exceptions=True),
+            probe_health(client, ts.target.http_base() + "/health"),
+        )
+    store = ts.store
+    good = await store.run(known_good, store.store, ts.name) if store else None
+    latest = await store.run(store.store.latest_snapshot, ts.name) if store else None
+    diverged = await ts.ledger.divergence()
+    nodes = [
+        NodeStatus(node.name, error=str(state))
+        if isinstance(state, BaseException)
+        else NodeStatus(node.name, state)
+        for node, state in zip(ts.nodes, states, strict=True)
+    ]
+    return TargetStatus(
+        target=ts.name,
+        unit=ts.unit,
+        health=health,
+        nodes=nodes,
+        flags=view.flags.to_json(),
+        environment=dict(view.env),
+        diverged=diverged,
+        known_good_snapshot_id=good.id if good else None,
+        latest_snapshot=latest,
+    )
+
+
+async def status(ctx: AppContext, target: str) -> TargetStatus:
+    """`status`: read-only, no lease."""
+    async with _session(ctx, target) as ts:
+        return await status_of(ts)
+
+
+async def observation(ctx: AppContext, target: str) -> Observation:
+    """`observe`: re-read the running server (journal of this start, /server_info), no restart."""
+    async with _session(ctx, target) as ts:
+        return await observe(ts, cache_dir=ctx.cache_dir)
+
+
+@dataclass(frozen=True)
+class GrepRequest:
+    """`grep PATTERN [scope=this|previous|last|since] [since=DURATION] [lines=N]`, checked."""
+
+    pattern: str
+    scope: Scope
+    since: str | None
+    lines: int
+
+    @classmethod
+    def of(cls, invocation: Invocation) -> GrepRequest:
+        """The request the words make; CommandError for `scope=since` without `since=`."""
+        since_text = invocation.options.get("since")
+        scope: Scope = invocation.options.get("scope", "since" if since_text else "this")  # type: ignore[assignment]
+        if scope == "since" and not since_text:
+            raise CommandError("scope=since needs since=DURATION, e.g. since=2h")
+        since = since_from_duration(_seconds(since_text)) if since_text else None
+        return cls(
+            str(invocation.positionals["pattern"]),
+            scope,
+            since,
+            int(invocation.options.get("lines", DEFAULT_LINES)),
+        )
+
+
+def _seconds(text: str) -> float:
+    value = parse_duration(text)
+    return float(value.total_seconds()) if hasattr(value, "total_seconds") else float(str(value))
+
+
+@dataclass(frozen=True)
+class NodeGrep:
+    """One node's matches, or why it could not be searched."""
+
+    node: str
+    result: GrepResult | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.result is None:
+            return {"node": self.node, "error": self.error}
+        return self.result.to_json() | {"title": self.result.describe()}
+
+
+@dataclass(frozen=True)
+class GrepAnswer:
+    target: str
+    pattern: str
+    scope: Scope
+    results: list[NodeGrep]
+
+    @property
+    def matched(self) -> bool:
+        return any(item.result is not None and item.result.count for item in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "pattern": self.pattern,
+            "scope": self.scope,
+            "results": [item.to_json() for item in self.results],
+        }
+
+
+async def grep_target(ctx: AppContext, target: str, request: GrepRequest) -> GrepAnswer:
+    """`grep`: the journal of every node, searched at once; a node that fails is said as such."""
+    async with _session(ctx, target) as ts:
+        found = await asyncio.gather(
+            *(
+                grep(node, request.pattern, scope=request.scope, since=request.since, lines=request.lines)
+                for node in ts.nodes
+            ),
+            return_exceptions=True,
+        )
+        results = [
+            NodeGrep(node.name, error=str(item))
+            if isinstance(item, BaseException)
+            else NodeGrep(node.name, item)
+            for node, item in zip(ts.nodes, found, strict=True)
+        ]
+    return GrepAnswer(target, request.pattern, request.scope, results)
+
+
+@dataclass(frozen=True)
+class TargetChange:
+    """What `rollback` or `reconcile` did: the reconcile of a diverged target (if it was), then
+    the rollback (rollback only)."""
+
+    command: str
+    target: str
+    healed: HealResult | None
+    rolled_back: RollbackResult | None = None
+    notes: list[Evidence] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        if self.rolled_back is not None:
+            return self.rolled_back.ok
+        return True if self.healed is None else self.healed.ok
+
+    @property
+    def evidence(self) -> list[Evidence]:
+        healed = list(self.healed.evidence) if self.healed is not None else []
+        return [*healed, *(self.rolled_back.evidence if self.rolled_back is not None else []), *self.notes]
+
+    def to_json(self) -> dict[str, Any]:
+        if self.rolled_back is None:
+            if self.healed is not None:
+                return self.healed.to_json()
+            return {
+                "target": self.target,
+                "ok": True,
+                "diverged_nodes": [],
+                "evidence": [block.to_json() for block in self.notes],
+            }
+        data = self.rolled_back.to_json()
+        if self.healed is not None:
+            healed = self.healed.to_json()
+            data["reconciled"] = healed
+            data["evidence"] = healed["evidence"] + data["evidence"]
+        return data
+
+    def summary(self) -> str:
+        """One line for a status card."""
+        if self.command == "reconcile":
+            nodes = self.healed.nodes if self.healed is not None else []
+            return f"reconciled {', '.join(nodes)}" if nodes else "not diverged: nothing to do"
+        assert self.rolled_back is not None
+        if self.rolled_back.error:
+            return f"rollback failed: {self.rolled_back.error}"
+        return f"back on {self.rolled_back.to or 'the known-good flags'} in {float(self.rolled_back.duration_s or 0):.0f} s"
+
+
+async def change_target(ctx: AppContext, target: str, command: str) -> TargetChange:
+    """`reconcile` (every node back on the flags flagbot meant) or `rollback` (that, then back to
+    the last verified start). The caller holds the target's lease."""
+    async with _session(ctx, target) as ts:
+        healed = await heal_if_diverged(ts, cache_dir=ctx.cache_dir)
+        if command == "reconcile":
+            if healed is not None:
+                return TargetChange(command, target, healed)
+            text = f"{target} is not diverged: every node runs the drop-in flagbot left; nothing to do."
+            return TargetChange(command, target, None, notes=[TextBlock(text)])
+        done = await rollback(ts, trigger="on-demand", cache_dir=ctx.cache_dir)
+    return TargetChange(command, target, healed, done)
+
+
+SETTLE_STEP = "settle unfinished runs"
+LEASE_STEP = "take the target's lease"
+
+
+def change_steps(command: str) -> list[str]:
+    """The steps `rollback`/`reconcile` report, in order (a status card shows them up front)."""
+    return [SETTLE_STEP, LEASE_STEP, command]
+
+
+async def rollback_or_reconcile(
+    ctx: AppContext, target: str, command: str, *, actor: str, progress: Progress
+) -> TargetChange:
+    """`rollback` or `reconcile` as every front end runs it: first settle what a flagbot that
+    stopped left on the target, then take the target's lease (refused at once when it is held:
+    LeaseHeld), then change the target."""
+    await progress.step(0, SETTLE_STEP, "running")
+    for outcome in await settle_unfinished(ctx, target):
+        await progress.note(settled_text(outcome))
+    await progress.step(0, SETTLE_STEP, "ok")
+    await progress.step(1, LEASE_STEP, "running")
+    async with leased(ctx, target, purpose=command, actor=actor, wait_s=0.0, progress=progress):
+        await progress.step(1, LEASE_STEP, "ok")
+        await progress.step(2, command, "running")
+        change = await change_target(ctx, target, command)
+    await progress.step(2, command, "ok" if change.ok else "failed")
+    return change

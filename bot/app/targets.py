@@ -1,0 +1,32 @@
+"""Which configured target a command acts on: written once for the CLI, Slack and the scheduler."""
+
+from __future__ import annotations
+
+from bot.commands import CommandError, Invocation
+from bot.config import Settings
+from bot.config.schema import Target
+
+
+class UnknownTargetError(CommandError):
+    """No target given and no default, or a name flagbot.toml does not define."""
+
+
+def resolve_target(settings: Settings, name: str | None) -> str:
+    """`name`, else `default_target`; UnknownTargetError naming the configured ones."""
+    chosen = name or settings.default_target
+    if chosen is None:
+        raise UnknownTargetError("no target: give target=NAME or set default_target in flagbot.toml")
+    if chosen not in settings.targets:
+        known = ", ".join(sorted(settings.targets)) or "none"
+        raise UnknownTargetError(f"unknown target {chosen!r}; targets: {known}")
+    return chosen
+
+
+def target_of(settings: Settings, invocation: Invocation) -> str:
+    """The command's `target=`, else the default target."""
+    return resolve_target(settings, invocation.options.get("target"))
+
+
+def target_config(settings: Settings, name: str) -> Target:
+    """The configuration of a target `resolve_target` accepted."""
+    return settings.targets[resolve_target(settings, name)]

@@ -1,0 +1,236 @@
+"""`flagbot bench`: run a benchmark profile against a target, store it, show it, compare it.
+
+The chat words (`profile=`, `concurrency=`, `repeats=`, `backend=`, `compare-to=`, `target=`)
+go through the shared grammar, exactly as `/flagbot bench ...` in Slack. Three options belong to
+the console only and are taken off first: `--json` (one JSON object on stdout), `--chart PATH`
+(a PNG of throughput and latency percentiles against concurrency) and `--base-url URL` (measure
+a server that is not a configured target, e.g. a local twin; the set is stored under
+`target=` or `adhoc`). Progress goes to stderr, one line per level and repeat.
+
+The target's lease (docs/loop.md, Leases): a benchmark puts load on the server, so it runs under
+the target's lease like a mutating playbook (holder `cli:USER@HOST:XXXXXXXX`, purpose `bench`,
+ttl `FLAGBOT_LEASE_TTL_S`, renewed every ttl/3, released at the end however the run ends). When
+someone else holds it, `wait=DURATION` waits for it (default 0: refuse at once); then bench exits
+1 with the holder named, before anything is contacted. bench always opens the store (every run
+is stored as a measurement set), so the lease is always available; it is taken whenever the load
+reaches a configured target: no `--base-url` (the target's own URL), `--base-url` equal to the
+target's URL, or `backend=bench_serving` (its client runs on the target's node 0). Only a
+`--base-url` server that is no configured target (stored under `target=` or `adhoc`) is measured
+without a lease: there is no target to lock.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bot.app.bench import BenchRequest, BenchResult, plan_bench, run_bench
+from bot.app.context import AppContext, console_actor
+from bot.bench.loadgen import LoadError
+from bot.bench.run import BenchRun, jsonable
+from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, usage_errors
+from bot.cli.progress import ConsoleProgress, number
+from bot.commands import CommandError, help_text, parse_command
+from bot.store.bench_repo import Compared, UnknownMeasurementSetError
+from bot.store.leases import LeaseHeld
+from bot.store.models import Measurement
+from bot.target.errors import TargetError
+
+__all__ = ["register_bench"]
+
+CONSOLE_ONLY = (
+    "console only: --json (JSON on stdout), --chart PATH (PNG), --base-url URL (an unconfigured server)"
+)
+
+
+def register_bench(app: typer.Typer) -> None:
+    """Register `bench` on the CLI, replacing the registry's placeholder of the same name."""
+    app.command("bench", context_settings=CHAT_CONTEXT)(bench)
+
+
+def _console_options(words: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Take `--json`, `--chart PATH` and `--base-url URL` off the words; the rest is chat grammar."""
+    found: dict[str, Any] = {"json": False, "chart": None, "base_url": None}
+    rest: list[str] = []
+    items = iter(words)
+    for word in items:
+        name, has_value, value = word.partition("=")
+        if word == "--json":
+            found["json"] = True
+        elif name in ("--chart", "--base-url"):
+            if not has_value:
+                value = next(items, "")
+            if not value:
+                raise CommandError(f"{name} needs a value", usage="bench ... " + name + " VALUE")
+            found[name[2:].replace("-", "_")] = value
+        else:
+            rest.append(word)
+    return found, rest
+
+
+def bench(ctx: typer.Context) -> None:
+    """Benchmark the running server with a profile; compare with a stored measurement set."""
+    if ctx.args in (["--help"], ["-h"]):
+        typer.echo(help_text("bench") + "\n" + CONSOLE_ONLY)
+        return
+    config = settings()
+    try:
+        local, words = _console_options(list(ctx.args))
+        invocation = parse_command(["bench", *words], catalog=catalog_for(config, words))
+    except CommandError as exc:
+        raise fail(exc.render()) from None
+    request = BenchRequest.of(config, invocation, base_url=local["base_url"])
+    with usage_errors():
+        setup = plan_bench(config, request)
+    chart = Path(local["chart"]) if local["chart"] else None
+    progress = ConsoleProgress(sys.stderr)
+
+    async def work(app_ctx: AppContext) -> BenchResult:
+        return await run_bench(
+            app_ctx,
+            setup,
+            request,
+            actor=console_actor(),
+            progress=progress,
+            chart_path=(lambda _set_id: chart) if chart is not None else None,
+        )
+
+    try:
+        result = run_in_context(config, work)
+    except LeaseHeld as exc:
+        wait = invocation.options.get("wait", "0")
+        hint = f" (waited {wait})" if request.wait_s > 0 else "; bench wait=DURATION waits for it"
+        raise fail(f"error: {exc}{hint}", code=1) from None
+    except LoadError as exc:
+        raise fail(f"error: benchmark failed: {exc}".splitlines()[0]) from None
+    except (TargetError, UnknownMeasurementSetError) as exc:  # one line, not a traceback
+        raise fail(f"error: {exc}") from None
+    except Exception as exc:  # any other target error (SSH, unreachable node) is one line too
+        if type(exc).__module__.startswith("bot.target"):
+            raise fail(f"error: {exc}") from None
+        raise
+    if result.lease_lost:
+        typer.echo(f"warning: {result.lease_lost} during the run: its figures may be disturbed", err=True)
+    comparison: Compared | str | None = result.comparison
+    if result.comparison_error is not None:
+        assert result.reference is not None
+        comparison = f"comparison with set #{result.reference.set.id} failed: {result.comparison_error}"
+    chart_text = str(result.chart) if result.chart is not None else None
+    if local["json"]:
+        typer.echo(json.dumps(_as_json(result.run, comparison, chart_text), indent=2, allow_nan=False))
+    else:
+        _print(result.run, comparison, chart_text)
+    if isinstance(comparison, str):
+        raise fail(f"error: {comparison} (set #{result.set_id} is stored)", code=1)
+
+
+def _levels(run: BenchRun) -> dict[int | None, list[Measurement]]:
+    levels: dict[int | None, list[Measurement]] = {}
+    for row in run.measurements:
+        levels.setdefault(row.concurrency, []).append(row)
+    return levels
+
+
+def _mean(rows: list[Measurement], key: str) -> float | None:
+    values = [r.metrics[key] for r in rows if isinstance(r.metrics.get(key), int | float)]
+    return statistics.fmean(values) if values else None
+
+
+def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    s = run.set
+    table = Table(title=f"measurement set #{s.id}: {s.target}, profile {s.profile}, backend {s.backend}")
+    for column in ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
+                   "TPOT mean", "ITL p50", "ITL p99", "E2E p50", "client"):  # fmt: skip
+        table.add_column(column, justify="right" if column != "client" else "left")
+    for level, rows in _levels(run).items():
+        out = [r.metrics.get("output_throughput") for r in rows]
+        numbers = [v for v in out if isinstance(v, int | float)]
+        cv = (
+            statistics.stdev(numbers) / statistics.fmean(numbers)
+            if len(numbers) > 1 and statistics.fmean(numbers)
+            else None
+        )
+        bound = sum(1 for r in rows if r.client_bound)
+        table.add_row(
+            str(level),
+            str(len(rows)),
+            f"{sum(int(r.metrics.get('completed') or 0) for r in rows)}/{sum(int(r.metrics.get('failed') or 0) for r in rows)}",
+            number(_mean(rows, "output_throughput")),
+            f"{cv:.1%}" if cv is not None else "-",
+            number(_mean(rows, "request_throughput"), 2),
+            number(_mean(rows, "median_ttft_ms")),
+            number(_mean(rows, "p99_ttft_ms")),
+            number(_mean(rows, "mean_tpot_ms"), 2),
+            number(_mean(rows, "median_itl_ms"), 2),
+            number(_mean(rows, "p99_itl_ms"), 2),
+            number(_mean(rows, "median_e2e_latency_ms")),
+            f"[red]CLIENT-BOUND {bound}/{len(rows)}[/red]" if bound else "ok",
+        )
+    console.print(table)
+    console.print("latencies in ms; means over repeats; cv = run-to-run variation of output tok/s")
+    for row in run.measurements:
+        client = row.metrics.get("client") or {}
+        if row.client_bound:
+            console.print(
+                f"[red]c={row.concurrency} repeat {row.repeat + 1}: client-bound ({'; '.join(client.get('reasons', []))}):"
+                " these figures are the load generator's limit, not the server's[/red]"
+            )
+        for group, count in (row.metrics.get("errors") or {}).items():
+            console.print(f"c={row.concurrency} repeat {row.repeat + 1}: {count} failed: {group}")
+    warnings = sorted(
+        {w for r in run.measurements for w in (r.metrics.get("client") or {}).get("warnings", [])}
+    )
+    for warning in warnings:
+        console.print(f"note: {warning}")
+    if comparison is not None and not isinstance(comparison, str):
+        for line in comparison.result.lines():
+            console.print(line)
+        if comparison.row is not None:
+            console.print(f"comparison #{comparison.row.id} stored")
+    if chart:
+        console.print(f"chart: {chart}")
+    console.print(f"stored as measurement set #{s.id}")
+
+
+def _as_json(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> Any:
+    s = run.set
+    return jsonable(
+        {
+            "set_id": s.id,
+            "target": s.target,
+            "profile": s.profile,
+            "backend": s.backend,
+            "client_bound": s.client_bound,
+            "params": s.params,
+            "summary": s.summary,
+            "client": s.client,
+            "measurements": [
+                {
+                    "id": m.id,
+                    "concurrency": m.concurrency,
+                    "request_rate": m.request_rate,
+                    "repeat": m.repeat,
+                    "source": m.source,
+                    "client_bound": m.client_bound,
+                    "metrics": m.metrics,
+                }
+                for m in run.measurements
+            ],
+            "comparison": (
+                {"error": comparison}
+                if isinstance(comparison, str)
+                else {"id": comparison.row.id if comparison.row else None, **comparison.result.to_json()}
+                if comparison is not None
+                else None
+            ),
+            "chart": chart,
+        }
+    )

@@ -1,0 +1,105 @@
+"""What every console command shares: the config given with `--config`, one-line errors with
+their exit codes, the target's flag list, and the application context (settings + store).
+
+Why a module of its own: each command module used to import the CLI's main module back for
+these (and one its private store opener), which tied them all into one import cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+
+from bot.app.context import AppContext, lease_ttl_s, open_store
+from bot.app.errors import AppError
+from bot.commands import CommandError
+from bot.commands.target_catalog import UnknownTargetError
+from bot.commands.target_catalog import catalog_for as target_catalog
+from bot.config import ConfigError, Settings, load_settings
+from bot.sglang.catalog import FlagCatalog
+
+JSON_SWITCH = "--json"
+CHAT_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+"""Typer settings of a command that takes the chat grammar's raw words."""
+
+_config_path: list[Path | None] = [None]
+T = TypeVar("T")
+
+
+def set_config_path(path: Path | None) -> None:
+    """The `--config` of this invocation (the root callback sets it)."""
+    _config_path[0] = path
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print `message` on stderr; the Exit to raise with `code`."""
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def settings() -> Settings:
+    try:
+        return load_settings(_config_path[0])
+    except ConfigError as exc:
+        raise fail(f"error: {exc}") from None
+
+
+def catalog_for(config: Settings, words: list[str]) -> FlagCatalog:
+    """The flag list of the command's target (`bot.commands.target_catalog`); an unknown
+    `target=` is one `error:` line, a missing version list a note on stderr."""
+    try:
+        found = target_catalog(config, words)
+    except UnknownTargetError as exc:
+        raise fail(f"error: {exc}") from None
+    if found.note:
+        typer.echo(f"note: {found.note}", err=True)
+    return found.catalog
+
+
+def split_json(words: list[str]) -> tuple[list[str], bool]:
+    """The words without `--json`, and whether it was there."""
+    return [word for word in words if word != JSON_SWITCH], JSON_SWITCH in words
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A CommandError or a usage AppError becomes its `error:` line and exit 2 (1 for AppError
+    that is not the user's words)."""
+    try:
+        yield
+    except CommandError as exc:
+        raise fail(f"error: {exc.message}") from None
+    except AppError as exc:
+        raise fail(f"error: {exc.message}", exc.exit_code) from None
+
+
+@asynccontextmanager
+async def _context(config: Settings) -> AsyncIterator[AppContext]:
+    from bot.store import AsyncStore  # deferred: sqlalchemy is heavy, and `flagbot --help` needs none of it
+
+    store = AsyncStore(open_store(config))
+    try:
+        yield AppContext(config, store, lease_ttl_s=lease_ttl_s())
+    finally:
+        await store.aclose()
+
+
+def run_in_context(config: Settings, work: Callable[[AppContext], Awaitable[T]]) -> T:
+    """Open the store (a store that is not ready is `error:` and exit 2), run `work` with the
+    application context on a fresh event loop, close the store however it ends."""
+    try:
+        return asyncio.run(_run(config, work))
+    except AppError as exc:
+        if exc.usage:
+            raise fail(f"error: {exc.message}", exc.exit_code) from None
+        raise
+
+
+async def _run(config: Settings, work: Callable[[AppContext], Awaitable[T]]) -> T:
+    async with _context(config) as ctx:
+        return await work(ctx)

@@ -1,0 +1,115 @@
+"""`flagbot try|revert|verify|isolate|baseline|hypothesis|log|cancel`: the loop from the terminal.
+
+Each mutating command is its built-in playbook run by the engine, exactly as `flagbot run try
+changes=...` would run it (same lease, same reconcile of a dead run first, same evidence): the
+words are read by `bot.app.playbooks`, the run by `bot.app.runs`. The read-only ones
+(`hypothesis`, `log`, `baseline show|diff`) read the store (`bot.app.records`). Exit codes: 0
+done (the experiment succeeded), 1 the target could not do it or said no (lease held, verdict not
+reached), 2 usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bot.app.context import AppContext, console_actor
+from bot.app.playbooks import resolve_playbook
+from bot.app.records import RecordsAnswer, read_records
+from bot.app.runs import CancelResult, cancel
+from bot.app.targets import target_of
+from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
+from bot.cli.playbooks import execute_playbook
+from bot.commands import CommandError, Invocation, help_text, parse_command
+from bot.config import Settings
+
+LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "log", "cancel")
+
+
+def register_loop(app: typer.Typer) -> None:
+    """Register the loop commands, replacing the registry's placeholders of the same names."""
+    for name in LOOP_COMMANDS:
+        app.command(name, context_settings=CHAT_CONTEXT)(_command(name))
+
+
+def _command(name: str) -> Callable[[typer.Context], None]:
+    def run(ctx: typer.Context) -> None:
+        words, json_output = split_json(list(ctx.args))
+        if words in (["--help"], ["-h"]):
+            typer.echo(help_text(name))
+            return
+        words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
+        config = settings()
+        try:
+            invocation = parse_command([name, *words], catalog=catalog_for(config, words))
+        except CommandError as exc:
+            raise fail(exc.render()) from None
+        with usage_errors():
+            target = target_of(config, invocation)
+        if name in ("hypothesis", "log", "cancel") or (
+            name == "baseline" and invocation.sub in (None, "show", "diff")
+        ):
+            _read_command(config, invocation, target, json_output=json_output)
+            return
+        with usage_errors():
+            call = resolve_playbook(config, invocation)
+        code, document = execute_playbook(config, call, json_output=json_output)
+        if json_output:
+            typer.echo(json.dumps(document, indent=2, default=str))
+        raise typer.Exit(code)
+
+    run.__doc__ = help_text(name).splitlines()[0]
+    return run
+
+
+async def _cancel(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
+    given = invocation.positionals.get("experiment")
+    result: CancelResult = await cancel(
+        ctx, target, None if given is None else int(str(given)), actor=console_actor()
+    )
+    if result.experiment_id is None:
+        raise LookupError(f"nothing is running on {target}")
+    if result.experiment is None:
+        raise LookupError(f"no experiment #{result.experiment_id}")
+    text = (
+        f"experiment #{result.experiment_id}: cancel requested; it stops at its next step boundary and rolls back"
+        if result.requested
+        else f"experiment #{result.experiment_id} is not running; nothing to cancel"
+    )
+    return {**result.to_json(), "lines": [text]}
+
+
+async def _records(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
+    answer: RecordsAnswer = await read_records(ctx, invocation, target, actor=console_actor())
+    return answer.to_json()
+
+
+def _read_command(config: Settings, invocation: Invocation, target: str, *, json_output: bool) -> None:
+    read = _cancel if invocation.name == "cancel" else _records
+    try:
+        data = run_in_context(config, lambda ctx: read(ctx, invocation, target))
+    except (LookupError, ValueError) as exc:
+        raise fail(f"error: {invocation.name}: {exc}", 1) from None
+    if json_output:
+        typer.echo(json.dumps(data, indent=2, default=str))
+    else:
+        _print(data)
+    raise typer.Exit(0 if data.get("ok", True) else 1)
+
+
+def _print(data: dict[str, Any]) -> None:
+    console = Console(highlight=False)
+    for table in data.get("tables", []):
+        rich_table = Table(title=table["title"], title_justify="left")
+        for column in table["columns"]:
+            rich_table.add_column(column, overflow="fold")
+        for row in table["rows"]:
+            rich_table.add_row(*[str(cell) for cell in row])
+        console.print(rich_table)
+    for line in data.get("lines", []):
+        console.print(line, markup=False, soft_wrap=True)

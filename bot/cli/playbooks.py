@@ -1,0 +1,104 @@
+"""`flagbot playbooks` and `flagbot run PLAYBOOK key=value ...`: any playbook from the terminal.
+
+`run` reads its words with the shared grammar (the `run` command takes free `key=value`
+options, which the playbook itself validates: `bot.app.playbooks`), runs the playbook with the
+engine and a console reporter (`bot.app.runs`), and exits 0 when the experiment succeeded, 1 when
+it did not or the target's lease is held by someone else (the message says by whom), 2 for a
+usage problem.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bot.app.context import AppContext, console_actor
+from bot.app.playbooks import PlaybookCall, describe, load_all, resolve_playbook
+from bot.app.runs import run_playbook
+from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
+from bot.commands import CommandError, help_text, parse_command
+from bot.config import Settings
+from bot.loop.playbook import Playbook, PlaybookError
+from bot.loop.report import ConsoleReporter, MemoryReporter, Reporter
+from bot.store.leases import LeaseHeld
+
+
+def register_playbooks(app: typer.Typer) -> None:
+    """Register `playbooks` and `run`, replacing the registry's placeholders of the same names."""
+    app.command("playbooks", context_settings=CHAT_CONTEXT)(playbooks)
+    app.command("run", context_settings=CHAT_CONTEXT)(run)
+
+
+def _load(config: Settings) -> dict[str, Playbook]:
+    try:
+        return load_all(config)
+    except PlaybookError as exc:
+        raise fail(f"error: {exc}") from None
+
+
+def _describe_params(book: Playbook) -> str:
+    return ", ".join(f"{p.name}{'*' if p.required else ''} ({p.kind})" for p in book.params) or "-"
+
+
+def playbooks(ctx: typer.Context) -> None:
+    """List playbooks and their parameters."""
+    words, json_output = split_json(list(ctx.args))
+    if words in (["--help"], ["-h"]):
+        typer.echo(help_text("playbooks"))
+        return
+    if words:
+        raise fail(f"error: playbooks takes no arguments, got {words[0]!r}")
+    books = _load(settings())
+    if json_output:
+        typer.echo(json.dumps([describe(book) for book in books.values()], indent=2))
+        return
+    table = Table(title="playbooks (* required)", title_justify="left")
+    for column in ("name", "description", "params", "source"):
+        table.add_column(column, overflow="fold")
+    for book in books.values():
+        source = str(book.source) + "".join(f"\n(hides {path})" for path in book.shadows)
+        table.add_row(book.name, book.description, _describe_params(book), source)
+    Console(highlight=False).print(table)
+
+
+def run(ctx: typer.Context) -> None:
+    """Run any playbook, built-in or your own, with key=value parameters."""
+    words, json_output = split_json(list(ctx.args))
+    if words in (["--help"], ["-h"]):
+        typer.echo(help_text("run"))
+        return
+    config = settings()
+    catalog = catalog_for(config, words)
+    try:
+        invocation = parse_command(["run", *words], catalog=catalog)
+    except CommandError as exc:
+        raise fail(f"error: {exc.message}") from None
+    with usage_errors():
+        call = resolve_playbook(config, invocation)
+    code, document = execute_playbook(config, call, json_output=json_output)
+    if json_output:
+        typer.echo(json.dumps(document, indent=2, default=str))
+    raise typer.Exit(code)
+
+
+def execute_playbook(
+    config: Settings, call: PlaybookCall, *, json_output: bool
+) -> tuple[int, dict[str, Any]]:
+    """Run it; exit code 0 when the experiment succeeded, and the outcome as a JSON document."""
+    reporter: Reporter = MemoryReporter() if json_output else ConsoleReporter()
+
+    async def work(ctx: AppContext) -> dict[str, Any]:
+        done = await run_playbook(ctx, call, reporter, actor=console_actor())
+        return done.to_json()
+
+    try:
+        document = run_in_context(config, work)
+    except LeaseHeld as exc:
+        raise fail(f"error: {exc}", 1) from None
+    except OSError as exc:
+        raise fail(f"error: run {call.book.name}: {exc}", 1) from None
+    return (0 if document["status"] == "succeeded" else 1), document
