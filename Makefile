@@ -25,6 +25,7 @@ deps:
 lint: venv
 	$(VENV)/bin/ruff check bot lab tests bench tools
 	$(VENV)/bin/ruff format --check bot lab tests bench tools
+	$(VENV)/bin/lint-imports  # the layer contracts in pyproject.toml ([tool.importlinter])
 
 typecheck: venv
 	$(VENV)/bin/mypy

@@ -18,10 +18,18 @@ from typing import Any
 from bot.app.notify import Notice
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
+from bot.bench.planning import plan_for
+from bot.bench.run import run_plan
+from bot.bench.verdict import VerdictSettings
+from bot.config.verdicts import Verdicts
+from bot.loop.lease_guard import hold_lease, holder_id
+from bot.store import Store
+from bot.store.bench_repo import compare_by_id, load_set
 from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
 from bot.store.leases import LeaseHeld
 from bot.store.schedule_models import VerificationCheck
 from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, VerdictBlock
+from bot.target.observe import observe
 
 __all__ = ["CheckOutcome", "Probe", "Verdict", "judge", "probe_target", "run_check"]
 
@@ -72,7 +80,7 @@ class CheckOutcome:
         }
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -137,9 +145,6 @@ def judge(
 async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
     """Observe the running start and benchmark it, under the target's lease (LeaseHeld when it
     stays busy for `rt.lease_wait_s`)."""
-    from bot.bench.run import BenchPlan, run_plan
-    from bot.loop.lease_guard import hold_lease, holder_id
-    from bot.target.observe import observe
 
     settings = rt.settings
     target = settings.targets[check.target]
@@ -169,14 +174,8 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
         if name not in settings.bench:
             probe.notes.append(f"no benchmark profile {name!r}: not benchmarked")
             return probe
-        plan = BenchPlan.build(
-            target=check.target,
-            base_url=target.http_base(),
-            profile_name=name,
-            profile=settings.bench[name],
-            label=f"check #{check.id}",
-            snapshot_id=obs.snapshot_id,
-            bench_serving=target.bench_serving,
+        plan = plan_for(
+            settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
         )
         node = ts.node0 if plan.backend == "bench_serving" else None
         run = await run_plan(plan, store=rt.store, node=node)
@@ -184,10 +183,10 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
     return probe
 
 
-def _throughput(store: Any, reference: int | None, candidate: int | None, settings: Any) -> Any:
+def _throughput(
+    store: Store, reference: int | None, candidate: int | None, settings: Verdicts
+) -> tuple[str, list[str]] | None:
     """(verdict word, lines) of the check's set against the concluded one; None when not comparable."""
-    from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id, load_set
 
     if reference is None or candidate is None:
         return None
@@ -197,7 +196,7 @@ def _throughput(store: Any, reference: int | None, candidate: int | None, settin
     compared = compare_by_id(
         store, reference, candidate, VerdictSettings.from_config(settings), single_look=True
     )
-    return compared.result.verdict, compared.result.lines()
+    return compared.result.verdict, list(compared.result.lines())
 
 
 async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "schedule") -> CheckOutcome | None:

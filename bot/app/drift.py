@@ -27,7 +27,16 @@ from typing import Any
 
 from bot.app.notify import Notice
 from bot.app.runtime import ScheduleRuntime
+from bot.bench.capacity import judge_capacity, parse_tolerance
+from bot.bench.verdict import VerdictSettings
+from bot.config import Settings
+from bot.loop.steps.target_steps import get_snapshot
+from bot.store import Snapshot, Store
+from bot.store.baselines import current_baseline
+from bot.store.bench_repo import compare_by_id, latest_sets, load_set
 from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted
+from bot.store.leases import current
+from bot.target.dropin import HandEditError, check_unedited, unit_diff
 from bot.target.evidence import (
     ComparisonRow,
     Evidence,
@@ -36,6 +45,11 @@ from bot.target.evidence import (
     TextBlock,
     evidence_from_json,
 )
+from bot.target.known_good import known_good
+from bot.target.ledger import sha256_text
+from bot.target.nodestate import node_state
+from bot.target.observe import observe
+from bot.target.session import TargetSession
 
 __all__ = ["DriftOutcome", "watch_drift"]
 
@@ -55,9 +69,7 @@ def finding(key: str, what: str, *blocks: Evidence) -> dict[str, Any]:
     return {"key": key, "what": what, "evidence": [block.to_json() for block in blocks]}
 
 
-async def _hand_edits(ts: Any, reference: dict[str, Any]) -> list[dict[str, Any]]:
-    from bot.target.dropin import HandEditError, check_unedited, unit_diff
-    from bot.target.ledger import sha256_text
+async def _hand_edits(ts: TargetSession, reference: dict[str, Any]) -> list[dict[str, Any]]:
 
     found = []
     units = dict(reference.get("units") or {})
@@ -90,10 +102,7 @@ def _edit(node: str, unit: str, diff: str) -> dict[str, Any]:
     )
 
 
-async def _look(rt: ScheduleRuntime, ts: Any, reference: dict[str, Any]) -> list[dict[str, Any]]:
-    from bot.store.baselines import current_baseline
-    from bot.target.known_good import known_good
-    from bot.target.nodestate import node_state
+async def _look(rt: ScheduleRuntime, ts: TargetSession, reference: dict[str, Any]) -> list[dict[str, Any]]:
 
     store = rt.store
     findings = await _hand_edits(ts, reference)
@@ -126,15 +135,13 @@ async def _look(rt: ScheduleRuntime, ts: Any, reference: dict[str, Any]) -> list
     return findings
 
 
-def _snapshot(store: Any, snapshot_id: int) -> Any:
-    from bot.loop.steps.target_steps import get_snapshot
+def _snapshot(store: Store, snapshot_id: int) -> Snapshot | None:
 
-    return get_snapshot(store, snapshot_id)
+    found: Snapshot | None = get_snapshot(store, snapshot_id)
+    return found
 
 
-async def _capacity(rt: ScheduleRuntime, ts: Any, reference: Any) -> list[dict[str, Any]]:
-    from bot.bench.capacity import judge_capacity, parse_tolerance
-    from bot.target.observe import observe
+async def _capacity(rt: ScheduleRuntime, ts: TargetSession, reference: Snapshot) -> list[dict[str, Any]]:
 
     obs = await observe(ts, cache_dir=rt.cache(), store=False, promote=False)
     rows, moved = [], []
@@ -161,10 +168,8 @@ async def _capacity(rt: ScheduleRuntime, ts: Any, reference: Any) -> list[dict[s
 
 
 def _throughput(
-    store: Any, target: str, baseline_set: int, invocation: str | None, settings: Any
+    store: Store, target: str, baseline_set: int, invocation: str | None, settings: Settings
 ) -> list[dict[str, Any]]:
-    from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id, latest_sets, load_set
 
     base = load_set(store, baseline_set)
     if base is None:
@@ -198,7 +203,6 @@ def _throughput(
 async def watch_drift(rt: ScheduleRuntime, target: str) -> DriftOutcome:
     """Look once, store the findings, tell a change of state. A target whose lease is held (a
     running experiment is changing it on purpose) is skipped."""
-    from bot.store.leases import current
 
     store = rt.store
     if target not in rt.settings.targets:

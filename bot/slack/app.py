@@ -9,15 +9,20 @@ URL) connects out with the app-level token. Both run in one event loop with the 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -56,7 +61,9 @@ def register_listeners(app: AsyncApp, services: SlackServices) -> None:
     """The command, the mention and the buttons; `services` reaches handlers via the context."""
 
     @app.middleware
-    async def with_services(context: Any, next: Any) -> Any:
+    async def with_services(
+        context: AsyncBoltContext, next: Callable[[], Awaitable[BoltResponse]]
+    ) -> BoltResponse:
         context["flagbot"] = services
         return await next()
 
@@ -66,7 +73,9 @@ def register_listeners(app: AsyncApp, services: SlackServices) -> None:
     app.error(on_error)
 
 
-async def on_error(error: Exception, body: dict[str, Any], client: Any, logger: Any) -> None:
+async def on_error(
+    error: Exception, body: dict[str, Any], client: AsyncWebClient, logger: logging.Logger
+) -> None:
     """The one error handler for what escapes a listener: a known error becomes its own message,
     anything else an error id (logged with the traceback) the user can quote."""
     from bot.commands import CommandError
@@ -88,10 +97,8 @@ async def on_error(error: Exception, body: dict[str, Any], client: Any, logger: 
         await client.chat_postEphemeral(channel=channel, user=user, text=text)
 
 
-async def serve_http(app: AsyncApp, host: str, port: int) -> Any:
+async def serve_http(app: AsyncApp, host: str, port: int) -> web.AppRunner:
     """Start the aiohttp server for HTTP mode; returns the runner (`await runner.cleanup()`)."""
-    from aiohttp import web
-
     runner = web.AppRunner(app.web_app(path=EVENTS_PATH))
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -111,11 +118,11 @@ class OnceSocketModeHandler(AsyncSocketModeHandler):
 
     MEMORY = 1000
 
-    def __init__(self, app: AsyncApp, app_token: str, **kwargs: Any) -> None:
-        super().__init__(app, app_token, **kwargs)
+    def __init__(self, app: AsyncApp, app_token: str, *, ping_interval: float = 10) -> None:
+        super().__init__(app, app_token, ping_interval=ping_interval)
         self._answers: OrderedDict[str, asyncio.Future[BoltResponse]] = OrderedDict()
 
-    async def handle(self, client: Any, req: SocketModeRequest) -> None:
+    async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         start = asyncio.get_running_loop().time()
         key = delivery_key(req)
         answer = self._answers.get(key)

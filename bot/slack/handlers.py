@@ -9,27 +9,32 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from slack_bolt.context.ack.async_ack import AsyncAck
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.runs import cancel, cancel_candidate
 from bot.commands import CommandError, Invocation
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
+from bot.slack.card import ActionValue
 from bot.slack.dispatch import answer, check, parse, start_thread, threaded
 from bot.slack.rbac import Decision, Role
 from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.services import SlackServices
 from bot.slack.text import typed_text
 from bot.slack.threads import Where
+from bot.target.evidence import Evidence
 
 log = logging.getLogger(__name__)
 MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
 
 
-async def _roles(services: SlackServices, client: Any, user: str) -> frozenset[Role]:
+async def _roles(services: SlackServices, client: AsyncWebClient, user: str) -> frozenset[Role]:
     from bot.slack.rbac import groups_of, roles_of
 
     rbac = services.settings.slack.rbac
@@ -38,7 +43,7 @@ async def _roles(services: SlackServices, client: Any, user: str) -> frozenset[R
 
 
 async def _decide(
-    services: SlackServices, client: Any, invocation: Invocation, user: str, channel: str
+    services: SlackServices, client: AsyncWebClient, invocation: Invocation, user: str, channel: str
 ) -> Decision:
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
 
@@ -76,7 +81,7 @@ async def _decide(
 
 async def _start(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     invocation: Invocation,
     decision: Decision,
     *,
@@ -97,7 +102,7 @@ async def _start(
     services.spawn(work, on_error=_report_error(client, where, user))
 
 
-async def _post_answer(client: Any, blocks_of: list[Any], where: Where) -> None:
+async def _post_answer(client: AsyncWebClient, blocks_of: list[Evidence], where: Where) -> None:
     for block in blocks_of:
         rendered = render_block(block)
         for part, text in messages(rendered.blocks, rendered.text):
@@ -108,7 +113,7 @@ async def _post_answer(client: Any, blocks_of: list[Any], where: Where) -> None:
 
 async def _dispatch(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     invocation: Invocation,
     *,
     text: str,
@@ -155,7 +160,9 @@ async def _cancel(
     await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text)
 
 
-def _report_error(client: Any, where: Where, user: str) -> Any:
+def _report_error(
+    client: AsyncWebClient, where: Where, user: str
+) -> Callable[[str, BaseException], Awaitable[None]]:
     async def report(ident: str, exc: BaseException) -> None:
         from bot.target.errors import TargetError
 
@@ -169,7 +176,9 @@ def _report_error(client: Any, where: Where, user: str) -> Any:
     return report
 
 
-async def on_command(ack: Any, command: dict[str, Any], client: Any, context: Any) -> None:
+async def on_command(
+    ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+) -> None:
     """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer."""
     services: SlackServices = context["flagbot"]
     services.request_seen()
@@ -195,7 +204,7 @@ async def on_command(ack: Any, command: dict[str, Any], client: Any, context: An
         await ack()
 
 
-async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
+async def on_mention(event: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext) -> None:
     """`@flagbot COMMAND` (in an investigation thread: acts there). Redelivered events act once.
 
     Bolt acknowledges an event when its listener returns, so everything is done after it."""
@@ -208,7 +217,9 @@ async def on_mention(event: dict[str, Any], client: Any, context: Any) -> None:
     )
 
 
-async def _mentioned(services: SlackServices, client: Any, event: dict[str, Any], where: Where) -> None:
+async def _mentioned(
+    services: SlackServices, client: AsyncWebClient, event: dict[str, Any], where: Where
+) -> None:
     key = f"event:{event.get('client_msg_id') or event.get('ts')}"
     user, channel = event.get("user", ""), event["channel"]
     if not await services.first_time(key, user):
@@ -232,7 +243,11 @@ async def _mentioned(services: SlackServices, client: Any, event: dict[str, Any]
 
 
 async def on_action(
-    ack: Any, body: dict[str, Any], action: dict[str, Any], client: Any, context: Any
+    ack: AsyncAck,
+    body: dict[str, Any],
+    action: dict[str, Any],
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
 ) -> None:
     """A button: authorised like the command it stands for, acted on once, the thread told who did it.
 
@@ -253,7 +268,7 @@ async def on_action(
 
 async def _clicked(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     action: dict[str, Any],
     user: str,
     message: dict[str, Any],
@@ -312,7 +327,9 @@ async def _clicked(
     )
 
 
-async def _may_click(services: SlackServices, client: Any, value: Any, user: str, where: Where) -> bool:
+async def _may_click(
+    services: SlackServices, client: AsyncWebClient, value: ActionValue, user: str, where: Where
+) -> bool:
     """Every other button changes the target or records the team's decision (Keep): a viewer is
     refused, audited, before anything the button names is looked up (a missing experiment must not
     answer in place of the refusal, and Keep must not be recorded)."""
@@ -341,7 +358,7 @@ async def _may_click(services: SlackServices, client: Any, value: Any, user: str
 
 
 async def _hypothesis_words(
-    services: SlackServices, value: Any, invocation: Invocation, words: str, user: str
+    services: SlackServices, value: ActionValue, invocation: Invocation, words: str, user: str
 ) -> tuple[int, str]:
     """Record the clicked proposal as a hypothesis; its id, and the words linked to it (a try
     names it with `hypothesis=`, so an approval that runs the words later keeps the link)."""
@@ -353,7 +370,7 @@ async def _hypothesis_words(
     return hypothesis_id, words + (f" hypothesis={hypothesis_id}" if invocation.name == "try" else "")
 
 
-async def _mark_tested(client: Any, channel: str, message: dict[str, Any], text: str) -> None:
+async def _mark_tested(client: AsyncWebClient, channel: str, message: dict[str, Any], text: str) -> None:
     """The clicked proposal's button is replaced by who ran it and when (a later click finds none)."""
     if not message.get("ts"):
         return
@@ -383,7 +400,7 @@ async def _record_keep(services: SlackServices, experiment_id: int, user: str) -
     )
 
 
-async def _button_words(services: SlackServices, action_id: str, value: Any) -> str | None:
+async def _button_words(services: SlackServices, action_id: str, value: ActionValue) -> str | None:
     """The command a button stands for (Keep only records the decision). Isolate and re-run
     check the capacity the experiment started from; a proposed hypothesis runs the command the
     ranking proposed, on the experiment's target."""

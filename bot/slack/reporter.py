@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import ClientError
 from slack_sdk.errors import SlackClientError
@@ -21,6 +21,7 @@ from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, messages, render_block, status_card
 from bot.target.evidence import Evidence, TextBlock, VerdictBlock
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -55,7 +56,7 @@ class SlackThreadReporter:
     `error_id`: one id per thread, which the thread is given at the end (`finished`)."""
     error_id: str | None = None
 
-    async def _slack(self, what: str, call: Awaitable[Any]) -> Any:
+    async def _slack(self, what: str, call: Awaitable[T]) -> T | None:
         """A Slack call that must not stop the run: the thread is a view, the store holds the run."""
         from bot.slack.services import error_id
 

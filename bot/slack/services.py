@@ -47,7 +47,7 @@ class SlackServices:
     store: AsyncStore
     lease_ttl_s: float = 60.0
     bot_user_id: str | None = None
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    tasks: set[asyncio.Task[object]] = field(default_factory=set)
     seen: dict[str, str] = field(default_factory=dict)
     """Idempotency keys already acted on (button nonce or event id) -> who acted."""
     _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -70,13 +70,13 @@ class SlackServices:
 
     def spawn(
         self,
-        work: Coroutine[Any, Any, Any],
+        work: Coroutine[Any, Any, object],
         *,
         on_error: Callable[[str, BaseException], Awaitable[None]] | None = None,
-    ) -> asyncio.Task[Any]:
+    ) -> asyncio.Task[object]:
         """Run `work` after the ack; an unexpected error is logged with an id and reported."""
 
-        async def guarded() -> Any:
+        async def guarded() -> object:
             try:
                 await self._after_requests()
                 return await work

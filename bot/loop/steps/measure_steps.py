@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.run import BenchPlan, run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.loop.actions import StepContext, action
@@ -34,19 +35,17 @@ VERDICTS = {
 
 
 def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
-    target = target_of(ctx)
-    name = profile or target.benchmark_profile
-    if name not in ctx.settings.bench:
-        raise ValueError(f"no benchmark profile {name!r}; profiles: {', '.join(sorted(ctx.settings.bench))}")
-    return BenchPlan.build(
-        target=ctx.target,
-        base_url=target.http_base(),
-        profile_name=name,
-        profile=ctx.settings.bench[name],
-        label=f"experiment #{ctx.experiment_id} {label}",
-        snapshot_id=snapshot_id,
-        bench_serving=target.bench_serving,
-    )
+    target_of(ctx)  # a configured target, or the step fails naming it
+    try:
+        return plan_for(
+            ctx.settings,
+            ctx.target,
+            profile=profile,
+            label=f"experiment #{ctx.experiment_id} {label}",
+            snapshot_id=snapshot_id,
+        )
+    except UnknownProfileError as exc:
+        raise ValueError(str(exc)) from None
 
 
 @action(

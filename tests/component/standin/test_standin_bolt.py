@@ -7,7 +7,7 @@ import json
 import pytest
 
 from flagbot_lab.standin import BOT_USER_ID, SlashInThreadError, Standin
-from tests.component.slack.conftest import BoltBot
+from tests.support.standin_fixtures import BoltBot
 
 OPS = "C0FLAGBOT"
 

@@ -12,7 +12,7 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from flagbot_lab.standin import Standin
-from tests.component.slack.conftest import BoltBot
+from tests.support.standin_fixtures import BoltBot
 
 OPS = "C0FLAGBOT"
 CARD: list[dict[str, Any]] = [
