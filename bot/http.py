@@ -9,10 +9,19 @@ verification it does is the same as httpx's default (certifi's bundle, hostnames
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TypedDict, Unpack
 
 import httpx
+
+
+class Options(TypedDict, total=False):
+    """The httpx options flagbot's callers give (`httpx.AsyncClient(...)`, `httpx.get(...)`)."""
+
+    timeout: float | httpx.Timeout | None
+    headers: Mapping[str, str]
+    trust_env: bool
 
 
 @cache
@@ -22,13 +31,13 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context(trust_env=False)
 
 
-def async_client(**options: Any) -> httpx.AsyncClient:
+def async_client(**options: Unpack[Options]) -> httpx.AsyncClient:
     """An `httpx.AsyncClient` with the shared TLS context and no proxy from the environment."""
     options.setdefault("trust_env", False)
     return httpx.AsyncClient(verify=tls_context(), **options)
 
 
-def get(url: str, **options: Any) -> httpx.Response:
+def get(url: str, **options: Unpack[Options]) -> httpx.Response:
     """A one-off synchronous GET with the shared TLS context and no proxy from the environment."""
     options.setdefault("trust_env", False)
     return httpx.get(url, verify=tls_context(), **options)

@@ -87,13 +87,15 @@ def _show(value: float | None) -> str:
     return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
 
 
-def judge_capacity(metric: str, reference: Any, candidate: Any, tolerance: Tolerance) -> CapacityVerdict:
+def judge_capacity(
+    metric: str, reference: object, candidate: object, tolerance: Tolerance
+) -> CapacityVerdict:
     """Within tolerance: no effect; otherwise improved or regressed (more is better)."""
     a, b = _number(reference), _number(candidate)
     if a is None or b is None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["preload", "render_chart"]
 
@@ -57,7 +60,7 @@ def _by_level(rows: Iterable[Row], key: str) -> dict[int, list[tuple[float, bool
     return dict(sorted(out.items()))
 
 
-def _plot(ax: Any, rows: Sequence[Row], series: Sequence[tuple[str, str]], *, reference: bool) -> None:
+def _plot(ax: Axes, rows: Sequence[Row], series: Sequence[tuple[str, str]], *, reference: bool) -> None:
     for index, (key, label) in enumerate(series):
         points = _by_level(rows, key)
         if not points:

@@ -36,7 +36,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from multiprocessing import forkserver
 from multiprocessing.connection import Connection
-from typing import Any, Literal
+from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import Any, Literal, overload
 
 import httpx
 
@@ -378,7 +379,7 @@ def prestart() -> None:
         forkserver.ensure_running()
 
 
-def _worker_context() -> Any:
+def _worker_context() -> SpawnContext | ForkServerContext:
     """Fork server with the worker module preloaded (single-threaded, so forking it is safe even
     though the caller has threads); spawn where fork servers do not exist."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -393,7 +394,12 @@ async def run_load_async(spec: LoadSpec) -> LevelResult:
     return await asyncio.to_thread(run_load, spec)
 
 
-def _receive(conn: Connection, expected: str, timeout: float) -> Any:
+@overload
+def _receive(conn: Connection, expected: Literal["ready"], timeout: float) -> dict[str, Any]: ...
+@overload
+def _receive(conn: Connection, expected: Literal["done"], timeout: float) -> WorkerResult: ...
+def _receive(conn: Connection, expected: str, timeout: float) -> object:
+    """The payload of the worker's next message, which must be `expected` (see `bot.bench.worker`)."""
     if not conn.poll(timeout):
         raise LoadError(f"a load worker sent no {expected!r} within {timeout:g} s")
     try:

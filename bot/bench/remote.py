@@ -20,7 +20,7 @@ import json
 import math
 import uuid
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from bot.bench.client_health import ClientHealth
 from bot.bench.loadgen import LevelResult, LoadError, LoadSpec
@@ -95,7 +95,11 @@ def _last_json(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _scalar(value: Any) -> Any:
+T = TypeVar("T")
+
+
+def _scalar(value: T) -> T | str:
+    """A JSON-safe value: an infinite float becomes "inf" or "-inf"."""
     if isinstance(value, float) and not math.isfinite(value):
         return "inf" if value > 0 else str(value)
     return value

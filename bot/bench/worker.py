@@ -43,12 +43,16 @@ from array import array
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.bench.metrics import RequestRecord
 from bot.bench.prompts import calibrate, make_prompt
 from bot.bench.sse import SSEDecoder, interpret
 from bot.bench.worker_meters import IdleMeter, lag_probe, spin
+
+if TYPE_CHECKING:
+    import aiohttp
+    import httpx
 
 __all__ = ["WorkerPlan", "WorkerResult", "worker_main"]
 
@@ -393,7 +397,7 @@ class _Worker:
 
         self._close = close
 
-    async def _httpx(self, client: Any, record: RequestRecord, body: bytes) -> None:
+    async def _httpx(self, client: httpx.AsyncClient, record: RequestRecord, body: bytes) -> None:
         async with client.stream("POST", self.plan.url, content=body, headers=self.headers) as response:
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
@@ -401,7 +405,7 @@ class _Worker:
                 return
             await self._consume(record, response.aiter_raw())
 
-    async def _aiohttp(self, session: Any, record: RequestRecord, body: bytes) -> None:
+    async def _aiohttp(self, session: aiohttp.ClientSession, record: RequestRecord, body: bytes) -> None:
         async with session.post(self.plan.url, data=body, headers=self.headers) as response:
             if response.status != 200:
                 text = (await response.read()).decode("utf-8", "replace")

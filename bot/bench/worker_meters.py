@@ -8,8 +8,10 @@ level by them), not part of sending requests; the worker only starts and stops t
 from __future__ import annotations
 
 import asyncio
+import selectors
 import time
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["LAG_PERIOD", "IdleMeter", "lag_probe", "spin"]
@@ -25,6 +27,10 @@ def spin(seconds: float) -> None:
         pass
 
 
+Select = Callable[[float | None], list[tuple[selectors.SelectorKey, int]]]
+"""A selector's `select` (`selectors.BaseSelector.select`)."""
+
+
 class IdleMeter:
     """Sums the time the loop waits in its selector: wall minus that is the time it was busy
     (running callbacks, or descheduled by the OS while runnable). Wraps the selector's `select`
@@ -34,12 +40,12 @@ class IdleMeter:
         self.idle = 0.0
         selector: Any = getattr(loop, "_selector", None)  # asyncio's own; private, stable since 3.4
         self._selector = selector
-        self._original: Any = getattr(selector, "select", None)
-        if self._original is None:
+        original: Select | None = getattr(selector, "select", None)
+        self._original = original
+        if original is None:
             return
-        original = self._original
 
-        def select(timeout: float | None = None) -> Any:
+        def select(timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
             start = time.perf_counter()
             try:
                 return original(timeout)

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from bot.digest.model import Digest
 from bot.digest.week import zone
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.dates import DateFormatter, DayLocator
 
 __all__ = ["render_chart_png"]
 
@@ -76,20 +81,27 @@ def render_chart_png(digest: Digest, *, now: datetime | None = None) -> bytes | 
     return out.getvalue()
 
 
-def _marks(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any) -> None:
+def _marks(cap_ax: Axes, tp_ax: Axes, digest: Digest, tz: ZoneInfo) -> None:
+    # The x values are datetimes, which matplotlib converts through its date units; its type stubs
+    # name only numbers and arrays there, hence the `type: ignore[arg-type]` where they are passed.
     marks = digest.chart.marks
     if len(marks) > MAX_LINES:  # a rug of ticks along the top: thousands of lines would be a wall
         for colour in sorted({_colour(verdict) for _, _, verdict in marks}):
             xs = [at.astimezone(tz) for at, _, verdict in marks if _colour(verdict) == colour]
             for ax in (cap_ax, tp_ax):
                 ax.plot(
-                    xs, [0.97] * len(xs), "|", color=colour, markersize=8, transform=ax.get_xaxis_transform()
+                    xs,  # type: ignore[arg-type]  # datetimes: see above
+                    [0.97] * len(xs),
+                    "|",
+                    color=colour,
+                    markersize=8,
+                    transform=ax.get_xaxis_transform(),
                 )
         return
     for ax in (cap_ax, tp_ax):
         if marks:
             ax.vlines(
-                [at.astimezone(tz) for at, _, _ in marks],
+                [at.astimezone(tz) for at, _, _ in marks],  # type: ignore[arg-type]  # datetimes: see above
                 0,
                 1,
                 transform=ax.get_xaxis_transform(),
@@ -101,7 +113,7 @@ def _marks(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any) -> None:
     if len(marks) <= MAX_LABELS:
         for at, label, verdict in marks:
             cap_ax.text(
-                at.astimezone(tz),
+                at.astimezone(tz),  # type: ignore[arg-type]  # datetimes: see above
                 0.98,
                 f" {label} {verdict or ''}".rstrip(),
                 transform=cap_ax.get_xaxis_transform(),
@@ -113,7 +125,14 @@ def _marks(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any) -> None:
             )
 
 
-def _axes(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any, formatter: Any, locator: Any) -> None:
+def _axes(
+    cap_ax: Axes,
+    tp_ax: Axes,
+    digest: Digest,
+    tz: ZoneInfo,
+    formatter: type[DateFormatter],
+    locator: type[DayLocator],
+) -> None:
     start, end = digest.start.astimezone(tz), digest.end.astimezone(tz)
     cap_ax.set_ylabel("max_running_requests\n(effective)")
     tp_ax.set_ylabel("output tok/s\n(peak level)")
@@ -122,7 +141,7 @@ def _axes(cap_ax: Any, tp_ax: Any, digest: Digest, tz: Any, formatter: Any, loca
         (tp_ax, {**digest.chart.throughput, **digest.chart.reference}),
     ):
         ax.grid(True, alpha=0.3)
-        ax.set_xlim(start, end)
+        ax.set_xlim(start, end)  # type: ignore[arg-type]  # datetimes: see _marks
         if any(has.values()):
             ax.legend(fontsize=8, loc="lower left")
         else:

@@ -18,7 +18,6 @@ import importlib
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
@@ -61,7 +60,7 @@ def failed_checks(
     return lines, ""
 
 
-def _get(row: Any, keys: tuple[str, ...]) -> Any:
+def _get(row: object, keys: tuple[str, ...]) -> object:
     for key in keys:
         value = row.get(key) if isinstance(row, Mapping) else getattr(row, key, None)
         if value not in (None, "", {}, []):
@@ -69,7 +68,7 @@ def _get(row: Any, keys: tuple[str, ...]) -> Any:
     return None
 
 
-def _line(row: Any) -> CheckLine:
+def _line(row: object) -> CheckLine:
     at = _get(row, _TIME_KEYS)
     text = _get(row, _TEXT_KEYS)
     if isinstance(text, Mapping):

@@ -7,7 +7,6 @@ read the same in the wiki and in Slack; each renderer escapes for its own format
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from bot.digest.model import Digest, ExperimentLine
 from bot.digest.week import zone
@@ -33,7 +32,7 @@ def verdict(line: ExperimentLine) -> str:
     return line.verdict or line.status
 
 
-def capacity_change(before: Any, after: Any) -> str:
+def capacity_change(before: object, after: object) -> str:
     """`48 → 26`, `48` (unchanged), or `-`."""
     if before is None and after is None:
         return "-"

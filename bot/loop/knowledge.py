@@ -16,7 +16,7 @@ earlier ones (provenance is never dropped). Format: docs/knowledge.md.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from bot.loop.kb_schema import FlagEntry, ImpliedRule, KnowledgeFile, Source, version_in
 from bot.sglang.flagset import FlagSet, FlagValue
@@ -119,7 +120,7 @@ class FlagContext:
         cls,
         flags: FlagSet,
         *,
-        canonical: Any = None,
+        canonical: Callable[[str], str] | None = None,
         sglang_version: str | None = None,
         compute_capability: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -243,7 +244,7 @@ def _read(path: Path) -> KnowledgeFile:
         raise KnowledgeError(f"{path}: " + "; ".join(_problem(error) for error in exc.errors())) from None
 
 
-def _problem(error: Any) -> str:
+def _problem(error: ErrorDetails) -> str:
     loc = [str(part) for part in error["loc"]]
     if loc[:1] == ["flags"] and len(loc) > 1:
         where, rest = loc[1], loc[2:]

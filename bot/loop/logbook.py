@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from bot.store import Store
 from bot.store.experiments import list_experiments
 from bot.store.hypotheses import list_hypotheses
-from bot.store.loop_models import Baseline, KnowledgeObservation
+from bot.store.loop_models import Baseline, Experiment, KnowledgeObservation
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Entry:
         return {"at": self.at.isoformat(), "kind": self.kind, "ref": self.ref, "text": self.text}
 
 
-def _experiment_text(row: Any) -> str:
+def _experiment_text(row: Experiment) -> str:
     params = row.params or {}
     what = row.playbook
     changes = params.get("changes") or []

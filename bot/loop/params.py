@@ -27,11 +27,16 @@ _ONE_EXPECTATION = re.compile(
 )
 
 
+ParamValue = bool | int | str | list[str] | list[dict[str, Any]]
+"""A parameter in its JSON form: a switch, a number or id, text, expectations (their canonical
+texts) or changes (`Change.to_json()` dicts)."""
+
+
 class ParamError(ValueError):
     """A parameter value that does not fit its playbook; the message names the playbook and key."""
 
 
-def convert(spec: ParamSpec, value: Any, *, catalog: FlagCatalog | None) -> Any:
+def convert(spec: ParamSpec, value: object, *, catalog: FlagCatalog | None) -> ParamValue:
     """One value (text from the command line, or a YAML value) in the parameter's JSON form."""
     kind = spec.kind
     if kind == "changes":
@@ -53,7 +58,7 @@ def convert(spec: ParamSpec, value: Any, *, catalog: FlagCatalog | None) -> Any:
     return text
 
 
-def _integer(value: Any, *, positive: bool) -> int:
+def _integer(value: object, *, positive: bool) -> int:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"{value!r} is not a whole number")
     text = str(value).strip()
@@ -68,7 +73,7 @@ def _integer(value: Any, *, positive: bool) -> int:
     return number
 
 
-def _changes(value: Any, catalog: FlagCatalog | None) -> list[dict[str, Any]]:
+def _changes(value: object, catalog: FlagCatalog | None) -> list[dict[str, Any]]:
     from bot.commands.grammar import parse_command
 
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):
@@ -83,7 +88,7 @@ def _changes(value: Any, catalog: FlagCatalog | None) -> list[dict[str, Any]]:
     return [change.to_json() for change in invocation.changes]
 
 
-def _expectations(value: Any) -> list[str]:
+def _expectations(value: object) -> list[str]:
     texts = [str(item) for item in value] if isinstance(value, list) else _split_expectations(str(value))
     if not texts:
         raise ValueError("no expectation given, e.g. max_running_requests>=48")
@@ -147,7 +152,7 @@ def complete_params(
     return values
 
 
-def _converted(playbook: Playbook, spec: ParamSpec, value: Any, catalog: FlagCatalog | None) -> Any:
+def _converted(playbook: Playbook, spec: ParamSpec, value: object, catalog: FlagCatalog | None) -> ParamValue:
     try:
         return convert(spec, value, catalog=catalog)
     except ValueError as exc:

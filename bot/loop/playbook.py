@@ -73,7 +73,8 @@ class Playbook:
         return next((spec for spec in self.params if spec.name == name), None)
 
 
-def _substitute(value: Any, params: Mapping[str, Any]) -> Any:
+def _substitute(value: object, params: Mapping[str, object]) -> object:
+    """A `with:` value (YAML) with its `$name` strings replaced by the parameters' values."""
     if isinstance(value, str):
         match = REFERENCE.match(value)
         if match:
@@ -86,7 +87,7 @@ def _substitute(value: Any, params: Mapping[str, Any]) -> Any:
     return value
 
 
-def _references(value: Any) -> list[str]:
+def _references(value: object) -> list[str]:
     if isinstance(value, str):
         match = REFERENCE.match(value)
         return [match["name"]] if match else []
@@ -129,7 +130,7 @@ class _PlaybookModel(_Strict):
     on_interrupt: str | None = None
 
 
-def _where(raw: Any, loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, ...]]:
+def _where(raw: object, loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, ...]]:
     """`step 2 (observe)` or `params.x` for an error location, and the rest of the location."""
     if len(loc) >= 2 and loc[0] in SECTIONS and isinstance(loc[1], int):
         section, index = str(loc[0]), loc[1]
@@ -143,7 +144,7 @@ def _where(raw: Any, loc: tuple[int | str, ...]) -> tuple[str, tuple[int | str, 
     return "", loc
 
 
-def _describe(raw: Any, error: Mapping[str, Any]) -> str:
+def _describe(raw: object, error: Mapping[str, Any]) -> str:
     where, rest = _where(raw, tuple(error["loc"]))
     field_name = ".".join(str(part) for part in rest)
     if error["type"] == "extra_forbidden":

@@ -152,7 +152,7 @@ class PreflightReport:
         return blocks
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return "model-dependent" if value is None else str(value)
 
 

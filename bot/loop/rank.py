@@ -63,10 +63,13 @@ class ProposedHypothesis:
         }
 
 
-def _get(snapshot: Snapshotish, key: str, default: Any = None) -> Any:
+def _get(snapshot: Snapshotish, key: str) -> Any:
+    """A snapshot's JSON column (a row, or its `to_json` mapping), None when it has none.
+
+    Any: the callers walk the stored document as the shape they know it has."""
     if isinstance(snapshot, Mapping):
-        return snapshot.get(key, default)
-    return getattr(snapshot, key, default)
+        return snapshot.get(key)
+    return getattr(snapshot, key, None)
 
 
 def _flags(snapshot: Snapshotish, catalog: FlagCatalog | None) -> dict[str, Any]:
@@ -89,14 +92,14 @@ def _capability(snapshot: Snapshotish) -> str | None:
     return None
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     if value is None:
         return "on"
     return " ".join(value) if isinstance(value, list | tuple) else str(value)
 
 
 def _change_words(
-    flag: str, before: Any, after: Any, present_before: bool, present_after: bool
+    flag: str, before: object, after: object, present_before: bool, present_after: bool
 ) -> tuple[str, str]:
     """(what happened, the change that undoes it) in the grammar's words."""
     if not present_before:

@@ -28,14 +28,17 @@ import argparse
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
 
+from bot.jsontypes import JsonValue
+
 from . import data as _data
 from .flag_types import CONVERTERS as _CONVERTERS
+from .flag_types import Converter
 from .flagset import FlagValue
 
 DEFAULT_VERSION = "0.5.10"
@@ -412,7 +415,7 @@ def _or_list(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
-def _as_choice(converter: Callable[[str], Any], choice: str) -> Any:
+def _as_choice(converter: Converter, choice: str) -> JsonValue:
     """Choices are compared after conversion (`--max-lora-chunk-size` has int choices)."""
     try:
         return converter(choice)

@@ -11,22 +11,25 @@ import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+
+from bot.jsontypes import JsonValue
 
 
-def _json_loads(value: str) -> Any:
+def _json_loads(value: str) -> JsonValue:
     """`type=json.loads`: any JSON text."""
-    return json.loads(value)
+    loaded: JsonValue = json.loads(value)
+    return loaded
 
 
-def _json_list_type(value: str) -> Any:
+def _json_list_type(value: str) -> JsonValue:
     """SGLang's `json_list_type`: any JSON text (despite the name), with its own message."""
     try:
-        return json.loads(value)
+        loaded: JsonValue = json.loads(value)
     except json.JSONDecodeError:
         raise argparse.ArgumentTypeError(
             f"Invalid JSON list: {value}. Please provide a valid JSON list."
         ) from None
+    return loaded
 
 
 def _nullable_str(value: str) -> str | None:
@@ -68,7 +71,10 @@ _json_list_type.__name__ = "json_list_type"
 _nullable_str.__name__ = "nullable_str"
 _human_readable_int.__name__ = "human_readable_int"
 
-CONVERTERS: dict[str, Callable[[str], Any]] = {
+Converter = Callable[[str], JsonValue]
+"""A flag's `type=`: the text given on the command line to the value SGLang sees."""
+
+CONVERTERS: dict[str, Converter] = {
     "str": str,
     "int": int,
     "float": float,

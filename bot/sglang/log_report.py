@@ -248,7 +248,7 @@ class LogReport:
         return "\n".join(out)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, dict) and "raw" in value:

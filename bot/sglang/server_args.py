@@ -24,6 +24,8 @@ import re
 import warnings
 from typing import Any
 
+from bot.jsontypes import JsonValue
+
 _MARKER = "server_args="
 _CALL_HEAD_RE = re.compile(r"[A-Za-z_][\w.]*\(")
 _KW_ITEM_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*=(?!=)(.*)\Z", re.S)
@@ -89,14 +91,14 @@ class _Source:
         return ast.get_source_segment(self._expr, node) or ""
 
 
-def _value(node: ast.expr, source: _Source) -> Any:
+def _value(node: ast.expr, source: _Source) -> JsonValue:
     try:
         return jsonable(ast.literal_eval(node))
     except _PARSE_ERRORS:
         return {"raw": source.segment(node)}
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> JsonValue:
     """Turn a literal into plain JSON types; what JSON cannot hold becomes {"raw": repr}."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -133,7 +135,7 @@ def _salvage(expr: str, kind: str) -> tuple[dict[str, Any] | None, bool]:
     return (values or None), closed and bool(values)
 
 
-def _literal_or_raw(text: str) -> Any:
+def _literal_or_raw(text: str) -> JsonValue:
     text = text.strip()
     try:
         with warnings.catch_warnings():

@@ -42,7 +42,7 @@ __all__ = [
 _READ_ONLY_FIELDS = frozenset({"id", "created_at"})
 
 
-def _check_status(status: str) -> None:
+def _check_status(status: object) -> None:
     if status not in EXPERIMENT_STATUSES:
         raise ValueError(f"unknown experiment status {status!r}; one of: {', '.join(EXPERIMENT_STATUSES)}")
 
@@ -105,7 +105,7 @@ def list_experiments(
         return list(session.exec(query.order_by(col(Experiment.id).desc()).limit(limit)).all())
 
 
-def update_experiment(store: Store, experiment_id: int, **fields: Any) -> Experiment:
+def update_experiment(store: Store, experiment_id: int, **fields: object) -> Experiment:
     """Set any of the experiment's columns (status, verdict, summary, started_at, ...); returns it.
 
     ValueError for a column that does not exist or may not change, or an unknown status;

@@ -23,12 +23,22 @@ STEP_ADVANCING_STATUSES = ("ok", "skipped", "stopped")
 HYPOTHESIS_STATUSES = ("open", "confirmed", "refuted", "inconclusive")
 
 
-def _optional_timestamp() -> Any:
-    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+def _optional_timestamp() -> datetime | None:
+    """A UTC timestamp column, empty by default.
+
+    Typed as the value the model holds (as pydantic's `Field` is), not as the FieldInfo.
+    """
+    field: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    return field
 
 
-def _json_dict() -> Any:
-    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+def _json_dict() -> dict[str, Any]:
+    """A JSON column holding an object, empty by default.
+
+    Typed as the value the model holds (as pydantic's `Field` is), not as the FieldInfo.
+    """
+    field: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    return field
 
 
 class Investigation(SQLModel, table=True):

@@ -35,8 +35,15 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _timestamp() -> Any:
-    return Field(default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False, index=True))
+def _timestamp() -> datetime:
+    """A required UTC timestamp column, now by default.
+
+    Typed as the value the model holds (as pydantic's `Field` is), not as the FieldInfo.
+    """
+    field: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False, index=True)
+    )
+    return field
 
 
 class Snapshot(SQLModel, table=True):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 MAX_LINE_BYTES = 8 << 20
 """One JSON entry longer than this is dropped (journald splits lines at 48 KiB anyway)."""
@@ -35,7 +34,7 @@ class JournalEntry:
     pid: int | None = None
 
 
-def decode_message(value: Any) -> str:
+def decode_message(value: object) -> str:
     """MESSAGE as text: a string, a byte array (control bytes inside), or null (cut, no --all)."""
     if isinstance(value, str):
         return value

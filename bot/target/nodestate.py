@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 
@@ -55,7 +55,7 @@ class NodeLike(Protocol):
         timeout: float | None = None,
         check: bool = True,
         **params: object,
-    ) -> Any: ...
+    ) -> CommandResultLike: ...
     def stream(self, command: str, /, **params: object) -> AsyncIterator[bytes]: ...
 
 

@@ -284,7 +284,7 @@ async def read_gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     return "—" if value is None else str(value)
 
 

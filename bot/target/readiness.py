@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Literal
 
 import httpx
 
@@ -53,9 +53,17 @@ from bot.target.nodestate import (
     start_limit_hit,
 )
 from bot.target.readiness_result import Failure, FailureReason, Phase, Readiness
+from bot.target.ssh_reconnect import Reconnect
 
 Progress = Callable[[str, str], Awaitable[None] | None]
 """Called with (phase, detail) at each change, e.g. to update a Slack status card."""
+Event = (
+    tuple[Literal["health"], int | None, float]
+    | tuple[Literal["unit"], tuple[NodeLike, NodeState], float]
+    | tuple[Literal["line"], JournalEntry, float]
+    | tuple[Literal["unreachable"], tuple[NodeLike, Exception], float]
+)
+"""What a watcher tells the decision loop: (kind, what it saw, when in Unix seconds)."""
 
 
 async def wait_ready(
@@ -112,7 +120,7 @@ class _Waiter:
         self.previous = dict(previous)
         self.crash_restarts = crash_restarts
         self.on_progress = on_progress
-        self.events: asyncio.Queue[tuple[str, Any, float]] = asyncio.Queue()
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
         self.result = Readiness("timeout", "starting", None, {node.name: None for node in nodes}, time.time())
         self.result.previous = dict(previous)
         self.baseline: dict[str, int] = {}
@@ -198,7 +206,7 @@ class _Waiter:
                     if event is None:
                         self._warmup_hung()
                     else:
-                        await self._handle(*event)
+                        await self._handle(event)
                 if self.result.outcome == "ready":
                     await self._confirm(confirm_s)
         except TimeoutError:
@@ -210,7 +218,7 @@ class _Waiter:
             await stop_tasks(tasks)  # re-cancels a watcher whose cancel a finishing wait_for swallowed
         return self.result
 
-    async def _next_event(self) -> tuple[str, Any, float] | None:
+    async def _next_event(self) -> Event | None:
         """The next watcher event, or None when the warming phase outlived `warmup_timeout`."""
         warming = self.result.phases.get("warming")
         if warming is None or self.warmup_timeout is None:
@@ -240,7 +248,7 @@ class _Waiter:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(confirm_s):
                 while self.result.health_ready_at is None or self.result.ready_line_at is None:
-                    await self._handle(*await self.events.get())
+                    await self._handle(await self.events.get())
 
     async def _progress(self, phase: str, detail: str) -> None:
         if self.on_progress is not None:
@@ -259,17 +267,16 @@ class _Waiter:
         """Node 0 runs a new invocation, so a 200 or a ready line is about the new server."""
         return self.result.invocation is not None
 
-    async def _handle(self, kind: str, payload: Any, at: float) -> None:
-        if kind == "health":
-            await self._on_health(payload, at)
-        elif kind == "unit":
-            node, state = payload
-            await self._on_unit(node, state, at)
-        elif kind == "line":
-            await self._on_line(payload, at)
-        elif kind == "unreachable":
-            node, exc = payload
-            self._fail("unreachable", node.name, f"{node.name}: {exc}")
+    async def _handle(self, event: Event) -> None:
+        match event:
+            case ("health", code, at):
+                await self._on_health(code, at)
+            case ("unit", (node, state), at):
+                await self._on_unit(node, state, at)
+            case ("line", entry, at):
+                await self._on_line(entry, at)
+            case ("unreachable", (node, exc), at):
+                self._fail("unreachable", node.name, f"{node.name}: {exc}")
 
     async def _on_health(self, code: int | None, at: float) -> None:
         if not self._known():
@@ -371,7 +378,7 @@ class _Waiter:
         )
 
 
-def _reconnects(node: NodeLike) -> list[Any]:
+def _reconnects(node: NodeLike) -> list[Reconnect]:
     """The session's reconnect records (`NodeSession.reconnects`); a stand-in node has none."""
     found = getattr(node, "reconnects", None)
     return found if isinstance(found, list) else []

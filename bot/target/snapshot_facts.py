@@ -20,6 +20,7 @@ import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from bot.jsontypes import JsonValue
 from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, UnknownFlagError
 from bot.sglang.flag_types import CONVERTERS
 from bot.sglang.flagset import FlagSet
@@ -48,7 +49,7 @@ DERIVED_PREFIXES = ("kt_",)
 GPU_FIELDS = ("index", "name", "uuid", "compute_cap", "driver_version", "memory.total", "memory.used")
 
 
-def _convert(spec_type: str | None, value: str) -> Any:
+def _convert(spec_type: str | None, value: str) -> JsonValue:
     converter = CONVERTERS.get(spec_type or "str", str)
     try:
         return converter(value)
@@ -85,16 +86,24 @@ def requested_values(flags: FlagSet, catalog: FlagCatalog) -> tuple[dict[str, An
     return values, unknown
 
 
-def _same(printed: Any, expected: Any) -> bool:
+def _same(printed: object, expected: object) -> bool:
     if isinstance(printed, dict) and set(printed) == {"raw"} and not isinstance(expected, dict):
         raw = str(printed["raw"])
         return expected is not None and (repr(expected) in raw or str(expected) == raw)
     if isinstance(printed, float) or isinstance(expected, float):
-        try:
-            return abs(float(printed) - float(expected)) < 1e-9
-        except (TypeError, ValueError):
-            return False
+        a, b = _float(printed), _float(expected)
+        return a is not None and b is not None and abs(a - b) < 1e-9
     return bool(jsonable(printed) == jsonable(expected))
+
+
+def _float(value: object) -> float | None:
+    """`float(value)` for a number or numeric text; None for anything else."""
+    if not isinstance(value, str | int | float):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
 
 
 def implied_flags(

@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
@@ -41,6 +41,9 @@ from bot.target.errors import (
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
 from bot.target.ssh_pool import MAX_CHANNELS, channel_slots, current_pool, file_identity
 from bot.target.ssh_reconnect import RETRY_SAFE, Reconnect
+
+if TYPE_CHECKING:
+    from asyncssh.connection import SSHConnection
 
 KEEPALIVE_S = 5.0
 """A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
@@ -71,6 +74,11 @@ class CommandResult:
 
 Auditor = Callable[[str, str], None]
 """Called with (node name, argv_shell) before each remote command: a log of what flagbot ran."""
+
+Process = asyncssh.SSHClientProcess[bytes]
+"""A table command running on a node (stdin, stdout and stderr in bytes: `encoding=None`)."""
+Tunnel = asyncssh.SSHClientConnection | tuple[()]
+"""The jump host's connection a node is reached through, or `()`: asyncssh's "no tunnel"."""
 
 
 class NodeSession:
@@ -108,7 +116,7 @@ class NodeSession:
         self.tunnel = tunnel
         self.index = index
         self.audit = audit
-        self._conn: Any = None
+        self._conn: asyncssh.SSHClientConnection | None = None
         self._lock = asyncio.Lock()
         self.reconnects: list[Reconnect] = []
         """Every reconnect after a lost connection, oldest first (restart reports slice it)."""
@@ -150,7 +158,7 @@ class NodeSession:
 
     # --- connection -------------------------------------------------------------------------
 
-    async def connection(self) -> Any:
+    async def connection(self) -> asyncssh.SSHClientConnection:
         """The open connection, (re)connecting when there is none or it was lost.
 
         A connection found closed between commands (the keepalive noticed an idle cut) is
@@ -172,22 +180,22 @@ class NodeSession:
         jump = self.tunnel.pool_key if self.tunnel is not None else None
         return (self.username, self.host, self.port, str(self.key_path), str(self.known_hosts), jump)
 
-    async def _open_connection(self) -> Any:
+    async def _open_connection(self) -> asyncssh.SSHClientConnection:
         """A new connection, or the pooled one for this node while `flagbot serve` shares them."""
         pool = current_pool()
         if pool is None:
             return await self._connect()
         return await pool.get(self.pool_key, self._connect, version=file_identity(self.known_hosts))
 
-    def _forget_pooled(self, conn: Any) -> None:
+    def _forget_pooled(self, conn: asyncssh.SSHClientConnection) -> None:
         pool = current_pool()
         if pool is not None:
             pool.discard(self.pool_key, conn)
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> asyncssh.SSHClientConnection:
         if not self.known_hosts.is_file():
             raise HostKeyError(self.name, None, f"known_hosts file {self.known_hosts} does not exist")
-        tunnel = await self.tunnel.connection() if self.tunnel is not None else ()
+        tunnel: Tunnel = await self.tunnel.connection() if self.tunnel is not None else ()
         options: dict[str, Any] = {
             "port": self.port,
             "username": self.username,
@@ -215,7 +223,7 @@ class NodeSession:
         except (OSError, asyncssh.Error) as exc:
             raise UnreachableError(self.name, str(exc) or type(exc).__name__) from None
 
-    async def _offered_fingerprint(self, tunnel: Any) -> str | None:
+    async def _offered_fingerprint(self, tunnel: Tunnel) -> str | None:
         """The SHA256 fingerprint of the key the host offers, fetched only to explain a refusal."""
         with contextlib.suppress(OSError, asyncssh.Error, TimeoutError):
             key = await asyncio.wait_for(
@@ -226,7 +234,7 @@ class NodeSession:
                 return str(key.get_fingerprint("sha256"))
         return None
 
-    def _drop(self, conn: Any = None) -> None:
+    def _drop(self, conn: SSHConnection | None = None) -> None:
         """Forget a connection that stopped answering; the next call reconnects.
 
         With `conn`, only when it is still the current one: two commands that shared a lost
@@ -261,7 +269,9 @@ class NodeSession:
             params = {**params, "unit": self.unit}
         return render_params(command, params, sudo=self.sudo)
 
-    async def _open(self, rendered: Rendered, timeout: float) -> tuple[Any, Any, asyncio.Semaphore]:
+    async def _open(
+        self, rendered: Rendered, timeout: float
+    ) -> tuple[asyncssh.SSHClientConnection, Process, asyncio.Semaphore]:
         """(connection, channel running `rendered`, the channel's slot: release it when done).
 
         A connection that does not answer is dropped. A channel the server refuses on a live
@@ -357,8 +367,8 @@ class NodeSession:
 
     async def _finish(
         self,
-        conn: Any,
-        process: Any,
+        conn: asyncssh.SSHClientConnection,
+        process: Process,
         rendered: Rendered,
         input: bytes | str | None,
         limit: float,
@@ -391,8 +401,8 @@ class NodeSession:
             command=rendered.command.name,
             argv_shell=rendered.shell,
             exit_status=status,
-            stdout=bytes(completed.stdout or b""),
-            stderr=bytes(completed.stderr or b""),
+            stdout=_output(completed.stdout),
+            stderr=_output(completed.stderr),
             duration_s=time.monotonic() - started,
         )
 
@@ -426,7 +436,7 @@ class NodeSession:
             finally:
                 slots.release()
 
-    async def _terminate(self, process: Any) -> None:
+    async def _terminate(self, process: Process) -> None:
         """Stop a remote process we no longer wait for: SIGTERM (sudo relays it), then close.
 
         A closed channel alone leaves the process running on OpenSSH; the signal request ends
@@ -450,6 +460,13 @@ class NodeSession:
             await asyncio.wait_for(process.wait_closed(), KILL_GRACE_S)
         except Exception:
             self._drop(process.channel.get_connection())
+
+
+def _output(data: bytes | str | None) -> bytes:
+    """A completed command's stdout or stderr: bytes (`encoding=None`), none when not captured."""
+    if isinstance(data, str):  # asyncssh's type allows text; a process opened without encoding gives bytes
+        return data.encode()
+    return bytes(data or b"")
 
 
 def _said(exc: BaseException) -> str:

@@ -19,22 +19,38 @@ import contextlib
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from asyncssh import SSHClientConnection
 
 CLOSE_WAIT_S = 2.0
 
 
-class ConnectionPool:
+class PooledConnection(Protocol):
+    """What the pool needs of a connection (asyncssh's `SSHClientConnection` has it)."""
+
+    def close(self) -> None: ...
+
+    def is_closed(self) -> bool: ...
+
+    async def wait_closed(self) -> None: ...
+
+
+ConnT = TypeVar("ConnT", bound=PooledConnection)
+
+
+class ConnectionPool(Generic[ConnT]):
     """Open connections by key; one connect at a time per key, different keys in parallel."""
 
     def __init__(self) -> None:
-        self._connections: dict[Hashable, Any] = {}
+        self._connections: dict[Hashable, ConnT] = {}
         self._versions: dict[Hashable, Hashable] = {}
         self._locks: dict[Hashable, asyncio.Lock] = {}
 
     async def get(
-        self, key: Hashable, connect: Callable[[], Awaitable[Any]], *, version: Hashable = None
-    ) -> Any:
+        self, key: Hashable, connect: Callable[[], Awaitable[ConnT]], *, version: Hashable = None
+    ) -> ConnT:
         """The pooled connection for `key`, opened with `connect` when there is none or it closed.
 
         `version` is what the connection was verified against (the known_hosts file's identity):
@@ -53,10 +69,10 @@ class ConnectionPool:
                 self._versions[key] = version
             return conn
 
-    def holds(self, key: Hashable, conn: Any) -> bool:
+    def holds(self, key: Hashable, conn: ConnT | None) -> bool:
         return conn is not None and self._connections.get(key) is conn
 
-    def discard(self, key: Hashable, conn: Any) -> None:
+    def discard(self, key: Hashable, conn: ConnT) -> None:
         """Forget `conn` (a session dropped it as broken); the next `get` opens a new one."""
         if self.holds(key, conn):
             del self._connections[key]
@@ -70,23 +86,23 @@ class ConnectionPool:
         for conn in connections:
             conn.close()
 
-        async def closed(conn: Any) -> None:
+        async def closed(conn: ConnT) -> None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), CLOSE_WAIT_S)
 
         await asyncio.gather(*(closed(conn) for conn in connections))
 
 
-_current: ConnectionPool | None = None
+_current: ConnectionPool[SSHClientConnection] | None = None
 
 
-def current_pool() -> ConnectionPool | None:
+def current_pool() -> ConnectionPool[SSHClientConnection] | None:
     """The pool sessions share now, or None (each session has its own connections)."""
     return _current
 
 
 @contextlib.asynccontextmanager
-async def pooled() -> AsyncIterator[ConnectionPool]:
+async def pooled() -> AsyncIterator[ConnectionPool[SSHClientConnection]]:
     """Share connections between sessions inside the block; close them all at its end."""
     global _current
     previous, _current = _current, ConnectionPool()
@@ -112,10 +128,10 @@ MAX_CHANNELS = 8
 (10 by default); every session sharing a pooled connection (`flagbot serve`) counts, so a burst
 (readiness watchers, observe's parallel reads, a check, a Slack `status`) waits for a slot instead
 of being refused."""
-_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_slots: weakref.WeakKeyDictionary[PooledConnection, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
-def channel_slots(conn: Any) -> asyncio.Semaphore:
+def channel_slots(conn: PooledConnection) -> asyncio.Semaphore:
     """The channel slots of one connection, shared by every session that uses it."""
     slots = _slots.get(conn)
     if slots is None:
