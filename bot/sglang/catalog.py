@@ -34,7 +34,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
 
-from bot.jsontypes import JsonValue
+from bot.sglang.json_value import JsonValue
 
 from . import data as _data
 from .flag_types import CONVERTERS as _CONVERTERS

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal
 
-from bot.jsontypes import JsonValue
+from bot.sglang.json_value import JsonValue
 
 
 def _json_loads(value: str) -> JsonValue:

@@ -24,7 +24,7 @@ import re
 import warnings
 from typing import Any
 
-from bot.jsontypes import JsonValue
+from bot.sglang.json_value import JsonValue
 
 _MARKER = "server_args="
 _CALL_HEAD_RE = re.compile(r"[A-Za-z_][\w.]*\(")

@@ -20,10 +20,10 @@ import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bot.jsontypes import JsonValue
 from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, UnknownFlagError
 from bot.sglang.flag_types import CONVERTERS
 from bot.sglang.flagset import FlagSet
+from bot.sglang.json_value import JsonValue
 from bot.sglang.log_report import LogReport
 from bot.sglang.server_args import jsonable
 

@@ -1,5 +1,8 @@
 """The shape of a JSON document, for values flagbot reads from or writes as JSON.
 
+Why in `bot.sglang`: the parsers of SGLang's output are its first users (server_args values, flag
+converters), and this package sits below every other, so every layer may use it.
+
 `JsonValue` is what `json.loads` returns and `json.dumps` takes without a `default`: nested
 lists and string-keyed dicts of strings, numbers, booleans and null. A function that accepts
 any value and only passes it on (formats it, compares it) takes `object` instead.
