@@ -12,10 +12,11 @@ recorded; only a change of state (pass -> fail, fail -> pass) is told to the exp
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bot.app.notify import Notice
+from bot.app.probe import Probe
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
 from bot.bench.planning import plan_for
@@ -34,20 +35,6 @@ from bot.target.observe import observe
 __all__ = ["CheckOutcome", "Probe", "Verdict", "judge", "probe_target", "run_check"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Probe:
-    """What a check saw of the running start (and the benchmark it ran, if any)."""
-
-    healthy: bool
-    health: int | None
-    invocation: str | None
-    flags: list[dict[str, Any]]
-    effective: dict[str, Any]
-    snapshot_id: int | None = None
-    set_id: int | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.app.notify import DigestPublisher, Notifier
+from bot.app.probe import Probe
 from bot.config import Settings
 from bot.store import AsyncStore
 from bot.store.models import utcnow
 from bot.target.session import TargetSession
 
 if TYPE_CHECKING:
-    from bot.app.checks import Probe
     from bot.store.schedule_models import VerificationCheck
 
 __all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]
 
 SessionFactory = Callable[[str], AbstractAsyncContextManager["TargetSession"]]
-ProbeFunc = Callable[["ScheduleRuntime", "VerificationCheck"], Awaitable["Probe"]]
+ProbeFunc = Callable[["ScheduleRuntime", "VerificationCheck"], Awaitable[Probe]]
 
 
 @dataclass

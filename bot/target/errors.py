@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bot.target.ssh import CommandResult
+    from bot.target.command_result import CommandResult
 
 
 class TargetError(Exception):

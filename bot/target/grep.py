@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from typing import Any, Literal
 from bot.target.errors import TargetError
 from bot.target.evidence import JournalExcerpt, clip
 from bot.target.journal_read import iter_lines
-from bot.target.nodestate import NodeLike, node_state
+from bot.target.nodestate import NodeLike, NodeState, node_state
 from bot.target.privileged import render_params
 
 Scope = Literal["this", "previous", "since", "last"]
@@ -219,3 +220,15 @@ async def grep(
         result.complete = result.count < lines
     result.lines = ordered
     return result
+
+
+async def start_limit_hit(node: NodeLike, state: NodeState) -> bool:
+    """Did systemd refuse further restarts? `Result=start-limit-hit` is set only when a start
+    job is refused; when the automatic restart is the one refused (systemd 252) the Result stays
+    `exit-code` and only the journal says `Start request repeated too quickly.`"""
+    since = f"@{int(state.started or time.time()) - 1}"
+    try:
+        found = await grep(node, "Start request repeated too quickly", scope="since", since=since, lines=1)
+    except Exception:
+        return False
+    return found.count > 0

@@ -8,7 +8,6 @@ can pass a fake without an SSH server.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -136,17 +135,3 @@ async def probe_health(client: httpx.AsyncClient, url: str) -> int | None:
 def journal_since(started: float | None) -> str | None:
     """journalctl `--since` one second before `ExecMainStartTimestamp`, in the host's own clock."""
     return None if started is None else f"@{int(started) - 1}"
-
-
-async def start_limit_hit(node: NodeLike, state: NodeState) -> bool:
-    """Did systemd refuse further restarts? `Result=start-limit-hit` is set only when a start
-    job is refused; when the automatic restart is the one refused (systemd 252) the Result stays
-    `exit-code` and only the journal says `Start request repeated too quickly.`"""
-    from bot.target.grep import grep
-
-    since = f"@{int(state.started or time.time()) - 1}"
-    try:
-        found = await grep(node, "Start request repeated too quickly", scope="since", since=since, lines=1)
-    except Exception:
-        return False
-    return found.count > 0

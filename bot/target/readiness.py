@@ -41,6 +41,7 @@ from bot.http import async_client
 from bot.sglang import log_events as ev
 from bot.sglang.logline import parse_line
 from bot.target.errors import ConnectionLostError, UnreachableError
+from bot.target.grep import start_limit_hit
 from bot.target.journal_follow import RESUMES_IN_A_ROW, Resume, follow_journal
 from bot.target.journal_read import JournalEntry
 from bot.target.nodestate import (
@@ -50,7 +51,6 @@ from bot.target.nodestate import (
     journal_since,
     node_state,
     probe_health,
-    start_limit_hit,
 )
 from bot.target.readiness_result import Failure, FailureReason, Phase, Readiness
 from bot.target.ssh_reconnect import Reconnect

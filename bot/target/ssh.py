@@ -24,13 +24,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import asyncssh
 
 from bot.config.schema import JumpHost, Node, SSHSettings
+from bot.target.command_result import CommandResult
 from bot.target.errors import (
     CommandFailed,
     CommandTimeout,
@@ -49,27 +49,6 @@ KEEPALIVE_S = 5.0
 """A dead link is noticed by the keepalive within ~3 intervals, not at the next TCP timeout."""
 KILL_GRACE_S = 2.0
 """How long a timed-out command gets between SIGTERM and the channel being torn down."""
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    """What one table command did on one node. `argv_shell` is the exact text a human can re-run."""
-
-    command: str
-    argv_shell: str
-    exit_status: int
-    stdout: bytes
-    stderr: bytes
-    duration_s: float
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == 0
-
-    @property
-    def text(self) -> str:
-        """stdout as text; undecodable bytes replaced (journal lines may hold anything)."""
-        return self.stdout.decode("utf-8", "replace")
 
 
 Auditor = Callable[[str, str], None]

@@ -64,8 +64,8 @@ def lab(monkeypatch: pytest.MonkeyPatch) -> Lab:
         assert options.get("promote") is False and options.get("store") is False  # the watch moves nothing
         return FakeObservation(dict(seen.effective))
 
-    monkeypatch.setattr("bot.target.nodestate.node_state", node_state)
-    monkeypatch.setattr("bot.target.observe.observe", observe)
+    monkeypatch.setattr("bot.app.drift.node_state", node_state)
+    monkeypatch.setattr("bot.app.drift.observe", observe)
     return seen
 
 
