@@ -32,13 +32,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticSerializationError
 
+from bot.loop.isolate import Status
 from bot.sglang.flagset import FlagItem, FlagSet
 
 RUN_STATE_SCHEMA_VERSION: Final = 2
 """The shape `RunState.dump` writes. 1: the flat dict of string keys (no `schema_version` field)."""
-
-IsolateStatus = Literal["found", "not-found", "inconsistent"]
-"""`bot.loop.isolate.Status`, repeated so that reading a stored state does not import the search."""
 
 
 class RunStateError(ValueError):
@@ -64,12 +62,7 @@ def _flags_in(value: object) -> FlagSet:
     raise ValueError("a flag set is stored as a list of {flag, value}")
 
 
-def _flags_out(flags: FlagSet) -> list[dict[str, JsonValue]]:
-    return [{"flag": item.flag, "value": list(item.value) if isinstance(item.value, tuple) else item.value}
-            for item in flags.items]  # fmt: skip
-
-
-StoredFlags = Annotated[FlagSet, PlainValidator(_flags_in), PlainSerializer(_flags_out)]
+StoredFlags = Annotated[FlagSet, PlainValidator(_flags_in), PlainSerializer(FlagSet.to_json)]
 """A FlagSet in the run's state; stored as `FlagSet.to_json()`'s list, read back as a FlagSet."""
 
 
@@ -180,7 +173,7 @@ class ProbeOutcome(_Record):
 class IsolateOutcome(_Record):
     """What `isolate` found (`bot.loop.isolate.IsolateResult.to_json()`)."""
 
-    status: IsolateStatus = "not-found"
+    status: Status = "not-found"
     culprits: list[str] = Field(default_factory=list)
     suspects: list[str] = Field(default_factory=list)
     final: list[str] = Field(default_factory=list)
