@@ -18,11 +18,13 @@ in `custom`, the one open-ended mapping; the built-in steps use the typed fields
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
@@ -62,6 +64,18 @@ def _flags_in(value: object) -> FlagSet:
     raise ValueError("a flag set is stored as a list of {flag, value}")
 
 
+def _as_stored(value: object) -> object:
+    """The value as storing it as JSON makes it (tuples become lists), so a step reads the same
+    value before and after a checkpoint; a value JSON cannot hold is refused."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+
+
+StoredJson = Annotated[JsonValue, BeforeValidator(_as_stored)]
+"""A JSON value of an open shape (a report, a benchmark summary) as it is stored."""
+
 StoredFlags = Annotated[FlagSet, PlainValidator(_flags_in), PlainSerializer(FlagSet.to_json)]
 """A FlagSet in the run's state; stored as `FlagSet.to_json()`'s list, read back as a FlagSet."""
 
@@ -85,11 +99,11 @@ class Plan(_Record):
 class PreflightFacts(_Record):
     """What `preflight` read moments before the change."""
 
-    gpus: dict[str, list[dict[str, JsonValue]]] | None = None
+    gpus: dict[str, list[dict[str, StoredJson]]] | None = None
     """Per node, as nvidia-smi answered: the snapshot before the change reuses them when fresh."""
     gpus_read_at: float | None = None
     """When `gpus` was read (Unix seconds)."""
-    report: dict[str, JsonValue] = Field(default_factory=dict)
+    report: dict[str, StoredJson] = Field(default_factory=dict)
     """The whole `PreflightReport.to_json()`, kept as the record of what was checked."""
 
 
@@ -116,7 +130,7 @@ class AfterStart(Start):
 class ReferenceStart(Start):
     """The start verify, revert and isolate compare with: the pinned baseline's, else the known-good one."""
 
-    summary: dict[str, JsonValue] | None = None
+    summary: dict[str, StoredJson] | None = None
     """Its measurement set's summary (isolate's probes compare benchmark metrics with it)."""
 
 
@@ -145,7 +159,7 @@ class RankedProposal(_Record):
     statement: str
     why: list[str] = Field(default_factory=list)
     score: float = 0.0
-    experiment: dict[str, JsonValue] = Field(default_factory=dict)
+    experiment: dict[str, StoredJson] = Field(default_factory=dict)
 
 
 class Conclusion(_Record):
@@ -200,7 +214,7 @@ class RunState(_Record):
     hypothesis_id: int | None = None
     conclusion: Conclusion = Field(default_factory=Conclusion)
     isolate: IsolateOutcome | None = None
-    custom: dict[str, JsonValue] = Field(default_factory=dict)
+    custom: dict[str, StoredJson] = Field(default_factory=dict)
     """What actions outside `bot.loop.steps` pass each other (a site's plugins, the tests' actions)."""
 
     def start(self, label: str) -> Start | None:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from bot.loop.run_state import (
     RUN_STATE_SCHEMA_VERSION,
     Conclusion,
+    PreflightFacts,
     RankedProposal,
     RunState,
     RunStateError,
@@ -182,3 +183,11 @@ def test_measure_labels_name_their_start() -> None:
     state = RunState()
     assert state.start("before") is state.before and state.start("after") is state.after
     assert state.start("reference") is state.reference and state.start("warmup") is None
+
+
+def test_open_json_values_are_kept_as_storing_them_makes_them() -> None:
+    """As the old dict state was (a JSON round trip at each checkpoint): tuples become lists."""
+    facts = PreflightFacts(report={"implied": {"--x": ("a", "b")}}, gpus={"n0": [{"ids": (0, 1)}]})
+    assert facts.report == {"implied": {"--x": ["a", "b"]}} and facts.gpus == {"n0": [{"ids": [0, 1]}]}
+    with pytest.raises(ValidationError, match="not JSON"):
+        PreflightFacts(report={"handle": object()})
