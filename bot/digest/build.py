@@ -28,6 +28,7 @@ from bot.digest.model import (
 )
 from bot.digest.threads import chunks, threads_of
 from bot.digest.week import IsoWeek, zone
+from bot.loop.run_state import RunState
 from bot.store import Store
 from bot.store.loop_models import Baseline, Experiment, Hypothesis, KnowledgeObservation
 from bot.store.models import MeasurementSet, Snapshot
@@ -157,10 +158,11 @@ def _week_snapshots(
 
 
 def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
-    state = experiment.state or {}
-    before = experiment.before_snapshot_id or state.get("before_snapshot_id")
-    after = experiment.after_snapshot_id or state.get("after_snapshot_id")
-    return (before if isinstance(before, int) else None, after if isinstance(after, int) else None)
+    state = RunState.load(experiment.state)
+    return (
+        experiment.before_snapshot_id or state.before.snapshot_id,
+        experiment.after_snapshot_id or state.after.snapshot_id,
+    )
 
 
 def _capacities(
@@ -182,7 +184,7 @@ def _line(
     experiment: Experiment, capacities: dict[int, float | None], links: dict[int, Any]
 ) -> ExperimentLine:
     before, after = _snapshot_ids(experiment)
-    kept = (experiment.state or {}).get("kept")
+    kept = RunState.load(experiment.state).conclusion.kept
     ident = int(experiment.id or 0)
     return ExperimentLine(
         id=ident,
@@ -194,7 +196,7 @@ def _line(
         summary=experiment.summary,
         actor=experiment.actor,
         at=experiment.created_at,
-        kept=kept if isinstance(kept, bool) else None,
+        kept=kept,
         capacity_before=_whole(capacities.get(before)) if before is not None else None,
         capacity_after=_whole(capacities.get(after)) if after is not None else None,
         thread=links.get(ident),
@@ -211,20 +213,21 @@ def _decisions(
     kept: list[FlagDecision] = []
     reverted: list[FlagDecision] = []
     for e in experiments:
-        ident, state = int(e.id or 0), e.state or {}
-        if e.playbook == "try" and isinstance(state.get("kept"), bool):
+        ident, state = int(e.id or 0), RunState.load(e.state)
+        decided = state.conclusion.kept
+        if e.playbook == "try" and decided is not None:
             why = e.verdict or e.status
             for change in describe_changes(e.params) or [describe_experiment(e)]:
-                (kept if state["kept"] else reverted).append(
-                    FlagDecision(ident, e.target, change, "kept" if state["kept"] else "reverted", why)
+                (kept if decided else reverted).append(
+                    FlagDecision(ident, e.target, change, "kept" if decided else "reverted", why)
                 )
         elif e.playbook == "revert" and e.status == "succeeded":
-            undone = state.get("reverting_experiment")
-            source = by_id.get(undone) if isinstance(undone, int) else None
+            undone = state.plan.reverting_experiment
+            source = by_id.get(undone) if undone is not None else None
             changes = describe_changes(source.params) if source is not None else []
             if not changes:
                 changes = [describe_experiment(e)]
-            why = f"undoes #{undone}" if isinstance(undone, int) else "revert"
+            why = f"undoes #{undone}" if undone is not None else "revert"
             why += f", verified {e.verdict}" if e.verdict else ""
             reverted.extend(FlagDecision(ident, e.target, change, "reverted", why) for change in changes)
     return kept, reverted

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.digest.model import Incident
+from bot.loop.run_state import RunState
 from bot.store.loop_models import Experiment
 
 __all__ = ["describe_changes", "describe_experiment", "incidents_of"]
@@ -31,15 +32,15 @@ def describe_changes(params: Mapping[str, Any] | None) -> list[str]:
 
 def describe_experiment(experiment: Experiment) -> str:
     """What the run set out to do: `add --x, set --y 2`, `revert #12`, `verify max_running_requests>=48`."""
-    params, state = experiment.params or {}, experiment.state or {}
+    params, state = experiment.params or {}, RunState.load(experiment.state)
     parts: list[str] = []
     changes = describe_changes(params)
     if changes:
         parts.append(", ".join(changes))
     if experiment.playbook == "revert":
-        undone = state.get("reverting_experiment")
+        undone = state.plan.reverting_experiment
         what, flags = params.get("what"), params.get("flags")
-        if isinstance(undone, int):
+        if undone is not None:
             parts.append(f"#{undone}'s change")
         elif flags:
             parts.append(f"remove {flags}")
@@ -50,7 +51,7 @@ def describe_experiment(experiment: Experiment) -> str:
     expect = params.get("expect") or []
     if expect:
         parts.append("expecting " + " ".join(str(e) for e in expect))
-    culprits = state.get("culprits")
+    culprits = state.isolate.culprits if state.isolate is not None else []
     if culprits:
         parts.append("culprit(s): " + ", ".join(str(c) for c in culprits))
     if params.get("dry_run"):
@@ -63,12 +64,12 @@ def incidents_of(experiments: Sequence[Experiment]) -> tuple[list[Incident], lis
     failed: list[Incident] = []
     rolled: list[Incident] = []
     for e in experiments:
-        state, ident = e.state or {}, int(e.id or 0)
-        if state.get("start_failed") or e.verdict == "failed-to-start":
-            line = state.get("fatal_line")
-            text = str(line) if line else (e.summary or "the server did not become ready")
+        restart, ident = RunState.load(e.state).restart, int(e.id or 0)
+        if restart.start_failed or e.verdict == "failed-to-start":
+            line = restart.fatal_line
+            text = line if line else (e.summary or "the server did not become ready")
             failed.append(Incident(ident, e.target, "failed start", text, e.created_at))
-        if e.status == "rolled-back" or state.get("rolled_back"):  # a decided revert only sets `restored`
+        if e.status == "rolled-back" or restart.rolled_back:  # a decided revert only sets `restored`
             text = e.summary or "back on the flags from before"
             rolled.append(Incident(ident, e.target, "rollback", text, e.created_at))
     return failed, rolled

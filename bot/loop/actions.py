@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from bot.config import Settings
     from bot.loop.report import Reporter
+    from bot.loop.run_state import RunState
     from bot.store import AsyncStore
     from bot.target.evidence import Evidence
     from bot.target.session import TargetSession
@@ -120,10 +121,10 @@ def ensure_builtin_actions() -> None:
 
 @dataclass
 class StepContext:
-    """What an action gets: the experiment, the target, the store, and a place to keep state.
+    """What an action gets: the experiment, the target, the store, and the run's state.
 
-    `state` is stored with every step's result, so a run resumed after a crash sees what the
-    earlier steps put there. `ts` is None when the target is not configured (tests, playbooks
+    `state` (a `RunState`: typed records, bot/loop/run_state.py) is stored with every step's
+    result, so a run resumed after a crash sees what the earlier steps put there. `ts` is None when the target is not configured (tests, playbooks
     that never touch a target); `session()` says so clearly instead of an AttributeError.
     """
 
@@ -133,7 +134,7 @@ class StepContext:
     store: AsyncStore
     settings: Settings
     params: dict[str, Any]
-    state: dict[str, Any]
+    state: RunState
     reporter: Reporter
     actor: str
     cache_dir: Path

@@ -22,6 +22,7 @@ from bot.config import Settings
 from bot.loop.actions import StepContext, get_action
 from bot.loop.playbook import Playbook, complete_params, load_playbooks, playbook_dirs
 from bot.loop.report import Reporter, RunOutcome, RunStart
+from bot.loop.run_state import RunState
 from bot.loop.runner import Run, outcome_of
 from bot.store import AsyncStore, Experiment
 from bot.store.experiments import (
@@ -126,7 +127,7 @@ class Engine:
         return lease
 
     def _context(
-        self, playbook: Playbook, row: Experiment, ts: TargetSession | None, state: dict[str, Any]
+        self, playbook: Playbook, row: Experiment, ts: TargetSession | None, state: RunState
     ) -> StepContext:
         assert row.id is not None
         return StepContext(
@@ -188,7 +189,7 @@ class Engine:
             async with AsyncExitStack() as stack:
                 opener = None if ts is not None else self._session(target)
                 session = ts if opener is None else await stack.enter_async_context(opener)
-                ctx = self._context(book, row, session, {})
+                ctx = self._context(book, row, session, RunState())
                 runner = Run(book, ctx, holder=holder, lease_ttl_s=self.lease_ttl_s, now=self._now)
                 await runner.audit("start", {"playbook": book.name, "params": values, "holder": holder})
                 await self.reporter.started(RunStart(row.id, book.name, target, actor, values))
@@ -260,7 +261,7 @@ class Engine:
             async with AsyncExitStack() as stack:
                 opener = self._session(row.target)
                 session = None if opener is None else await stack.enter_async_context(opener)
-                ctx = self._context(book, row, session, dict(row.state))
+                ctx = self._context(book, row, session, RunState.load(row.state))
                 runner = Run(book, ctx, holder=holder, lease_ttl_s=self.lease_ttl_s, now=self._now)
                 resume, why = await self._interrupt_check(book, ctx, row)
                 await runner.audit("reconcile", {"resume": resume, "why": why, "cursor": row.cursor})

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from bot.loop.run_state import RunState
 from bot.store import Store
 from bot.store.experiments import list_experiments
 from bot.store.hypotheses import list_hypotheses
@@ -44,9 +45,10 @@ def _experiment_text(row: Experiment) -> str:
         what += f" {params.get('what') or ''} {params.get('flags') or ''}".rstrip()
     outcome = row.status + (f", verdict {row.verdict}" if row.verdict else "")
     summary = f": {row.summary}" if row.summary else ""
-    kept = row.state.get("kept")
+    state = RunState.load(row.state)
+    kept = state.conclusion.kept
     tail = "" if kept is None else ("; kept" if kept else "; reverted")
-    culprits = row.state.get("culprits")
+    culprits = state.isolate.culprits if state.isolate is not None else []
     if culprits:
         tail += "; culprit(s): " + ", ".join(culprits)
     return f"{what} — {outcome}{summary}{tail}"

@@ -3,7 +3,7 @@ run share.
 
 Why every step is checkpointed before the next starts: the engine may die at any moment (a
 node reboot, a deploy of flagbot itself), and the next flagbot must know exactly which step
-was in flight and what the earlier ones left in `state`, to resume or roll back correctly.
+was in flight and what the earlier ones left in its `RunState`, to resume or roll back correctly.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ class Run:
         except Exception as exc:
             end = StepEnd("failed", {}, str(exc) or type(exc).__name__)
         try:
-            state = _jsonable(ctx.state, "state")
+            state = _jsonable(ctx.state.dump(), "state")
         except ValueError as exc:
             end, state = StepEnd("failed", {}, str(exc)), {}
         await self._db(
@@ -212,8 +212,8 @@ class Run:
     async def finish(self, status: str, summary: str | None) -> RunOutcome:
         """Write the ending (verdict and summary from state unless the engine has its own) and report it."""
         ctx = self.ctx
-        verdict = ctx.state.get("verdict")
-        summary = summary or ctx.state.get("summary")
+        verdict = ctx.state.conclusion.verdict
+        summary = summary or ctx.state.conclusion.summary
         if self.preface is not None:
             summary = f"{self.preface}; {summary}" if summary else self.preface
         final = {"status": status, "verdict": None if verdict is None else str(verdict), "summary": summary}

@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.runs import cancel, cancel_candidate
 from bot.commands import CommandError, Invocation
+from bot.loop.run_state import RunState
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
 from bot.slack.card import ActionValue
@@ -423,7 +424,8 @@ async def _button_words(services: SlackServices, action_id: str, value: ActionVa
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     if row is None:
         raise LookupError(f"no experiment #{experiment_id}")
-    before = await services.store.run(get_snapshot, services.store.store, row.state.get("before_snapshot_id"))
+    before_id = RunState.load(row.state).before.snapshot_id
+    before = await services.store.run(get_snapshot, services.store.store, before_id)
     want = snapshot_value(before, "max_running_requests")
     if want is None:
         raise LookupError(f"experiment #{experiment_id} has no start to compare with")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.loop.run_state import RunState
 from bot.slack.render import hypothesis_button, messages, render_block
 from bot.slack.render_tables import clip_escaped, section
 from bot.slack.reporter import metadata
@@ -46,7 +47,7 @@ async def proposals_of(services: SlackServices, experiment_id: int) -> list[Prop
     row = await store.run(get_experiment, store.store, experiment_id)
     if row is None:
         raise LookupError(f"no experiment #{experiment_id}")
-    ranked = list((row.state or {}).get("proposals") or [])
+    ranked = RunState.load(row.state).conclusion.proposals
     tables = [
         e.data
         for e in await store.run(evidence_of, store.store, experiment_id)
@@ -57,8 +58,7 @@ async def proposals_of(services: SlackServices, experiment_id: int) -> list[Prop
     for rank, item in enumerate(ranked, start=1):
         command = commands.get(str(rank), "").strip()
         if command:
-            why = tuple(str(w) for w in item.get("why") or ())
-            found.append(Proposal(rank, str(item.get("variable")), str(item.get("statement")), why, command))
+            found.append(Proposal(rank, item.variable, item.statement, tuple(item.why), command))
     return found
 
 
@@ -77,7 +77,7 @@ async def post_proposals(
     if not proposed:
         return 0
     row = await services.store.run(get_experiment, services.store.store, outcome.experiment_id)
-    if row is not None and row.playbook == "try" and (row.state or {}).get("kept") is False:
+    if row is not None and row.playbook == "try" and RunState.load(row.state).conclusion.kept is False:
         note = "The change was reverted, so the hypotheses above have nothing left to test on the target."
         await _post(
             client, channel, thread, render_block(TextBlock(note)).blocks, note, outcome.experiment_id

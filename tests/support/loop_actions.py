@@ -8,7 +8,6 @@ exactly when a step boundary is reached instead of sleeping.
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,12 +52,14 @@ def registered_actions() -> Iterator[Probe]:
     """Register the t_* actions for one test; they are unregistered however the test ends."""
     probe = Probe()
 
-    @action("t_note", summary="record its arguments, put them in state")
+    @action("t_note", summary="record its arguments, put the label in state.custom and the value as verdict")
     async def t_note(ctx: StepContext, *, label: str = "", value: Any = None) -> dict[str, Any]:
         probe.calls.append(("t_note", {"label": label, "value": value}))
-        ctx.state.setdefault("notes", []).append(label)
+        notes = ctx.state.custom.setdefault("notes", [])
+        assert isinstance(notes, list)
+        notes.append(label)
         if value is not None:
-            ctx.state["verdict"] = str(value)
+            ctx.state.conclusion.verdict = str(value)
         return {"label": label, "value": value}
 
     @action("t_fail", summary="raise with a message")
@@ -86,7 +87,7 @@ def registered_actions() -> Iterator[Probe]:
 
     @action("t_check", summary="the interrupt check: answer what the test set")
     async def t_check(ctx: StepContext) -> dict[str, Any]:
-        probe.calls.append(("t_check", {"state": copy.deepcopy(ctx.state)}))
+        probe.calls.append(("t_check", {"state": ctx.state.model_copy(deep=True)}))
         return dict(probe.resume_answer)
 
     @action("t_undo", summary="an on_failure/on_cancel step", mutating=True)
@@ -97,7 +98,7 @@ def registered_actions() -> Iterator[Probe]:
     @action("t_change", summary="a step that changes the target", mutating=True)
     async def t_change(ctx: StepContext, *, changes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         probe.calls.append(("t_change", {"changes": changes}))
-        ctx.state["changed"] = True
+        ctx.state.custom["changed"] = True
         return {"changes": changes or []}
 
     @action("t_steps_so_far", summary="read the store: which steps are recorded before this one runs")

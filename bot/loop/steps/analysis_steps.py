@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
 from bot.loop.steps.common import changes_of, expectations_of, flags_from_json
 from bot.loop.steps.target_steps import get_snapshot
+from bot.sglang.flagset import FlagSet
 from bot.store.observations import list_observations
 from bot.target.evidence import TableBlock, TextBlock
 
@@ -43,11 +45,13 @@ async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any
         await ctx.emit(block)
     if report.refused or report.new_flags is None:
         raise ValueError(report.refused or "preflight could not work out the new flags")
-    ctx.state["intended_flags"] = report.new_flags.to_json()
-    ctx.state["intended_env"] = dict(report.env)
-    ctx.state["preflight"] = report.to_json()
+    ctx.state.plan.flags = report.new_flags
+    ctx.state.plan.env = dict(report.env)
+    ctx.state.preflight = PreflightFacts(
+        gpus=report.gpus, gpus_read_at=report.gpus_read_at, report=report.to_json()
+    )
     if dry_run:
-        ctx.state["verdict"] = "dry-run"
+        ctx.state.conclusion.verdict = "dry-run"
         raise StopPlaybook("dry run: preflight done, nothing changed on the target")
     return {"warnings": len(report.warnings)}
 
@@ -79,19 +83,19 @@ def test_command(experiment: dict[str, Any], expect: str) -> str:
     summary="On a regression: ranked hypotheses (which variable, why), each with the experiment that tests it",
 )
 async def propose(ctx: StepContext) -> dict[str, Any]:
-    verdict = ctx.state.get("verdict")
+    verdict = ctx.state.conclusion.verdict
     if verdict not in ("regressed", "fail"):
         return {"skipped": f"verdict {verdict}: nothing to explain"}
     from bot.loop.steps.state_steps import reference_snapshot
 
-    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.before.snapshot_id)
     if ctx.playbook == "verify":
         before = await reference_snapshot(ctx)
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
-    metrics = list(ctx.state.get("failed_metrics") or ["max_running_requests"])
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
+    metrics = list(ctx.state.conclusion.failed_metrics or ["max_running_requests"])
     expect = " ".join(ctx.params.get("expect") or []) or _capacity_expectation(before)
     proposals = await _rank(ctx, before, after, metrics)
-    ctx.state["proposals"] = [p.to_json() for p in proposals]
+    ctx.state.conclusion.proposals = [RankedProposal.model_validate(p.to_json()) for p in proposals]
     if not proposals:
         return {"proposals": 0}
     rows = tuple(
@@ -127,7 +131,7 @@ async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str 
     if any(not is_server_metric(e.metric) for e in expectations):
         run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
         summary = run.set.summary
-    reference_summary = ctx.state.get("reference_summary")
+    reference_summary = ctx.state.reference.summary
     seen, ok = [], True
     for expectation in expectations:
         server = is_server_metric(expectation.metric)
@@ -152,7 +156,8 @@ def _latest_regressed_try(store: Any, target: str) -> Any:
 
     for experiment in list_experiments(store, target, limit=50):
         regressed = experiment.playbook == "try" and experiment.verdict == "regressed"
-        if regressed and experiment.state.get("intended_flags"):
+        intended = RunState.load(experiment.state).plan.flags if regressed else None
+        if intended is not None and intended.items:
             return experiment
     return None
 
@@ -184,13 +189,13 @@ async def isolate_step(
         if experiment is None:
             raise LookupError(f"no experiment #{since}")
         reference = await ctx.store.run(
-            get_snapshot, ctx.store.store, experiment.state.get("before_snapshot_id")
+            get_snapshot, ctx.store.store, RunState.load(experiment.state).before.snapshot_id
         )
     if reference is None:
         raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
-    if ctx.state.get("reference_set_id") is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["reference_set_id"])
-        ctx.state["reference_summary"] = loaded.set.summary if loaded else None
+    if ctx.state.reference.set_id is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
+        ctx.state.reference.summary = loaded.set.summary if loaded else None
     view = await read_unit(ts.node0)
     good = flags_from_json(reference.requested_flags)
     bad = view.flags
@@ -202,7 +207,7 @@ async def isolate_step(
                 f"the target runs the flags of the reference (snapshot #{reference.id}) and no try regressed "
                 "since; nothing to isolate"
             )
-        bad = flags_from_json(regressed.state["intended_flags"])
+        bad = RunState.load(regressed.state).plan.flags or FlagSet(())
         changes = _changed(good, bad)
         await ctx.emit(
             TextBlock(
@@ -211,8 +216,10 @@ async def isolate_step(
                 "Isolate",
             )
         )
-    ctx.state.setdefault("before_flags", view.flags.to_json())
-    ctx.state.setdefault("before_env", dict(view.env))
+    if ctx.state.before.flags is None:
+        ctx.state.before.flags = view.flags
+    if ctx.state.before.env is None:
+        ctx.state.before.env = dict(view.env)
     metrics = [e.metric for e in expectations_of(ctx)]
     failing = {**reference.model_dump(), "requested_flags": bad.to_json()}
     proposals = await _rank(ctx, reference, failing, metrics)
@@ -233,7 +240,7 @@ async def isolate_step(
         report = await apply_and_restart(
             ts, flags_for_nodes(flags, len(ts.nodes)), None, force=True, reason=reason
         )
-        ctx.state["applied"] = True
+        ctx.state.restart.applied = True
         running["flags"] = flags
         previous = {node.node: node.old_invocation for node in report.nodes}
         return await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=promote)
@@ -261,8 +268,7 @@ async def isolate_step(
         )
 
     result = await isolate(list(changes), probe, order=order, on_probe=record)
-    ctx.state["isolate"] = result.to_json()
-    ctx.state["culprits"] = list(result.culprits)
+    ctx.state.isolate = IsolateOutcome.model_validate(result.to_json())
     settle = {"good": config_for(result.final), "reference": good, "current": view.flags}.get(end, good)
     settled = ""
     if running.get("flags") != settle:
@@ -274,16 +280,17 @@ async def isolate_step(
         latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
         if latest is not None and latest.id is not None and latest.ready:
             await ctx.store.run(set_known_good, ctx.store.store, ctx.target, latest.id)
-    ctx.state["restored"] = True  # the target is where `end` said, nothing to undo
-    ctx.state["verdict"] = "found" if result.status == "found" else "not-found"
+    ctx.state.restart.restored = True  # the target is where `end` said, nothing to undo
+    verdict = "found" if result.status == "found" else "not-found"
+    ctx.state.conclusion.verdict = verdict
     culprits = ", ".join(result.culprits) or "none"
     kept = [flag for flag in changes if flag not in result.culprits] if end == "good" else []
     left = {"good": "the reference" + (" + " + ", ".join(kept) if kept else ""), "reference": "the reference"}
-    ctx.state["summary"] = (
+    summary = ctx.state.conclusion.summary = (
         f"culprit(s): {culprits} after {len(result.probes)} probe restart(s){settled}; "
         f"left on {left.get(end, 'the flags it had before')}"
     )
-    await ctx.emit(VerdictBlock(ctx.state["verdict"], ctx.state["summary"], (result.message,)))
+    await ctx.emit(VerdictBlock(verdict, summary, (result.message,)))
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
 
 
@@ -291,18 +298,16 @@ async def isolate_step(
 async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
     from bot.loop.steps.learn_steps import gpu_facts, record_observation
 
-    found = ctx.state.get("isolate") or {}
-    if found.get("status") != "found":
+    found = ctx.state.isolate
+    if found is None or found.status != "found":
         return {"observations": 0}
     latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
     gpu, cap = gpu_facts(latest)
     version = latest.sglang_version if latest is not None else None
     where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
     expect = " ".join(ctx.params.get("expect") or [])
-    culprits = list(found.get("culprits") or [])
-    innocent = sorted(
-        {f for p in found.get("probes", []) if p["passed"] for f in p["applied"]} - set(culprits)
-    )
+    culprits = list(found.culprits)
+    innocent = sorted({f for p in found.probes if p.passed for f in p.applied} - set(culprits))
     notes = [
         (
             flag,

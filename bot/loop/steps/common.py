@@ -1,37 +1,27 @@
-"""Helpers the domain actions share: the target's config, flag sets as JSON, metric values.
+"""Helpers the domain actions share: the target's config, flag sets from JSON, metric values.
 
-Why JSON here: everything an action puts in `ctx.state` is stored with its step, so a run
-resumed in another process reads the same values back; flag sets and environments therefore
-travel as `FlagSet.to_json()` lists and plain dicts, never as live objects.
+Flag sets reach the steps as JSON from the store (a snapshot's `requested_flags`, an older
+experiment's state); `flags_from_json` (defined with the run's state, which stores flag sets the
+same way) turns them back into FlagSets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from bot.config.schema import Target
 from bot.loop.actions import StepContext
+from bot.loop.run_state import flags_from_json as flags_from_json  # re-exported for the steps
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
-from bot.sglang.flagset import FlagItem, FlagSet
+from bot.sglang.flagset import FlagSet
 from bot.sglang.metrics import CAPACITY, STATUS
 from bot.store.models import Snapshot
 
 
 def target_of(ctx: StepContext) -> Target:
     return ctx.settings.targets[ctx.target]
-
-
-def flags_from_json(items: Sequence[Mapping[str, Any]]) -> FlagSet:
-    """The inverse of `FlagSet.to_json()` (a list value is a multi-value flag)."""
-    out = []
-    for item in items:
-        value = item.get("value")
-        out.append(
-            FlagItem(str(item["flag"]), tuple(str(v) for v in value) if isinstance(value, list) else value)
-        )
-    return FlagSet(tuple(out))
 
 
 def changes_of(ctx: StepContext, key: str = "changes") -> list[Change]:

@@ -67,8 +67,8 @@ async def record_observation(
 
 @action("open_hypothesis", summary="Record the hypothesis this experiment tests (or link the given one)")
 async def open_hypothesis(ctx: StepContext) -> dict[str, Any]:
-    if ctx.state.get("hypothesis_id") is not None:
-        return {"hypothesis_id": ctx.state["hypothesis_id"]}
+    if ctx.state.hypothesis_id is not None:
+        return {"hypothesis_id": ctx.state.hypothesis_id}
     given = ctx.params.get("hypothesis") or ctx.hypothesis_id
     if given is not None:
         found = await ctx.store.run(get_hypothesis, ctx.store.store, int(given))
@@ -98,7 +98,7 @@ async def open_hypothesis(ctx: StepContext) -> dict[str, Any]:
         )
         assert row.id is not None
         hypothesis_id = row.id
-    ctx.state["hypothesis_id"] = hypothesis_id
+    ctx.state.hypothesis_id = hypothesis_id
     await ctx.store.run(update_experiment, ctx.store.store, ctx.experiment_id, hypothesis_id=hypothesis_id)
     return {"hypothesis_id": hypothesis_id}
 
@@ -111,18 +111,18 @@ def _status_from(verdict: str) -> str:
 
 @action("close_hypothesis", summary="Resolve the hypothesis by the verdict (or by its own expectations)")
 async def close_hypothesis(ctx: StepContext) -> dict[str, Any]:
-    hypothesis_id = ctx.state.get("hypothesis_id")
+    hypothesis_id = ctx.state.hypothesis_id
     if hypothesis_id is None:
         return {"skipped": "no hypothesis"}
     hypothesis = await ctx.store.run(get_hypothesis, ctx.store.store, hypothesis_id)
-    verdict = str(ctx.state.get("verdict", "inconclusive"))
+    verdict = str(ctx.state.conclusion.verdict or "inconclusive")
     status = _status_from(verdict)
     why = f"experiment #{ctx.experiment_id} ({ctx.playbook}): {verdict}"
-    if hypothesis is not None and hypothesis.expectations and not ctx.state.get("start_failed"):
-        after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    if hypothesis is not None and hypothesis.expectations and not ctx.state.restart.start_failed:
+        after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
         summary = None
-        if ctx.state.get("after_set_id") is not None:
-            loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["after_set_id"])
+        if ctx.state.after.set_id is not None:
+            loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.after.set_id)
             summary = loaded.set.summary if loaded else None
         results = []
         for text in hypothesis.expectations:
@@ -152,9 +152,9 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
     changes = [c for c in changes_of(ctx) if c.flag is not None and c.op in ("add", "set")]
     if not changes:
         return {"observations": 0}
-    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
-    if ctx.state.get("start_failed"):
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.before.snapshot_id)
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
+    if ctx.state.restart.start_failed:
         return await _learn_failure(ctx, changes, before)
     gpu, cap = gpu_facts(after)
     version = after.sglang_version if after is not None else None
@@ -177,7 +177,7 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
         if len(changes) == 1:
             a = snapshot_value(before, "max_running_requests")
             b = snapshot_value(after, "max_running_requests")
-            verdict = ctx.state.get("verdict")
+            verdict = ctx.state.conclusion.verdict
             if a is not None and b is not None and a != b:
                 notes.append(
                     (
@@ -197,11 +197,12 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
 async def _learn_failure(ctx: StepContext, changes: list[Any], before: Any) -> dict[str, Any]:
     """A change the server would not start with is worth remembering, with its fatal line."""
     gpu, cap = gpu_facts(before)
-    fatal = ctx.state.get("fatal_line") or ctx.state.get("failure_reason") or "no fatal line found"
+    restart = ctx.state.restart
+    fatal = restart.fatal_line or restart.failure_reason or "no fatal line found"
     described = ", ".join(change.describe() for change in changes)
     text = f"{described}: the server did not start on {gpu or 'an unknown GPU'} ({cap or '?'}): {fatal}"
     for change in changes:
-        detail = {"fatal_line": ctx.state.get("fatal_line"), "reason": ctx.state.get("failure_reason")}
+        detail = {"fatal_line": restart.fatal_line, "reason": restart.failure_reason}
         await record_observation(
             ctx, before, flag=change.flag or "", kind="failure", text=text, detail=detail, emit=False
         )

@@ -56,18 +56,22 @@ def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: s
 async def measure(
     ctx: StepContext, *, label: str = "after", profile: str | None = None, only_if_needed: bool = False
 ) -> dict[str, Any]:
-    if ctx.state.get("start_failed"):
+    if ctx.state.restart.start_failed:
         return {"skipped": "the start failed"}
     if only_if_needed and all(is_server_metric(e.metric) for e in expectations_of(ctx)):
         return {"skipped": "every expectation is read from the start itself; no benchmark needed"}
-    key = f"{label}_set_id"
-    if ctx.state.get(key) is not None:
-        return {"set_id": ctx.state[key], "reused": True}
-    snapshot_id = ctx.state.get(f"{label}_snapshot_id")
+    start = ctx.state.start(label)  # before, after, reference; another label has a set only
+    measured = start.set_id if start is not None else ctx.state.other_set_ids.get(label)
+    if measured is not None:
+        return {"set_id": measured, "reused": True}
+    snapshot_id = start.snapshot_id if start is not None else None
     plan = bench_plan(ctx, label, snapshot_id, profile)
     node = ctx.session().node0 if plan.backend == "bench_serving" else None
     run = await run_plan(plan, store=ctx.store, node=node)
-    ctx.state[key] = run.set.id
+    if start is not None:
+        start.set_id = run.set.id
+    elif run.set.id is not None:
+        ctx.state.other_set_ids[label] = run.set.id
     rows = []
     for level in run.set.summary.get("levels", []):
         rows.append(
@@ -113,10 +117,10 @@ def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
     summary="Judge the start and its benchmark against the reference (capacity exactly, throughput with statistics)",
 )
 async def compare(ctx: StepContext) -> dict[str, Any]:
-    if ctx.state.get("start_failed"):
+    if ctx.state.restart.start_failed:
         return {"skipped": "the start failed", "verdict": "failed-to-start"}
-    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("before_snapshot_id"))
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.before.snapshot_id)
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     await ctx.emit(
         MetricComparison(
             "Capacity: before vs after, parsed vs effective side by side",
@@ -124,7 +128,7 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
             "parsed = what server_args printed; effective = the capacity line and /server_info",
         )
     )
-    reference, candidate = ctx.state.get("before_set_id"), ctx.state.get("after_set_id")
+    reference, candidate = ctx.state.before.set_id, ctx.state.after.set_id
     verdict = "inconclusive"
     lines: list[str] = []
     if reference is not None and candidate is not None:
@@ -134,17 +138,17 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
         )
         verdict = VERDICTS[compared.result.verdict]
         lines = compared.result.lines()
-        ctx.state["comparison_id"] = compared.row.id if compared.row else None
+        ctx.state.conclusion.comparison_id = compared.row.id if compared.row else None
     if reference is not None and candidate is not None:
         await _chart(ctx, reference, candidate)
     failed = await _expectations(ctx, after, candidate)
     if failed and verdict in ("improved", "no-effect", "inconclusive"):
         verdict = "regressed"
         lines.append("an expectation of the command failed: " + "; ".join(failed))
-    ctx.state["verdict"] = verdict
-    ctx.state["summary"] = lines[0] if lines else f"verdict: {verdict}"
+    ctx.state.conclusion.verdict = verdict
+    ctx.state.conclusion.summary = lines[0] if lines else f"verdict: {verdict}"
     await ctx.emit(VerdictBlock(verdict, _headline(verdict, before, after), tuple(lines)))
-    return {"verdict": verdict, "comparison_id": ctx.state.get("comparison_id")}
+    return {"verdict": verdict, "comparison_id": ctx.state.conclusion.comparison_id}
 
 
 async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
@@ -207,8 +211,10 @@ async def _expectations(ctx: StepContext, after: Any, candidate_set: int | None)
 
 @action("decide", summary="Keep or revert by the verdict and the target's policy", mutating=True)
 async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
-    verdict = ctx.state.get("verdict", "inconclusive")
-    if ctx.state.get("start_failed"):
+    verdict = ctx.state.conclusion.verdict
+    if verdict is None:
+        verdict = "inconclusive"
+    if ctx.state.restart.start_failed:
         return {"kept": False, "why": "the start failed (already rolled back per policy)"}
     policy = target_of(ctx).policy.on_regression
     if keep == "always":
@@ -219,9 +225,9 @@ async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
         kept, why = policy != "revert", f"regressed; the target's policy on regression is {policy!r}"
     else:
         kept, why = True, f"{verdict}: kept"
-    ctx.state["kept"] = kept
+    ctx.state.conclusion.kept = kept
     if kept:
-        snapshot_id = ctx.state.get("after_snapshot_id")
+        snapshot_id = ctx.state.after.snapshot_id
         if snapshot_id is not None:
             await ctx.store.run(set_known_good, ctx.store.store, ctx.target, snapshot_id)
         await ctx.emit(VerdictBlock(verdict, f"kept the change ({why})", ()))

@@ -23,17 +23,13 @@ from bot.target.evidence import TextBlock
 def concluded(ctx: StepContext) -> tuple[int | None, int | None, str]:
     """(snapshot id, measurement set id, what) of the start the experiment concluded on."""
     state = ctx.state
-    if ctx.playbook == "revert" or "reverting_experiment" in state:
-        return state.get("after_snapshot_id"), state.get("reference_set_id"), "the reverted start"
-    if state.get("kept") and not state.get("start_failed"):
-        return state.get("after_snapshot_id"), state.get("after_set_id"), "the kept change"
-    if state.get("start_failed") and not state.get("rolled_back"):
+    if ctx.playbook == "revert" or state.plan.reverting_experiment is not None:
+        return state.after.snapshot_id, state.reference.set_id, "the reverted start"
+    if state.conclusion.kept and not state.restart.start_failed:
+        return state.after.snapshot_id, state.after.set_id, "the kept change"
+    if state.restart.start_failed and not state.restart.rolled_back:
         return None, None, "a failed start that was not rolled back"
-    return (
-        state.get("before_snapshot_id"),
-        state.get("before_set_id"),
-        "the start from before (change not kept)",
-    )
+    return state.before.snapshot_id, state.before.set_id, "the start from before (change not kept)"
 
 
 def _delays(after: list[str] | None, ctx: StepContext) -> list[timedelta]:
@@ -87,8 +83,8 @@ async def schedule_checks(
     expected = {
         "experiment_id": ctx.experiment_id,
         "playbook": ctx.playbook,
-        "verdict": ctx.state.get("verdict"),
-        "kept": ctx.state.get("kept"),
+        "verdict": ctx.state.conclusion.verdict,
+        "kept": ctx.state.conclusion.kept,
         "snapshot_id": snapshot.id,
         "invocation": snapshot.invocation_id,
         "flags": snapshot.requested_flags,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.loop.actions import StepContext, action
+from bot.loop.run_state import RunState
 from bot.loop.steps.common import (
     bench_value,
     expectations_of,
@@ -38,8 +39,8 @@ async def reference_snapshot(ctx: StepContext) -> Any:
     """The start to compare with: the pinned baseline's snapshot, else the known-good one."""
     baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target)
     if baseline is not None:
-        ctx.state["baseline_id"] = baseline.id
-        ctx.state["reference_set_id"] = baseline.set_id
+        ctx.state.baseline_id = baseline.id
+        ctx.state.reference.set_id = baseline.set_id
         return await ctx.store.run(get_snapshot, ctx.store.store, baseline.snapshot_id)
     return await ctx.store.run(known_good, ctx.store.store, ctx.target)
 
@@ -49,8 +50,9 @@ def _latest_kept_try(store: Any, target: str) -> Any:
     reverted = set()
     for experiment in list_experiments(store, target, limit=200):
         if experiment.playbook == "revert" and experiment.status == "succeeded":
-            reverted.add(experiment.state.get("reverting_experiment"))
-        if experiment.playbook == "try" and experiment.state.get("kept") and experiment.id not in reverted:
+            reverted.add(RunState.load(experiment.state).plan.reverting_experiment)
+        tried = experiment.playbook == "try" and experiment.id not in reverted
+        if tried and RunState.load(experiment.state).conclusion.kept:
             return experiment
     return None
 
@@ -121,7 +123,7 @@ async def plan_revert(
     current = list(view.flags.items)
     env = dict(view.env)
     reference = await reference_snapshot(ctx)
-    ctx.state["reference_snapshot_id"] = reference.id if reference is not None else None
+    ctx.state.reference.snapshot_id = reference.id if reference is not None else None
     canonical = _canonical_of(ctx)
     if names:
         names = [canonical(name) for name in names]
@@ -147,30 +149,31 @@ async def plan_revert(
         )
         if experiment is None or experiment.playbook != "try":
             raise LookupError(f"no try experiment {'#' + what if what else 'on ' + ctx.target} to revert")
-        if not experiment.state.get("kept"):
+        tried = RunState.load(experiment.state)
+        if not tried.conclusion.kept:
             raise ValueError(f"experiment #{experiment.id}'s change was not kept; nothing to revert")
-        before = flags_from_json(experiment.state.get("before_flags") or [])
+        before = tried.before.flags or FlagSet(())
+        old_env = tried.before.env or {}
         for raw in reversed(experiment.params.get("changes") or []):
             change = Change.from_json(raw)
             if change.op == "env-set" and change.env_name:
-                old_env = experiment.state.get("before_env") or {}
                 if change.env_name in old_env:
                     env[change.env_name] = old_env[change.env_name]
                 else:
                     env.pop(change.env_name, None)
             elif change.op == "env-unset" and change.env_name:
-                env[change.env_name] = (experiment.state.get("before_env") or {}).get(change.env_name, "")
+                env[change.env_name] = old_env.get(change.env_name, "")
             else:
                 current = _inverse(change, before, current, canonical)
         described = f"experiment #{experiment.id}'s change undone"
-        ctx.state["reverting_experiment"] = experiment.id
+        ctx.state.plan.reverting_experiment = experiment.id
     new = FlagSet(tuple(current))
     if new == view.flags and env == dict(view.env):
         raise ValueError("the target already runs these flags; nothing to revert")
-    ctx.state["intended_flags"] = new.to_json()
-    ctx.state["intended_env"] = env
-    ctx.state["before_flags"] = view.flags.to_json()
-    ctx.state["before_env"] = dict(view.env)
+    ctx.state.plan.flags = new
+    ctx.state.plan.env = env
+    ctx.state.before.flags = view.flags
+    ctx.state.before.env = dict(view.env)
     await ctx.emit(TextBlock(f"revert to {described}:\n{' '.join(new.argv())}", "Revert plan"))
     return {"flags": new.argv(), "what": described}
 
@@ -180,11 +183,11 @@ async def plan_revert(
     summary="Check that the effective values are the baseline's again (pass/fail with the numbers)",
 )
 async def verify_back(ctx: StepContext) -> dict[str, Any]:
-    if ctx.state.get("start_failed"):
-        ctx.state["verdict"] = "fail"
+    if ctx.state.restart.start_failed:
+        ctx.state.conclusion.verdict = "fail"
         return {"verdict": "fail"}
-    reference = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("reference_snapshot_id"))
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    reference = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.reference.snapshot_id)
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     rows, ok = [], True
     for metric in CHECKED:
         want, got = snapshot_value(reference, metric), snapshot_value(after, metric)
@@ -202,11 +205,13 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
             ComparisonRow(metric, fmt(want), fmt(got), "" if same else "differs", "pass" if same else "fail")
         )
     verdict = "pass" if ok and reference is not None else "fail"
-    ctx.state["verdict"] = verdict
+    ctx.state.conclusion.verdict = verdict
     a, b = snapshot_value(reference, "max_running_requests"), snapshot_value(after, "max_running_requests")
-    ctx.state["summary"] = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): {verdict}"
+    summary = ctx.state.conclusion.summary = (
+        f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): {verdict}"
+    )
     await ctx.emit(MetricComparison("Back to the baseline? (baseline vs now)", tuple(rows)))
-    await ctx.emit(VerdictBlock(verdict, ctx.state["summary"]))
+    await ctx.emit(VerdictBlock(verdict, summary))
     return {"verdict": verdict}
 
 
@@ -214,8 +219,9 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
 async def observe_now(ctx: StepContext) -> dict[str, Any]:
     obs = await observe(ctx.session(), cache_dir=ctx.cache_dir)
     await emit_observation(ctx, obs)
-    ctx.state["after_snapshot_id"] = obs.snapshot_id
-    ctx.state["before_snapshot_id"] = ctx.state.get("before_snapshot_id", obs.snapshot_id)
+    ctx.state.after.snapshot_id = obs.snapshot_id
+    if ctx.state.before.snapshot_id is None:
+        ctx.state.before.snapshot_id = obs.snapshot_id
     return {"snapshot_id": obs.snapshot_id, "healthy": obs.healthy}
 
 
@@ -224,7 +230,7 @@ async def observe_now(ctx: StepContext) -> dict[str, Any]:
     summary="Each expectation against the current start (parsed and effective shown), or the baseline's capacity",
 )
 async def check_expectations(ctx: StepContext) -> dict[str, Any]:
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.get("after_snapshot_id"))
+    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     reference = await reference_snapshot(ctx)
     expectations = expectations_of(ctx)
     if not expectations:
@@ -235,11 +241,11 @@ async def check_expectations(ctx: StepContext) -> dict[str, Any]:
             raise LookupError("no expectation given and no baseline to compare with: `baseline pin` first")
         expectations = [parse_expectation(f"max_running_requests>={want}")]
     summary = ref_summary = None
-    if ctx.state.get("after_set_id") is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["after_set_id"])
+    if ctx.state.after.set_id is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.after.set_id)
         summary = loaded.set.summary if loaded else None
-    if ctx.state.get("reference_set_id") is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state["reference_set_id"])
+    if ctx.state.reference.set_id is not None:
+        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
         ref_summary = loaded.set.summary if loaded else None
     rows, failed = [], []
     for expectation in expectations:
@@ -263,21 +269,23 @@ async def check_expectations(ctx: StepContext) -> dict[str, Any]:
         if not holds:
             failed.append(metric)
     verdict = "fail" if failed else "pass"
-    ctx.state["verdict"] = verdict
-    ctx.state["failed_metrics"] = failed
-    ctx.state["summary"] = f"{len(expectations) - len(failed)}/{len(expectations)} expectations hold"
+    ctx.state.conclusion.verdict = verdict
+    ctx.state.conclusion.failed_metrics = failed
+    held = ctx.state.conclusion.summary = (
+        f"{len(expectations) - len(failed)}/{len(expectations)} expectations hold"
+    )
     await ctx.emit(
         MetricComparison(
             "Expectations: baseline vs now", tuple(rows), "now = the effective value of this start"
         )
     )
-    await ctx.emit(VerdictBlock(verdict, ctx.state["summary"]))
+    await ctx.emit(VerdictBlock(verdict, held))
     return {"verdict": verdict, "failed": failed}
 
 
 @action("pin", summary="Pin the current start and its measurement as the target's baseline")
 async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
-    snapshot_id = ctx.state.get("after_snapshot_id")
+    snapshot_id = ctx.state.after.snapshot_id
     if snapshot_id is None:
         raise RuntimeError("nothing observed to pin")
     row = await ctx.store.run(
@@ -285,15 +293,15 @@ async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
         ctx.store.store,
         target=ctx.target,
         snapshot_id=snapshot_id,
-        set_id=ctx.state.get("after_set_id"),
+        set_id=ctx.state.after.set_id,
         note=note,
         pinned_by=ctx.actor,
     )
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     capacity = snapshot_value(snap, "max_running_requests")
-    ctx.state["verdict"] = "pinned"
-    ctx.state["summary"] = (
+    ctx.state.conclusion.verdict = "pinned"
+    summary = ctx.state.conclusion.summary = (
         f"baseline #{row.id}: snapshot #{snapshot_id}, set #{row.set_id}, max_running_requests {fmt(capacity)}"
     )
-    await ctx.emit(TextBlock(ctx.state["summary"], "Baseline pinned"))
+    await ctx.emit(TextBlock(summary, "Baseline pinned"))
     return {"baseline_id": row.id}

@@ -1,8 +1,8 @@
 """Actions that act on the target itself: heal, snapshot, apply + restart, await the start, roll back.
 
 Each action writes what it did to `ctx.state` before returning, so a run killed after any of
-them can be resumed (the flags flagbot meant are in `intended_flags`) or rolled back (the
-flags it started from are in `before_flags`).
+them can be resumed (the flags flagbot meant are in `state.plan.flags`) or rolled back (the
+flags it started from are in `state.before.flags`).
 """
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ import contextlib
 import time
 from typing import Any
 
+from pydantic import JsonValue
+
 from bot.bench.chart import preload as preload_chart
 from bot.heap import settle
 from bot.http import async_client
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import describe_flags, flags_from_json
+from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
 from bot.target.evidence import TextBlock
 from bot.target.heal import heal_if_diverged
@@ -57,15 +60,15 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
         from bot.store.models import Snapshot
 
         view = await read_unit(ts.node0)
-        ctx.state["before_flags"] = view.flags.to_json()
-        ctx.state["before_env"] = dict(view.env)
+        ctx.state.before.flags = view.flags
+        ctx.state.before.env = dict(view.env)
         snap = await ctx.store.run(get_snapshot, ctx.store.store, baseline.snapshot_id)
         same = snap is not None and flags_from_json(snap.requested_flags) == view.flags
         same = same and snap is not None and snap.invocation_id == view.state.invocation_id
         if same and isinstance(snap, Snapshot) and baseline.set_id is not None:
-            ctx.state["before_snapshot_id"] = snap.id
-            ctx.state["before_set_id"] = baseline.set_id
-            ctx.state["baseline_id"] = baseline.id
+            ctx.state.before.snapshot_id = snap.id
+            ctx.state.before.set_id = baseline.set_id
+            ctx.state.baseline_id = baseline.id
             await ctx.emit(
                 TextBlock(
                     f"the server still runs the pinned baseline #{baseline.id} (same start, invocation "
@@ -77,17 +80,17 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
             return {"snapshot_id": snap.id, "set_id": baseline.set_id, "reused_baseline": baseline.id}
     # reads the unit too (the flags from before); the GPUs as the preflight just read them
     obs = await observe(ts, cache_dir=ctx.cache_dir, gpus=_fresh_gpus(ctx))
-    ctx.state["before_flags"] = obs.requested
-    ctx.state["before_env"] = dict(obs.environment)
+    ctx.state.before.flags = flags_from_json(obs.requested)
+    ctx.state.before.env = dict(obs.environment)
     if not obs.healthy:
         raise RuntimeError(
             f"the server is not healthy before the change (health {obs.health}, "
             f"error {obs.startup_error or 'none'}); fix or roll back first"
         )
     await emit_observation(ctx, obs)
-    ctx.state["before_snapshot_id"] = obs.snapshot_id
+    ctx.state.before.snapshot_id = obs.snapshot_id
     if baseline is not None:
-        ctx.state["baseline_id"] = baseline.id
+        ctx.state.baseline_id = baseline.id
     return {"snapshot_id": obs.snapshot_id, "invocation": obs.invocation}
 
 
@@ -95,14 +98,14 @@ GPU_FACTS_FRESH_S = 30.0
 """How old the preflight's GPU facts may be for the snapshot before the change to reuse them."""
 
 
-def _fresh_gpus(ctx: StepContext) -> dict[str, list[dict[str, Any]]] | None:
+def _fresh_gpus(ctx: StepContext) -> dict[str, list[dict[str, JsonValue]]] | None:
     """The preflight's GPU facts when it read them moments ago (not in a run resumed later)."""
-    preflight = ctx.state.get("preflight") or {}
-    read_at = preflight.get("gpus_read_at")
-    if not isinstance(read_at, int | float) or time.time() - read_at > GPU_FACTS_FRESH_S:
+    preflight = ctx.state.preflight
+    if preflight is None or preflight.gpus_read_at is None:
         return None
-    gpus = preflight.get("gpus")
-    return gpus if isinstance(gpus, dict) else None
+    if time.time() - preflight.gpus_read_at > GPU_FACTS_FRESH_S:
+        return None
+    return preflight.gpus
 
 
 def get_snapshot(store: Any, snapshot_id: int | None) -> Any:
@@ -121,8 +124,10 @@ def get_snapshot(store: Any, snapshot_id: int | None) -> Any:
 )
 async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
     ts = ctx.session()
-    flags = flags_from_json(ctx.state["intended_flags"])
-    env = ctx.state.get("intended_env")
+    flags = ctx.state.plan.flags
+    if flags is None:
+        raise KeyError("intended_flags")  # as before: no plan, no apply (preflight or plan_revert first)
+    env = ctx.state.plan.env
     report = await apply_and_restart(
         ts,
         flags_for_nodes(flags, len(ts.nodes)),
@@ -130,8 +135,8 @@ async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
         force=force,
         reason=f"experiment #{ctx.experiment_id} ({ctx.playbook})",
     )
-    ctx.state["applied"] = True
-    ctx.state["previous_invocations"] = {node.node: node.old_invocation for node in report.nodes}
+    ctx.state.restart.applied = True
+    ctx.state.restart.previous_invocations = {node.node: node.old_invocation for node in report.nodes}
     reconnects = "".join(f"\n{note}" for note in report.connection_notes())  # a dropped SSH connection
     await ctx.emit(
         TextBlock(
@@ -162,7 +167,7 @@ async def await_start(
     try:
         outcome = await ensure_ready(
             ts,
-            previous=ctx.state.get("previous_invocations") or {},
+            previous=ctx.state.restart.previous_invocations,
             timeout=timeout_s,
             cache_dir=ctx.cache_dir,
             promote=promote,
@@ -174,20 +179,20 @@ async def await_start(
     if outcome.observation is not None:
         obs = outcome.observation
         await emit_observation(ctx, obs)
-        ctx.state["after_snapshot_id"] = obs.snapshot_id
-        ctx.state["after_invocation"] = obs.invocation
+        ctx.state.after.snapshot_id = obs.snapshot_id
+        ctx.state.after.invocation = obs.invocation
         return {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}
-    ctx.state["start_failed"] = True
-    ctx.state["verdict"] = "failed-to-start"
+    ctx.state.restart.start_failed = True
+    ctx.state.conclusion.verdict = "failed-to-start"
     if outcome.rollback is not None:
         for block in outcome.rollback.evidence:
             await ctx.emit(block)
         failure = outcome.readiness.failure
         cause = outcome.rollback.fatal_line or (failure.message if failure else None)
-        ctx.state["rolled_back"] = outcome.rollback.ok
-        ctx.state["fatal_line"] = outcome.rollback.fatal_line
-        ctx.state["failure_reason"] = failure.message if failure else None
-        ctx.state["summary"] = (
+        ctx.state.restart.rolled_back = outcome.rollback.ok
+        ctx.state.restart.fatal_line = outcome.rollback.fatal_line
+        ctx.state.restart.failure_reason = failure.message if failure else None
+        ctx.state.conclusion.summary = (
             "the server did not start with the change"
             + (f" ({cause})" if cause else "")
             + (
@@ -198,7 +203,7 @@ async def await_start(
         )
     else:
         failure = outcome.readiness.failure
-        ctx.state["summary"] = (
+        ctx.state.conclusion.summary = (
             f"the server did not start: {failure.message if failure else 'unknown'} (left as is)"
         )
     return {"ready": False, "outcome": outcome.readiness.outcome, "timings": timings}
@@ -215,15 +220,15 @@ async def restore(ctx: StepContext) -> dict[str, Any]:
     Nothing is restarted when the change was never applied (a refused preflight, a cancel
     before the restart) or was already rolled back by `await_start`.
     """
-    if not ctx.state.get("applied") or ctx.state.get("rolled_back") or ctx.state.get("restored"):
+    done = ctx.state.restart
+    if not done.applied or done.rolled_back or done.restored:
         return {"restored": False, "why": "nothing was applied, or it was already undone"}
     ts = ctx.session()
-    before = ctx.state.get("before_flags")
-    if before is None:
+    if ctx.state.before.flags is None:
         result = await rollback(ts, trigger="on-demand", cache_dir=ctx.cache_dir, force=True)
         for block in result.evidence:
             await ctx.emit(block)
-        ctx.state["restored"] = result.ok
+        ctx.state.restart.restored = result.ok
         return {"restored": result.ok, "rolled_back": result.ok, "to": result.to}
     ok, capacity = await back_to_before(ctx, reason="restore", force=True)
     await ctx.emit(
@@ -240,18 +245,20 @@ async def back_to_before(ctx: StepContext, *, reason: str, force: bool = False) 
     """Restart every node on the flags the experiment started from and wait until it serves;
     (healthy?, effective max_running_requests). The healthy start becomes known-good again."""
     ts = ctx.session()
-    flags = flags_from_json(ctx.state["before_flags"])
+    flags = ctx.state.before.flags
+    if flags is None:
+        raise KeyError("before_flags")  # as before: nothing recorded to go back to
     report = await apply_and_restart(
         ts,
         flags_for_nodes(flags, len(ts.nodes)),
-        ctx.state.get("before_env"),
+        ctx.state.before.env,
         force=force,
         reason=f"experiment #{ctx.experiment_id}: {reason}",
     )
     previous = {node.node: node.old_invocation for node in report.nodes}
     outcome = await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=True)
     ok = outcome.observation is not None and outcome.observation.healthy
-    ctx.state["restored"] = ok
+    ctx.state.restart.restored = ok
     capacity = outcome.observation.effective.get("max_running_requests") if outcome.observation else None
     return ok, capacity
 
@@ -262,18 +269,18 @@ async def back_to_before(ctx: StepContext, *, reason: str, force: bool = False) 
 async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
 
     ts = ctx.session()
-    if not ctx.state.get("applied"):
+    if not ctx.state.restart.applied:
         if not await _apply_in_flight(ctx):
             return {"resume": True, "why": "nothing had been changed on the target yet"}
         # Killed inside `apply`: some node may have the new drop-in written, reloaded or restarted,
         # and `applied` was never checkpointed; so `restore` must put the flags from before back.
-        ctx.state["applied"] = True
+        ctx.state.restart.applied = True
         return {
             "resume": False,
             "why": "it stopped while applying the change (drop-in write, reload or restart not confirmed)",
         }
     view = await read_unit(ts.node0)
-    intended = flags_from_json(ctx.state.get("intended_flags") or [])
+    intended = ctx.state.plan.flags or FlagSet(())
     async with async_client(timeout=3.0) as client:
         health = await probe_health(client, ts.target.http_base() + "/health")
     if view.flags == intended and health == 200:
@@ -281,12 +288,12 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
     if view.flags == intended and view.state.active_state in ("activating", "active"):
         outcome = await ensure_ready(ts, previous={}, cache_dir=ctx.cache_dir, promote=False)
         if outcome.observation is not None:
-            ctx.state["after_snapshot_id"] = outcome.observation.snapshot_id
+            ctx.state.after.snapshot_id = outcome.observation.snapshot_id
             return {
                 "resume": True,
                 "why": "the target was still starting with the experiment's flags; now ready",
             }
-        ctx.state["rolled_back"] = bool(outcome.rollback and outcome.rollback.ok)
+        ctx.state.restart.rolled_back = bool(outcome.rollback and outcome.rollback.ok)
         return {"resume": False, "why": "the start with the experiment's flags failed"}
     return {
         "resume": False,
@@ -304,7 +311,7 @@ async def _apply_in_flight(ctx: StepContext) -> bool:
 
 @action("promote", summary="Make the current start the target's known-good configuration")
 async def promote(ctx: StepContext) -> dict[str, Any]:
-    snapshot_id = ctx.state.get("after_snapshot_id")
+    snapshot_id = ctx.state.after.snapshot_id
     if snapshot_id is None:
         return {"promoted": False}
     await ctx.store.run(set_known_good, ctx.store.store, ctx.target, snapshot_id)

@@ -19,6 +19,7 @@ from bot.config import Settings
 from bot.loop.engine import Engine, LeaseHeld
 from bot.loop.playbook import Playbook, load_playbook
 from bot.loop.report import MemoryReporter
+from bot.loop.run_state import RUN_STATE_SCHEMA_VERSION, RunState
 from bot.store import AsyncStore, Store
 from bot.store.experiments import get_experiment, list_experiments
 from bot.store.leases import acquire, current
@@ -75,7 +76,9 @@ async def test_each_step_is_recorded_before_the_next_starts(
         ("judge", "ok"),
     ]
     row = await store.run(get_experiment, store.store, outcome.experiment_id)
-    assert row is not None and row.cursor == 3 and row.state["notes"] == ["a", "b"] and row.finished_at
+    assert row is not None and row.cursor == 3 and row.finished_at
+    assert row.state["schema_version"] == RUN_STATE_SCHEMA_VERSION
+    assert RunState.load(row.state).custom["notes"] == ["a", "b"]
     actions = [event.action for event in await store.run(audit_events, store.store, TARGET)]
     assert actions == ["finish", "start"]
     assert [kind for kind, _ in reporter.events] == ["started", *["step"] * 6, "finished"]
@@ -230,7 +233,7 @@ async def test_a_stopped_engine_task_is_reconciled(
     with pytest.raises(asyncio.CancelledError):
         await run
     [row] = await store.run(list_experiments, store.store, TARGET)
-    assert (row.status, row.cursor, row.state) == ("interrupted", 1, {"notes": ["a"]})
+    assert (row.status, row.cursor, row.state) == ("interrupted", 1, RunState(custom={"notes": ["a"]}).dump())
     probe.resume_answer = {"resume": resume, "why": "flags as intended" if resume else "flags differ"}
     probe.gate("g").set()
     reporter = MemoryReporter()
@@ -246,7 +249,7 @@ async def check_reconciled(
     assert isinstance(outcome, RunOutcome)
     assert reporter.outcomes == [outcome]
     checks = [args for name, args in probe.calls if name == "t_check"]
-    assert checks == [{"state": {"notes": ["a"]}}]  # the check saw the checkpointed state
+    assert checks == [{"state": RunState(custom={"notes": ["a"]})}]  # the check saw the checkpointed state
     steps = [(s["index"], s["action"], s["status"]) for s in outcome.steps]
     interrupted = (1, "t_wait", "failed")
     if resume:
@@ -254,7 +257,7 @@ async def check_reconciled(
         assert (outcome.summary or "").startswith("interrupted at step 2 and resumed (")  # the story says so
         assert steps == [(0, "t_note", "ok"), interrupted, (1, "t_wait", "ok"), (2, "t_note", "ok")]
         row = await store.run(get_experiment, store.store, outcome.experiment_id)
-        assert row is not None and row.state["notes"] == ["a", "b"]
+        assert row is not None and RunState.load(row.state).custom["notes"] == ["a", "b"]
     else:
         assert outcome.status == "rolled-back"
         assert outcome.summary == "interrupted and not resumed: flags differ; rolled back"

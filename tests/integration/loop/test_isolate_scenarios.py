@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from bot.loop.isolate import isolate, probe_bound
+from bot.loop.run_state import RunState
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import AsyncStore
 from bot.store.experiments import get_experiment
@@ -175,7 +176,9 @@ def isolate_outcome(config: Path, experiment_id: int) -> tuple[dict[str, Any], l
     try:
         experiment = get_experiment(store, experiment_id)
         assert experiment is not None
-        return dict(experiment.state["isolate"]), [row.data for row in evidence_of(store, experiment_id)]
+        found = RunState.load(experiment.state).isolate
+        assert found is not None
+        return found.model_dump(mode="json"), [row.data for row in evidence_of(store, experiment_id)]
     finally:
         store.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from bot.loop.run_state import PreflightFacts, RunState
 from bot.loop.steps.common import bench_value, flags_from_json, is_server_metric, snapshot_value
 from bot.loop.steps.state_steps import _inverse
 from bot.sglang.change import Change
@@ -73,11 +74,11 @@ def test_the_snapshot_before_reuses_only_gpu_facts_the_preflight_just_read() -> 
 
     gpus = {"n0": [{"index": 0}], "n1": [{"index": 0}]}
 
-    def ctx(read_at: object) -> SimpleNamespace:
-        return SimpleNamespace(state={"preflight": {"gpus": gpus, "gpus_read_at": read_at}})
+    def ctx(read_at: float | None) -> SimpleNamespace:
+        return SimpleNamespace(state=RunState(preflight=PreflightFacts(gpus=gpus, gpus_read_at=read_at)))
 
     now = time.time()
     assert _fresh_gpus(ctx(now - 1)) == gpus  # type: ignore[arg-type]
     assert _fresh_gpus(ctx(now - GPU_FACTS_FRESH_S - 1)) is None  # type: ignore[arg-type]  # a resumed run
     assert _fresh_gpus(ctx(None)) is None  # type: ignore[arg-type]  # a preflight of an older version
-    assert _fresh_gpus(SimpleNamespace(state={})) is None  # type: ignore[arg-type]  # no preflight
+    assert _fresh_gpus(SimpleNamespace(state=RunState())) is None  # type: ignore[arg-type]  # no preflight

@@ -12,6 +12,7 @@ import pytest
 from bot.loop import check_jobs
 from bot.loop.actions import StepContext
 from bot.loop.report import MemoryReporter
+from bot.loop.run_state import AfterStart, BeforeStart, Conclusion, RestartRecord, RunState
 from bot.loop.steps.schedule_steps import schedule_checks
 from bot.schedule.scheduler import SchedulerJobs, build_scheduler, check_job_id, stop
 from bot.store import AsyncStore, Snapshot
@@ -28,9 +29,7 @@ class ThreadReporter(MemoryReporter):
     thread: str = "1700000000.000900"
 
 
-def context(
-    astore: AsyncStore, tmp_path: Path, reporter: MemoryReporter, state: dict[str, object]
-) -> StepContext:
+def context(astore: AsyncStore, tmp_path: Path, reporter: MemoryReporter, state: RunState) -> StepContext:
     experiment = create_experiment(astore.store, target="lab", playbook="try", params={}, actor="cli:t")
     assert experiment.id is not None
     return StepContext(
@@ -63,12 +62,11 @@ async def test_a_kept_try_schedules_its_checks_in_its_thread_and_the_running_sch
         astore,
         tmp_path,
         ThreadReporter(),
-        {
-            "kept": True,
-            "verdict": "regressed",
-            "before_snapshot_id": before.id,
-            "after_snapshot_id": after.id,
-        },
+        RunState(
+            conclusion=Conclusion(kept=True, verdict="regressed"),
+            before=BeforeStart(snapshot_id=before.id),
+            after=AfterStart(snapshot_id=after.id),
+        ),
     )
     scheduler = build_scheduler(astore.store.engine)
     scheduler.start(paused=True)
@@ -97,12 +95,14 @@ async def test_from_the_cli_the_checks_are_only_stored_and_a_reverted_try_checks
     before = astore.store.add(
         Snapshot(target="lab", requested_flags=[], effective={"max_running_requests": 48})
     )
-    ctx = context(astore, tmp_path, MemoryReporter(), {"kept": False, "before_snapshot_id": before.id})
+    state = RunState(conclusion=Conclusion(kept=False), before=BeforeStart(snapshot_id=before.id))
+    ctx = context(astore, tmp_path, MemoryReporter(), state)
     result = await schedule_checks(ctx, after=["1h"])
     checks = await astore.run(list_checks, astore.store)
     assert result["checks"] == [checks[0].id] and checks[0].after_s == 3600.0
     assert checks[0].expected["snapshot_id"] == before.id and checks[0].channel is None
     with pytest.raises(ValueError, match="not a duration"):
         await schedule_checks(ctx, after=["soon"])
-    nothing = context(astore, tmp_path, MemoryReporter(), {"start_failed": True, "rolled_back": False})
+    failed = RunState(restart=RestartRecord(start_failed=True, rolled_back=False))
+    nothing = context(astore, tmp_path, MemoryReporter(), failed)
     assert (await schedule_checks(nothing))["checks"] == []

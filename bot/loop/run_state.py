@@ -1,0 +1,345 @@
+"""What the steps of one run pass each other: typed records, stored as JSON with a schema version.
+
+Why records and not a dict of string keys: a step that reads `after.set_id` which an earlier step
+never wrote, or writes `after_setid`, is a type error caught by mypy, not a None found fifteen
+minutes into an experiment; and the readers outside the loop (the digest, Slack's buttons, the
+log) see the same fields the steps wrote.
+
+Why a schema version: the state is checkpointed with every step (`finish_step`), and a run
+interrupted by a crash is resumed by whatever flagbot runs next, possibly a newer one. The stored
+JSON says which shape it is in, and `RunState.load` converts an older shape: version 1 is the flat
+dict of string keys (`intended_flags`, `before_snapshot_id`, `verdict`, ...) stored before these
+records existed, without a `schema_version` field. A state newer than this code is refused rather
+than half read.
+
+Actions outside `bot.loop.steps` (a site's plugins, the tests' own) keep what they pass each other
+in `custom`, the one open-ended mapping; the built-in steps use the typed fields only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+)
+from pydantic_core import PydanticSerializationError
+
+from bot.loop.isolate import Status
+from bot.sglang.flagset import FlagItem, FlagSet
+
+RUN_STATE_SCHEMA_VERSION: Final = 2
+"""The shape `RunState.dump` writes. 1: the flat dict of string keys (no `schema_version` field)."""
+
+
+class RunStateError(ValueError):
+    """A stored state that cannot be read: written by a newer flagbot, or not of any known shape."""
+
+
+def flags_from_json(items: Sequence[Mapping[str, Any]]) -> FlagSet:
+    """The inverse of `FlagSet.to_json()` (a list value is a multi-value flag)."""
+    out = []
+    for item in items:
+        value = item.get("value")
+        out.append(
+            FlagItem(str(item["flag"]), tuple(str(v) for v in value) if isinstance(value, list) else value)
+        )
+    return FlagSet(tuple(out))
+
+
+def _flags_in(value: object) -> FlagSet:
+    if isinstance(value, FlagSet):
+        return value
+    if isinstance(value, list) and all(isinstance(item, Mapping) and "flag" in item for item in value):
+        return flags_from_json(value)
+    raise ValueError("a flag set is stored as a list of {flag, value}")
+
+
+def _as_stored(value: object) -> object:
+    """The value as storing it as JSON makes it (tuples become lists), so a step reads the same
+    value before and after a checkpoint; a value JSON cannot hold is refused."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+
+
+StoredJson = Annotated[JsonValue, BeforeValidator(_as_stored)]
+"""A JSON value of an open shape (a report, a benchmark summary) as it is stored."""
+
+StoredFlags = Annotated[FlagSet, PlainValidator(_flags_in), PlainSerializer(FlagSet.to_json)]
+"""A FlagSet in the run's state; stored as `FlagSet.to_json()`'s list, read back as a FlagSet."""
+
+
+class _Record(BaseModel):
+    """Mutable (steps fill them in as they go), checked on assignment, no unknown fields."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Plan(_Record):
+    """The configuration the run means to put on the target, from `preflight` or `plan_revert`:
+    what `apply` writes, and what `check_interrupted` expects to find after a crash."""
+
+    flags: StoredFlags | None = None
+    env: dict[str, str] | None = None
+    reverting_experiment: int | None = None
+    """`plan_revert`: the try whose change this revert undoes (a later `revert` and the digest read it)."""
+
+
+class PreflightFacts(_Record):
+    """What `preflight` read moments before the change."""
+
+    gpus: dict[str, list[dict[str, StoredJson]]] | None = None
+    """Per node, as nvidia-smi answered: the snapshot before the change reuses them when fresh."""
+    gpus_read_at: float | None = None
+    """When `gpus` was read (Unix seconds)."""
+    report: dict[str, StoredJson] = Field(default_factory=dict)
+    """The whole `PreflightReport.to_json()`, kept as the record of what was checked."""
+
+
+class Start(_Record):
+    """One start of the target the run looked at: its snapshot and the measurement set taken of it."""
+
+    snapshot_id: int | None = None
+    set_id: int | None = None
+
+
+class BeforeStart(Start):
+    """The start the run began from: what `restore`, `decide`'s revert and a later `revert` go back to."""
+
+    flags: StoredFlags | None = None
+    env: dict[str, str] | None = None
+
+
+class AfterStart(Start):
+    """The start the run left the target on (or observed): what `compare`, `pin` and the checks judge."""
+
+    invocation: str | None = None
+
+
+class ReferenceStart(Start):
+    """The start verify, revert and isolate compare with: the pinned baseline's, else the known-good one."""
+
+    summary: dict[str, StoredJson] | None = None
+    """Its measurement set's summary (isolate's probes compare benchmark metrics with it)."""
+
+
+class RestartRecord(_Record):
+    """What the run did to the target and how that went: what `restore`, `check_interrupted`, the
+    checks and the digest need to know to undo it, or to tell it."""
+
+    applied: bool = False
+    """The change (or an isolate probe) was written and the ranks restarted."""
+    previous_invocations: dict[str, str | None] = Field(default_factory=dict)
+    """Per node, the systemd invocation before `apply`'s restart: the new start is the one after it."""
+    start_failed: bool = False
+    fatal_line: str | None = None
+    failure_reason: str | None = None
+    rolled_back: bool = False
+    """A failed start was rolled back to known-good (by `await_start`'s policy or `restore`)."""
+    restored: bool = False
+    """The target is back where the run left it on purpose: nothing is left for `restore` to undo."""
+
+
+class RankedProposal(_Record):
+    """One ranked hypothesis of `propose` (`bot.loop.rank.ProposedHypothesis.to_json()`)."""
+
+    variable: str
+    kind: str
+    statement: str
+    why: list[str] = Field(default_factory=list)
+    score: float = 0.0
+    experiment: dict[str, StoredJson] = Field(default_factory=dict)
+
+
+class Conclusion(_Record):
+    """What the run concluded. `verdict` and `summary` are copied to the experiment row at its end."""
+
+    verdict: str | None = None
+    summary: str | None = None
+    comparison_id: int | None = None
+    failed_metrics: list[str] = Field(default_factory=list)
+    """`check_expectations`: the metrics whose expectation failed (`propose` explains those)."""
+    kept: bool | None = None
+    """`decide`: the change was kept (True), reverted (False), or never decided (None)."""
+    proposals: list[RankedProposal] = Field(default_factory=list)
+
+
+class ProbeOutcome(_Record):
+    """One isolate probe: a restart on the reference plus `applied`, and whether it passed."""
+
+    index: int
+    applied: list[str] = Field(default_factory=list)
+    passed: bool
+    note: str = ""
+
+
+class IsolateOutcome(_Record):
+    """What `isolate` found (`bot.loop.isolate.IsolateResult.to_json()`)."""
+
+    status: Status = "not-found"
+    culprits: list[str] = Field(default_factory=list)
+    suspects: list[str] = Field(default_factory=list)
+    final: list[str] = Field(default_factory=list)
+    final_verified: bool = False
+    message: str = ""
+    probe_count: int = 0
+    probes: list[ProbeOutcome] = Field(default_factory=list)
+
+
+class RunState(_Record):
+    """Everything the steps of one run pass each other, checkpointed with every step."""
+
+    schema_version: Literal[2] = RUN_STATE_SCHEMA_VERSION
+    plan: Plan = Field(default_factory=Plan)
+    preflight: PreflightFacts | None = None
+    before: BeforeStart = Field(default_factory=BeforeStart)
+    after: AfterStart = Field(default_factory=AfterStart)
+    reference: ReferenceStart = Field(default_factory=ReferenceStart)
+    baseline_id: int | None = None
+    """The target's pinned baseline when the run looked (whether or not its start was reused)."""
+    other_set_ids: dict[str, int] = Field(default_factory=dict)
+    """Measurement sets of a `measure` whose label is not before, after or reference, by label."""
+    restart: RestartRecord = Field(default_factory=RestartRecord)
+    hypothesis_id: int | None = None
+    conclusion: Conclusion = Field(default_factory=Conclusion)
+    isolate: IsolateOutcome | None = None
+    custom: dict[str, StoredJson] = Field(default_factory=dict)
+    """What actions outside `bot.loop.steps` pass each other (a site's plugins, the tests' actions)."""
+
+    def start(self, label: str) -> Start | None:
+        """The start a `measure label=...` measures: before, after or reference; None for other labels."""
+        return {"before": self.before, "after": self.after, "reference": self.reference}.get(label)
+
+    def dump(self) -> dict[str, JsonValue]:
+        """The JSON stored with each step (`experiment.state`), with its `schema_version`.
+
+        RunStateError when an action put something that is not JSON in `custom`: the step fails
+        with that message instead of the checkpoint failing in the store."""
+        try:
+            return self.model_dump(mode="json")
+        except PydanticSerializationError as exc:
+            raise RunStateError(f"the run's state is not JSON: {exc}") from None
+
+    @classmethod
+    def load(cls, stored: Mapping[str, object] | None) -> RunState:
+        """The state from its stored JSON, of this schema version or an older one (converted)."""
+        raw = dict(stored or {})
+        version = raw.get("schema_version", 1)
+        try:
+            if version == 1:
+                return cls.model_validate(_from_v1(raw))
+            if version == RUN_STATE_SCHEMA_VERSION:
+                return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise RunStateError(
+                f"a stored run state of schema {version} that cannot be read: {exc}"
+            ) from None
+        raise RunStateError(
+            f"a run state of schema {version!r}, written by a newer flagbot "
+            f"(this one reads schemas 1 to {RUN_STATE_SCHEMA_VERSION})"
+        )
+
+
+# --- schema 1: the flat dict of string keys ------------------------------------------------------
+
+_V1_FIELDS: dict[str, tuple[str, str]] = {
+    "intended_flags": ("plan", "flags"),
+    "intended_env": ("plan", "env"),
+    "reverting_experiment": ("plan", "reverting_experiment"),
+    "before_flags": ("before", "flags"),
+    "before_env": ("before", "env"),
+    "before_snapshot_id": ("before", "snapshot_id"),
+    "before_set_id": ("before", "set_id"),
+    "after_snapshot_id": ("after", "snapshot_id"),
+    "after_set_id": ("after", "set_id"),
+    "after_invocation": ("after", "invocation"),
+    "reference_snapshot_id": ("reference", "snapshot_id"),
+    "reference_set_id": ("reference", "set_id"),
+    "reference_summary": ("reference", "summary"),
+    "applied": ("restart", "applied"),
+    "previous_invocations": ("restart", "previous_invocations"),
+    "start_failed": ("restart", "start_failed"),
+    "fatal_line": ("restart", "fatal_line"),
+    "failure_reason": ("restart", "failure_reason"),
+    "rolled_back": ("restart", "rolled_back"),
+    "restored": ("restart", "restored"),
+    "verdict": ("conclusion", "verdict"),
+    "summary": ("conclusion", "summary"),
+    "comparison_id": ("conclusion", "comparison_id"),
+    "failed_metrics": ("conclusion", "failed_metrics"),
+    "kept": ("conclusion", "kept"),
+    "proposals": ("conclusion", "proposals"),
+}
+"""Schema 1's keys of the built-in steps -> (record, field) in schema 2."""
+_V1_TOP_LEVEL = ("baseline_id", "hypothesis_id")
+_V1_TRUTHY = frozenset({"applied", "start_failed", "rolled_back", "restored"})
+"""Keys schema 1's readers only tested for truth: stored as bools now."""
+_V1_OR_EMPTY = frozenset({"previous_invocations", "failed_metrics", "proposals"})
+"""Keys schema 1's readers read as `state.get(key) or <empty>`."""
+
+
+def _from_v1(flat: Mapping[str, object]) -> dict[str, object]:
+    """Schema 1's flat dict as schema 2's nested one (validated by the caller).
+
+    Every key the built-in steps wrote goes to its field; `preflight` keeps the whole report and
+    its GPU facts; `isolate` and `culprits` (a copy of isolate's) become the isolate record; a
+    `LABEL_set_id` of another `measure` label goes to `other_set_ids`; anything else was written by
+    an action outside `bot.loop.steps` and goes to `custom` as it was.
+    """
+    records: dict[str, dict[str, object]] = {}
+    out: dict[str, object] = {"schema_version": RUN_STATE_SCHEMA_VERSION}
+    other_sets: dict[str, object] = {}
+    custom: dict[str, object] = {}
+    for key, value in flat.items():
+        if key in _V1_FIELDS:
+            record, name = _V1_FIELDS[key]
+            if key in _V1_TRUTHY:
+                value = bool(value)
+            elif key in _V1_OR_EMPTY:
+                value = value or ([] if key != "previous_invocations" else {})
+            records.setdefault(record, {})[name] = value
+        elif key in _V1_TOP_LEVEL:
+            out[key] = value
+        elif key == "preflight":
+            out["preflight"] = _preflight_from_v1(value)
+        elif key in ("isolate", "culprits"):
+            continue  # below: one record from both
+        elif key.endswith("_set_id") and (value is None or isinstance(value, int)):
+            if value is not None:
+                other_sets[key.removesuffix("_set_id")] = value
+        else:
+            custom[key] = value
+    isolate = flat.get("isolate")
+    if isinstance(isolate, Mapping) or flat.get("culprits"):
+        found = dict(isolate) if isinstance(isolate, Mapping) else {}
+        if flat.get("culprits") is not None:
+            found["culprits"] = flat["culprits"]
+        out["isolate"] = found
+    out.update(records)
+    out["other_set_ids"] = other_sets
+    out["custom"] = custom
+    return out
+
+
+def _preflight_from_v1(report: object) -> dict[str, object] | None:
+    """Schema 1 kept the whole report; its GPU facts are read only when they have the right types
+    (as schema 1's reader did: anything else meant "no fresh GPU facts")."""
+    if not isinstance(report, Mapping):
+        return None
+    gpus, read_at = report.get("gpus"), report.get("gpus_read_at")
+    return {
+        "gpus": gpus if isinstance(gpus, dict) else None,
+        "gpus_read_at": read_at if isinstance(read_at, int | float) else None,
+        "report": dict(report),
+    }
