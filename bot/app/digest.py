@@ -15,7 +15,7 @@ from bot.config import Settings
 from bot.digest.build import build_digest
 from bot.digest.chart import render_chart_png
 from bot.digest.model import Digest
-from bot.digest.week import IsoWeek, WeekFormatError, parse_week, zone
+from bot.digest.week import IsoWeek, parse_week, zone
 from bot.store.history import stored_targets
 
 
@@ -29,13 +29,11 @@ class BuiltDigest:
 
 
 def week_of(settings: Settings, text: str | None, *, now: datetime | None = None) -> IsoWeek:
-    """`YYYY-Www`, else the week containing now on the team's clock; CommandError when malformed."""
-    try:
-        if text:
-            return parse_week(text)
-        return IsoWeek.containing(now or datetime.now(UTC), zone(settings.schedules.timezone))
-    except WeekFormatError as exc:
-        raise CommandError(str(exc)) from None
+    """`YYYY-Www`, else the week containing now on the team's clock; WeekFormatError (a
+    ValueError naming the expected form) when malformed."""
+    if text:
+        return parse_week(text)
+    return IsoWeek.containing(now or datetime.now(UTC), zone(settings.schedules.timezone))
 
 
 def week_ended_before(now: datetime, timezone: str) -> IsoWeek:

@@ -19,7 +19,7 @@ from rich.markdown import Markdown
 from bot.app import digest as digests
 from bot.app.context import AppContext
 from bot.cli.common import fail, run_in_context, settings, usage_errors
-from bot.digest import render_markdown
+from bot.digest import WeekFormatError, render_markdown
 
 __all__ = ["register_digest"]
 
@@ -61,8 +61,10 @@ def digest(
     if markdown and json_output:
         raise fail("error: --markdown and --json: choose one")
     config = settings()
-    with usage_errors():
+    try:
         chosen = digests.week_of(config, week_text)
+    except WeekFormatError as exc:
+        raise fail(f"error: {exc}") from None
 
     async def work(ctx: AppContext) -> digests.BuiltDigest:
         return await digests.build(

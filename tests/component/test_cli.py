@@ -107,7 +107,10 @@ def test_checks_on_a_database_not_upgraded_says_what_to_run(tmp_path: Path) -> N
 def test_try_without_a_target_is_refused_before_anything_runs(tmp_path: Path) -> None:
     result = flagbot("try", "add", "--enable-metrics", cwd=tmp_path)
     assert result.returncode == 2
-    assert "unknown or missing target None" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        "no target: give target=NAME or set default_target" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_config_check_and_malformed_config(tmp_path: Path) -> None:
