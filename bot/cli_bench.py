@@ -155,8 +155,8 @@ def bench(ctx: typer.Context) -> None:
             typer.echo(f"warning: {lost} during the run: its figures may be disturbed", err=True)
         comparison: Any = None
         if reference is not None:
+            from bot.bench.compare_sets import compare_by_id
             from bot.bench.verdict import VerdictSettings
-            from bot.store.bench_repo import compare_by_id
 
             assert reference.set.id is not None
             assert run.set.id is not None

@@ -186,8 +186,9 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
 
 def _throughput(store: Any, reference: int | None, candidate: int | None, settings: Any) -> Any:
     """(verdict word, lines) of the check's set against the concluded one; None when not comparable."""
+    from bot.bench.compare_sets import compare_by_id
     from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id, load_set
+    from bot.store.bench_repo import load_set
 
     if reference is None or candidate is None:
         return None

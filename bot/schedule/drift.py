@@ -163,8 +163,9 @@ async def _capacity(rt: ScheduleRuntime, ts: Any, reference: Any) -> list[dict[s
 def _throughput(
     store: Any, target: str, baseline_set: int, invocation: str | None, settings: Any
 ) -> list[dict[str, Any]]:
+    from bot.bench.compare_sets import compare_by_id
     from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id, latest_sets, load_set
+    from bot.store.bench_repo import latest_sets, load_set
 
     base = load_set(store, baseline_set)
     if base is None:

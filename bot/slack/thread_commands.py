@@ -330,8 +330,8 @@ async def _bench_evidence(services: SlackServices, plan: Any, run: Any, referenc
 
 
 async def _compare(services: SlackServices, reference_id: int, candidate_id: int) -> list[str]:
+    from bot.bench.compare_sets import compare_by_id
     from bot.bench.verdict import VerdictSettings
-    from bot.store.bench_repo import compare_by_id
 
     settings = VerdictSettings.from_config(services.settings.verdicts)
     try:
