@@ -18,7 +18,7 @@ import typer
 from bot.cli_target import CliError
 
 if TYPE_CHECKING:
-    from bot.store import Store
+    pass
 
 __all__ = ["register_digest"]
 
@@ -63,6 +63,7 @@ def digest(
     from bot.cli_target import open_store
     from bot.digest import WeekFormatError, build_digest, parse_week, render_chart_png, render_markdown
     from bot.digest.week import IsoWeek, zone
+    from bot.store.digest_reads import stored_targets
 
     options = _chat_words(words or [])
     week_text = week or options.get("week")
@@ -80,7 +81,7 @@ def digest(
     except CliError as exc:
         raise _fail(f"error: {exc}", exc.code) from None
     try:
-        if target is not None and target not in config.targets and target not in _stored_targets(store):
+        if target is not None and target not in config.targets and target not in stored_targets(store):
             known = ", ".join(sorted(config.targets)) or "none configured"
             raise _fail(f"error: unknown target {target!r}; targets: {known}")
         found = build_digest(store, config, chosen, target)
@@ -106,15 +107,3 @@ def digest(
     from rich.markdown import Markdown
 
     Console().print(Markdown(text))
-
-
-def _stored_targets(store: Store) -> set[str]:
-    """Targets the store has experiments or starts of (one removed from flagbot.toml still has a history)."""
-    from sqlmodel import Session, select
-
-    from bot.store import Experiment, Snapshot
-
-    with Session(store.engine) as session:
-        names = set(session.exec(select(Experiment.target).distinct()).all())
-        names.update(session.exec(select(Snapshot.target).distinct()).all())
-    return names

@@ -28,6 +28,7 @@ from typing import Any
 from bot.schedule.notify import Notice
 from bot.schedule.runtime import ScheduleRuntime
 from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import (
     ComparisonRow,
     Evidence,
@@ -116,7 +117,9 @@ async def _look(rt: ScheduleRuntime, ts: Any, reference: dict[str, Any]) -> list
             )
         )
     baseline = await store.run(current_baseline, store.store, ts.name)
-    reference_snapshot = await store.run(_snapshot, store.store, baseline.snapshot_id) if baseline else good
+    reference_snapshot = (
+        await store.run(get_snapshot, store.store, baseline.snapshot_id) if baseline else good
+    )
     if reference_snapshot is not None:
         findings += await _capacity(rt, ts, reference_snapshot)
     if baseline is not None and baseline.set_id is not None:
@@ -124,12 +127,6 @@ async def _look(rt: ScheduleRuntime, ts: Any, reference: dict[str, Any]) -> list
             _throughput, store.store, ts.name, baseline.set_id, state.invocation, rt.settings
         )
     return findings
-
-
-def _snapshot(store: Any, snapshot_id: int) -> Any:
-    from bot.loop.steps.target_steps import get_snapshot
-
-    return get_snapshot(store, snapshot_id)
 
 
 async def _capacity(rt: ScheduleRuntime, ts: Any, reference: Any) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ __all__ = [
     "capacity_of",
     "comparisons_of",
     "get_comparison",
+    "get_set",
     "latest_sets",
     "load_set",
     "save_set",
@@ -84,6 +85,12 @@ def add_measurements(store: Store, set_id: int, measurements: Iterable[Measureme
     loaded = load_set(store, set_id)
     assert loaded is not None
     return loaded
+
+
+def get_set(store: Store, set_id: int) -> MeasurementSet | None:
+    """The set's row alone (its summary; no measurements read); None if unknown."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.get(MeasurementSet, set_id)
 
 
 def load_set(store: Store, set_id: int) -> LoadedSet | None:

@@ -21,8 +21,9 @@ from bot.loop.steps.common import (
     snapshot_value,
     target_of,
 )
-from bot.loop.steps.target_steps import back_to_before, get_snapshot
+from bot.loop.steps.target_steps import back_to_before
 from bot.store.bench_repo import load_set
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
 

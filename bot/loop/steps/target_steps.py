@@ -18,6 +18,7 @@ from bot.http import async_client
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import describe_flags, flags_from_json
 from bot.store.baselines import current_baseline
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 from bot.target.heal import heal_if_diverged
 from bot.target.known_good import set_known_good
@@ -103,17 +104,6 @@ def _fresh_gpus(ctx: StepContext) -> dict[str, list[dict[str, Any]]] | None:
         return None
     gpus = preflight.get("gpus")
     return gpus if isinstance(gpus, dict) else None
-
-
-def get_snapshot(store: Any, snapshot_id: int | None) -> Any:
-    from sqlmodel import Session
-
-    from bot.store.models import Snapshot
-
-    if snapshot_id is None:
-        return None
-    with Session(store.engine, expire_on_commit=False) as session:
-        return session.get(Snapshot, snapshot_id)
 
 
 @action(
