@@ -1,4 +1,5 @@
-"""Measurement sets and comparisons in the store, on SQLite and on a real PostgreSQL."""
+"""Measurement sets in the store and their comparisons by id (`bot.bench.compare_sets`), on SQLite
+and on a real PostgreSQL."""
 
 from __future__ import annotations
 
