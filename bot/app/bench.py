@@ -21,13 +21,14 @@ from bot.app.errors import AppError
 from bot.app.leased import leased, lost_reason
 from bot.app.progress import Progress
 from bot.bench.chart import render_chart
+from bot.bench.compare_sets import Compared, compare_by_id
 from bot.bench.planning import UnknownProfileError, plan_for, profile_name
 from bot.bench.run import BenchPlan, BenchRun, run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.commands import CommandError, Invocation
 from bot.config import Settings
 from bot.config.schema import parse_duration
-from bot.store.bench_repo import Compared, LoadedSet, compare_by_id, load_set
+from bot.store.bench_repo import LoadedSet, load_set
 from bot.target.session import TargetSession
 
 LEASE_STEP = "take the target's lease"

@@ -19,13 +19,14 @@ from bot.app.notify import Notice
 from bot.app.probe import Probe
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
+from bot.bench.compare_sets import compare_by_id
 from bot.bench.planning import plan_for
 from bot.bench.run import run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.config.verdicts import Verdicts
 from bot.loop.lease_guard import hold_lease, holder_id
 from bot.store import Store
-from bot.store.bench_repo import compare_by_id, load_set
+from bot.store.bench_repo import load_set
 from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
 from bot.store.leases import LeaseHeld
 from bot.store.schedule_models import VerificationCheck

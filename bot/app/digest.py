@@ -16,7 +16,7 @@ from bot.digest.build import build_digest
 from bot.digest.chart import render_chart_png
 from bot.digest.model import Digest
 from bot.digest.week import IsoWeek, parse_week, zone
-from bot.store.history import stored_targets
+from bot.store.digest_reads import stored_targets
 
 
 @dataclass(frozen=True)

@@ -28,14 +28,15 @@ from typing import Any
 from bot.app.notify import Notice
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
+from bot.bench.compare_sets import compare_by_id
 from bot.bench.verdict import VerdictSettings
 from bot.config import Settings
-from bot.loop.steps.target_steps import get_snapshot
 from bot.store import Snapshot, Store
 from bot.store.baselines import current_baseline
-from bot.store.bench_repo import compare_by_id, latest_sets, load_set
+from bot.store.bench_repo import latest_sets, load_set
 from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted
 from bot.store.leases import current
+from bot.store.snapshots import get_snapshot
 from bot.target.dropin import HandEditError, check_unedited, unit_diff
 from bot.target.evidence import (
     ComparisonRow,
@@ -125,7 +126,9 @@ async def _look(rt: ScheduleRuntime, ts: TargetSession, reference: dict[str, Any
             )
         )
     baseline = await store.run(current_baseline, store.store, ts.name)
-    reference_snapshot = await store.run(_snapshot, store.store, baseline.snapshot_id) if baseline else good
+    reference_snapshot = (
+        await store.run(get_snapshot, store.store, baseline.snapshot_id) if baseline else good
+    )
     if reference_snapshot is not None:
         findings += await _capacity(rt, ts, reference_snapshot)
     if baseline is not None and baseline.set_id is not None:

@@ -15,7 +15,8 @@ from bot.app.targets import resolve_target, target_of
 from bot.commands import CommandError, Invocation
 from bot.commands.target_catalog import catalog_for
 from bot.config import Settings
-from bot.loop.playbook import ParamError, Playbook, PlaybookError, load_playbooks, parse_params, playbook_dirs
+from bot.loop.params import ParamError, parse_params
+from bot.loop.playbook import Playbook, PlaybookError, load_playbooks, playbook_dirs
 
 BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
 """Chat commands that are their built-in playbook of the same name (and `baseline pin|set`)."""

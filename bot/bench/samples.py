@@ -1,7 +1,7 @@
 """What a comparison reads: one configuration's repeats per level, and its capacity values.
 
-Separate from the verdict so that callers holding results in memory (the bench runner) and the
-store (`bench_repo.side_of`) build the same thing; levels are named `c=64` (closed loop) or
+Separate from the verdict so that callers holding results in memory (the bench runner) and stored
+sets (`bot.bench.compare_sets.side_of`) build the same thing; levels are named `c=64` (closed loop) or
 `rate=8` (open loop), which is also how verdicts name their cells (`output_throughput@c=64`).
 """
 

@@ -33,12 +33,13 @@ from rich.table import Table
 
 from bot.app.bench import BenchRequest, BenchResult, plan_bench, run_bench
 from bot.app.context import AppContext, console_actor
+from bot.bench.compare_sets import Compared
 from bot.bench.loadgen import LoadError
 from bot.bench.run import BenchRun, jsonable
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, usage_errors
 from bot.cli.progress import ConsoleProgress, number
 from bot.commands import CommandError, help_text, parse_command
-from bot.store.bench_repo import Compared, UnknownMeasurementSetError
+from bot.store.bench_repo import UnknownMeasurementSetError
 from bot.store.leases import LeaseHeld
 from bot.store.models import Measurement
 from bot.target.errors import TargetError

@@ -3,7 +3,8 @@
 Why a few wide queries and not the repository's per-target helpers: the digest covers every
 target at once and must stay fast for a week of 10,000 experiments (bench/digest_scale.py), so
 each table is read once for the week's range (`[start, end)` in UTC, from the ISO week in
-`schedules.timezone`) and the rows are grouped here. Everything is read, nothing is written.
+`schedules.timezone`; the queries are `bot.store.digest_reads`) and the rows are grouped here.
+Everything is read, nothing is written.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-
-from sqlmodel import Session, col, select
 
 from bot.config import Settings
 from bot.digest.checks import failed_checks
@@ -26,12 +25,25 @@ from bot.digest.model import (
     Learned,
     TargetFlags,
 )
-from bot.digest.threads import chunks, threads_of
+from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
 from bot.loop.run_state import RunState
 from bot.store import Store
-from bot.store.loop_models import Baseline, Experiment, Hypothesis, KnowledgeObservation
-from bot.store.models import MeasurementSet, Snapshot
+from bot.store.bench_repo import get_set
+from bot.store.digest_reads import (
+    baseline_at,
+    effective_before,
+    experiments_between,
+    hypotheses_of_week,
+    latest_snapshot_before,
+    observations_between,
+    set_summaries_between,
+    snapshot_effectives,
+    snapshot_effectives_between,
+    snapshot_targets_between,
+)
+from bot.store.loop_models import Experiment
+from bot.store.snapshots import get_snapshot
 
 __all__ = ["build_digest"]
 
@@ -43,17 +55,14 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all."""
     tz = zone(settings.schedules.timezone)
     start, end = week.start(tz), week.end(tz)
-    with Session(store.engine, expire_on_commit=False) as session:
-        experiments = _in_range(session, Experiment, Experiment.created_at, start, end, target)
-        hypotheses = _hypotheses(session, start, end, target)
-        learned = _in_range(
-            session, KnowledgeObservation, KnowledgeObservation.observed_at, start, end, target
-        )
-        names = _targets(session, settings, experiments, start, end, target)
-        week_snapshots = _week_snapshots(session, names, start, end)
-        capacities = _capacities(session, experiments, week_snapshots)
-        chart = _chart(session, names, week_snapshots, experiments, start, end)
-        flags = [_against_baseline(session, name, end) for name in names]
+    experiments = experiments_between(store, start, end, target)
+    hypotheses = _hypotheses(store, start, end, target)
+    learned = observations_between(store, start, end, target)
+    names = _targets(store, settings, experiments, start, end, target)
+    week_snapshots = snapshot_effectives_between(store, names, start, end)
+    capacities = _capacities(store, experiments, week_snapshots)
+    chart = _chart(store, names, week_snapshots, experiments, start, end)
+    flags = [_against_baseline(store, name, end) for name in names]
     links = threads_of(
         store,
         [int(e.id or 0) for e in experiments],
@@ -87,28 +96,9 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     )
 
 
-def _in_range(
-    session: Session, model: Any, column: Any, start: datetime, end: datetime, target: str | None
-) -> list[Any]:
-    query = select(model).where(col(column) >= start, col(column) < end)
-    if target is not None:
-        query = query.where(model.target == target)
-    return list(session.exec(query.order_by(col(column), col(model.id))).all())
-
-
-def _hypotheses(session: Session, start: datetime, end: datetime, target: str | None) -> list[HypothesisLine]:
+def _hypotheses(store: Store, start: datetime, end: datetime, target: str | None) -> list[HypothesisLine]:
     """Resolved during the week, and still open at the end of it (by their status now)."""
-    resolved = select(Hypothesis).where(
-        col(Hypothesis.status).in_(RESOLVED),
-        col(Hypothesis.resolved_at) >= start,
-        col(Hypothesis.resolved_at) < end,
-    )
-    still_open = select(Hypothesis).where(Hypothesis.status == "open", col(Hypothesis.created_at) < end)
-    rows: list[Hypothesis] = []
-    for query in (resolved, still_open):
-        if target is not None:
-            query = query.where(Hypothesis.target == target)
-        rows.extend(session.exec(query.order_by(col(Hypothesis.id))).all())
+    rows = hypotheses_of_week(store, start, end, target, resolved=RESOLVED)
     return [
         HypothesisLine(
             int(h.id or 0), h.target, h.statement, h.status, h.because, h.resolved_at or h.created_at
@@ -118,7 +108,7 @@ def _hypotheses(session: Session, start: datetime, end: datetime, target: str | 
 
 
 def _targets(
-    session: Session,
+    store: Store,
     settings: Settings,
     experiments: Sequence[Experiment],
     start: datetime,
@@ -129,32 +119,13 @@ def _targets(
     if target is not None:
         return [target]
     names = set(settings.targets) | {e.target for e in experiments}
-    query = select(Snapshot.target).where(col(Snapshot.captured_at) >= start, col(Snapshot.captured_at) < end)
-    names.update(session.exec(query.distinct()).all())
+    names.update(snapshot_targets_between(store, start, end))
     return sorted(names)
 
 
 def _capacity(effective: Mapping[str, Any] | None) -> float | None:
     value = (effective or {}).get(CAPACITY)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _week_snapshots(
-    session: Session, names: list[str], start: datetime, end: datetime
-) -> list[tuple[int, str, datetime, Mapping[str, Any]]]:
-    """(id, target, captured_at, effective) of the starts captured in the week, oldest first."""
-    if not names:
-        return []
-    query = (
-        select(Snapshot.id, Snapshot.target, Snapshot.captured_at, Snapshot.effective)
-        .where(
-            col(Snapshot.target).in_(names),
-            col(Snapshot.captured_at) >= start,
-            col(Snapshot.captured_at) < end,
-        )
-        .order_by(col(Snapshot.captured_at), col(Snapshot.id))
-    )
-    return [(int(i or 0), t, at, eff) for i, t, at, eff in session.exec(query).all()]
 
 
 def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
@@ -166,17 +137,15 @@ def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
 
 
 def _capacities(
-    session: Session,
+    store: Store,
     experiments: Sequence[Experiment],
     week_snapshots: Sequence[tuple[int, str, datetime, Any]],
 ) -> dict[int, float | None]:
     """snapshot id -> effective max_running_requests, for every start an experiment names."""
     known = {sid: _capacity(eff) for sid, _, _, eff in week_snapshots}
     wanted = sorted({sid for e in experiments for sid in _snapshot_ids(e) if sid is not None} - set(known))
-    for part in chunks(wanted):
-        query = select(Snapshot.id, Snapshot.effective).where(col(Snapshot.id).in_(part))
-        for sid, effective in session.exec(query).all():
-            known[int(sid or 0)] = _capacity(effective)
+    for sid, effective in snapshot_effectives(store, wanted).items():
+        known[sid] = _capacity(effective)
     return known
 
 
@@ -233,29 +202,14 @@ def _decisions(
     return kept, reverted
 
 
-def _baseline_at(session: Session, target: str, end: datetime) -> Baseline | None:
-    """The baseline pinned last before `end` (the active one then; old pins stay as history)."""
-    return session.exec(
-        select(Baseline)
-        .where(Baseline.target == target, col(Baseline.pinned_at) < end)
-        .order_by(col(Baseline.pinned_at).desc(), col(Baseline.id).desc())
-        .limit(1)
-    ).first()
-
-
-def _against_baseline(session: Session, target: str, end: datetime) -> TargetFlags:
+def _against_baseline(store: Store, target: str, end: datetime) -> TargetFlags:
     """The newest start before the week ended against the baseline pinned by then."""
     from bot.loop.steps.common import flags_from_json
     from bot.sglang.change import diff_flagsets
 
-    base = _baseline_at(session, target, end)
-    current = session.exec(
-        select(Snapshot)
-        .where(Snapshot.target == target, col(Snapshot.captured_at) < end)
-        .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
-        .limit(1)
-    ).first()
-    base_snap = session.get(Snapshot, base.snapshot_id) if base is not None else None
+    base = baseline_at(store, target, end)
+    current = latest_snapshot_before(store, target, end)
+    base_snap = get_snapshot(store, base.snapshot_id) if base is not None else None
     if base is None or base_snap is None:
         return TargetFlags(
             target=target,
@@ -292,7 +246,7 @@ def _against_baseline(session: Session, target: str, end: datetime) -> TargetFla
 
 
 def _chart(
-    session: Session,
+    store: Store,
     names: list[str],
     week_snapshots: Sequence[tuple[int, str, datetime, Mapping[str, Any]]],
     experiments: Sequence[Experiment],
@@ -301,12 +255,7 @@ def _chart(
 ) -> ChartData:
     capacity: dict[str, list[tuple[datetime, float]]] = {}
     for name in names:  # where each line starts: the last start before the week, drawn at its beginning
-        before = session.exec(
-            select(Snapshot.effective)
-            .where(Snapshot.target == name, col(Snapshot.captured_at) < start)
-            .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
-            .limit(1)
-        ).first()
+        before = effective_before(store, name, start)
         value = _capacity(before) if before is not None else None
         if value is not None:
             capacity[name] = [(start, value)]
@@ -315,24 +264,14 @@ def _chart(
         if value is not None:
             capacity.setdefault(name, []).append((at, value))
     throughput: dict[str, list[tuple[datetime, float]]] = {}
-    if names:
-        query = (
-            select(MeasurementSet.target, MeasurementSet.created_at, MeasurementSet.summary)
-            .where(
-                col(MeasurementSet.target).in_(names),
-                col(MeasurementSet.created_at) >= start,
-                col(MeasurementSet.created_at) < end,
-            )
-            .order_by(col(MeasurementSet.created_at), col(MeasurementSet.id))
-        )
-        for name, at, summary in session.exec(query).all():
-            peak = _peak_throughput(summary)
-            if peak is not None:
-                throughput.setdefault(name, []).append((at, peak))
+    for name, at, summary in set_summaries_between(store, names, start, end):
+        peak = _peak_throughput(summary)
+        if peak is not None:
+            throughput.setdefault(name, []).append((at, peak))
     reference: dict[str, float] = {}
     for name in names:
-        base = _baseline_at(session, name, end)
-        measured = session.get(MeasurementSet, base.set_id) if base is not None and base.set_id else None
+        base = baseline_at(store, name, end)
+        measured = get_set(store, base.set_id) if base is not None and base.set_id else None
         peak = _peak_throughput(measured.summary) if measured is not None else None
         if peak is not None:
             reference[name] = peak

@@ -9,28 +9,17 @@ experiment tied to an investigation with a recorded thread is linked to that thr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, TypeVar
-
-from sqlmodel import Session, col, select
+from collections.abc import Iterable
+from typing import Any
 
 from bot.digest.model import ThreadLink
 from bot.store import Store
-from bot.store.loop_models import AuditEvent, Investigation
+from bot.store.digest_reads import audit_events_of, investigations_by_id
 from bot.store.records import audit
 
-__all__ = ["THREAD_ACTION", "chunks", "record_thread", "threads_of"]
+__all__ = ["THREAD_ACTION", "record_thread", "threads_of"]
 
 THREAD_ACTION = "slack-thread"
-CHUNK = 500
-"""Ids per `IN (...)`: well under SQLite's and PostgreSQL's bound-parameter limits."""
-
-T = TypeVar("T")
-
-
-def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def record_thread(
@@ -57,26 +46,16 @@ def threads_of(
 
     `investigations` maps experiment id -> investigation id for the experiments that have one.
     """
-    wanted = sorted(set(experiment_ids))
     found: dict[int, ThreadLink] = {}
-    with Session(store.engine, expire_on_commit=False) as session:
-        for part in chunks(wanted):
-            query = (
-                select(AuditEvent)
-                .where(col(AuditEvent.action) == THREAD_ACTION, col(AuditEvent.experiment_id).in_(part))
-                .order_by(col(AuditEvent.id))
-            )
-            for event in session.exec(query):
-                link = _link(event.detail)
-                if link is not None and event.experiment_id is not None:
-                    found[event.experiment_id] = link
-        missing = {e: i for e, i in (investigations or {}).items() if e not in found}
-        inv_ids = sorted(set(missing.values()))
-        threads: dict[int, ThreadLink] = {}
-        for part in chunks(inv_ids):
-            for row in session.exec(select(Investigation).where(col(Investigation.id).in_(part))):
-                if row.id is not None and row.channel and row.thread_ts:
-                    threads[row.id] = ThreadLink(row.channel, row.thread_ts)
+    for event in audit_events_of(store, THREAD_ACTION, experiment_ids):
+        link = _link(event.detail)
+        if link is not None and event.experiment_id is not None:
+            found[event.experiment_id] = link
+    missing = {e: i for e, i in (investigations or {}).items() if e not in found}
+    threads: dict[int, ThreadLink] = {}
+    for row in investigations_by_id(store, missing.values()):
+        if row.id is not None and row.channel and row.thread_ts:
+            threads[row.id] = ThreadLink(row.channel, row.thread_ts)
     for experiment_id, investigation_id in missing.items():
         if investigation_id in threads:
             found[experiment_id] = threads[investigation_id]

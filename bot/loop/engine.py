@@ -9,18 +9,18 @@ so `reconcile` can take over and decide, from the target itself, to resume or ro
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
 from bot.config import Settings
 from bot.loop.actions import StepContext, get_action
-from bot.loop.playbook import Playbook, complete_params, load_playbooks, playbook_dirs
+from bot.loop.lease_guard import HeldLease, hold_lease, holder_id
+from bot.loop.params import complete_params
+from bot.loop.playbook import Playbook, load_playbooks, playbook_dirs
 from bot.loop.report import Reporter, RunOutcome, RunStart
 from bot.loop.run_state import RunState
 from bot.loop.runner import Run, outcome_of
@@ -34,7 +34,7 @@ from bot.store.experiments import (
     unfinished_experiments,
     update_experiment,
 )
-from bot.store.leases import LeaseHeld, LeaseInfo, acquire, attach_experiment, current, release
+from bot.store.leases import LeaseHeld, LeaseInfo, current
 from bot.store.records import audit
 from bot.target.session import TargetSession
 
@@ -101,36 +101,28 @@ class Engine:
     async def _db(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.store.run(func, self.store.store, *args, **kwargs)
 
-    async def _acquire(self, target: str, holder: str, purpose: str) -> LeaseInfo:
-        """Take the lease (LeaseHeld when busy); taking over an expired one is audited."""
-        got = await self._db(
-            acquire,
+    def _hold(self, target: str, holder: str, purpose: str) -> AbstractAsyncContextManager[HeldLease]:
+        """The target's lease for a block (LeaseHeld at once when busy), on the Engine's clock."""
+        return hold_lease(
+            self.store,
             target,
-            holder=holder,
-            host=self.host,
-            pid=os.getpid(),
             purpose=purpose,
+            holder=holder,
             ttl_s=self.lease_ttl_s,
-            now=self._now(),
+            host=self.host,
+            clock=self._now,
         )
-        if got.taken_over is not None:
-            old = got.taken_over
-            await self._db(
-                audit,
-                actor=holder,
-                target=target,
-                action="takeover",
-                detail={"previous": old.describe(self._now()), "holder": old.holder},
-                experiment_id=old.experiment_id,
-            )
-        lease: LeaseInfo = got.lease
-        return lease
 
     def _context(
-        self, playbook: Playbook, row: Experiment, ts: TargetSession | None, state: RunState
+        self,
+        playbook: Playbook,
+        row: Experiment,
+        ts: TargetSession | None,
+        state: RunState,
+        held: HeldLease | None,
     ) -> StepContext:
         assert row.id is not None
-        return StepContext(
+        ctx = StepContext(
             experiment_id=row.id,
             target=row.target,
             ts=ts,
@@ -145,6 +137,9 @@ class Engine:
             hypothesis_id=row.hypothesis_id,
             investigation_id=row.investigation_id,
         )
+        if held is not None:  # a long action (a benchmark) can stop early when the lease is gone
+            ctx.lease_lost = held.lost
+        return ctx
 
     # --- run ------------------------------------------------------------------------------------
 
@@ -169,34 +164,32 @@ class Engine:
             from bot.bench.loadgen import prestart
 
             prestart()  # the load workers' imports overlap the steps before the first benchmark
-        holder = (self.holder or f"{actor}:{uuid4().hex[:8]}") if book.mutating else None
-        if holder is not None:
-            await self._acquire(target, holder, book.name)
-        try:
+        async with AsyncExitStack() as stack:
+            held = None
+            if book.mutating:
+                holder = self.holder or holder_id(actor)
+                held = await stack.enter_async_context(self._hold(target, holder, book.name))
             row: Experiment = await self._db(
                 create_experiment,
                 target=target,
                 playbook=book.name,
                 params=values,
                 actor=actor,
-                holder=holder,
+                holder=None if held is None else held.holder,
                 hypothesis_id=hypothesis_id,
                 investigation_id=investigation_id,
             )
             assert row.id is not None
-            if holder is not None:
-                await self._db(attach_experiment, target, holder=holder, experiment_id=row.id)
-            async with AsyncExitStack() as stack:
-                opener = None if ts is not None else self._session(target)
-                session = ts if opener is None else await stack.enter_async_context(opener)
-                ctx = self._context(book, row, session, RunState())
-                runner = Run(book, ctx, holder=holder, lease_ttl_s=self.lease_ttl_s, now=self._now)
-                await runner.audit("start", {"playbook": book.name, "params": values, "holder": holder})
-                await self.reporter.started(RunStart(row.id, book.name, target, actor, values))
-                return await runner.drive(0)
-        finally:
-            if holder is not None:
-                await self._db(release, target, holder=holder)
+            if held is not None:
+                await held.attach(row.id)
+            opener = None if ts is not None else self._session(target)
+            session = ts if opener is None else await stack.enter_async_context(opener)
+            ctx = self._context(book, row, session, RunState(), held)
+            runner = Run(book, ctx, lease=held)
+            start = {"playbook": book.name, "params": values, "holder": None if held is None else held.holder}
+            await runner.audit("start", start)
+            await self.reporter.started(RunStart(row.id, book.name, target, actor, values))
+            return await runner.drive(0)
 
     # --- cancel ---------------------------------------------------------------------------------
 
@@ -238,10 +231,9 @@ class Engine:
 
     async def _settle(self, row: Experiment, book: Playbook | None) -> RunOutcome:
         assert row.id is not None
-        holder = self.holder or f"reconcile:{uuid4().hex[:8]}"
-        await self._acquire(row.target, holder, f"reconcile #{row.id}")
-        try:
-            await self._db(attach_experiment, row.target, holder=holder, experiment_id=row.id)
+        holder = self.holder or holder_id("reconcile")
+        async with self._hold(row.target, holder, f"reconcile #{row.id}") as held:
+            await held.attach(row.id)
             await self._db(update_experiment, row.id, status="interrupted", holder=holder)
             await self._db(
                 audit,
@@ -261,8 +253,8 @@ class Engine:
             async with AsyncExitStack() as stack:
                 opener = self._session(row.target)
                 session = None if opener is None else await stack.enter_async_context(opener)
-                ctx = self._context(book, row, session, RunState.load(row.state))
-                runner = Run(book, ctx, holder=holder, lease_ttl_s=self.lease_ttl_s, now=self._now)
+                ctx = self._context(book, row, session, RunState.load(row.state), held)
+                runner = Run(book, ctx, lease=held)
                 resume, why = await self._interrupt_check(book, ctx, row)
                 await runner.audit("reconcile", {"resume": resume, "why": why, "cursor": row.cursor})
                 if resume:
@@ -273,8 +265,6 @@ class Engine:
                 ctx.step_index = max(row.cursor, len(book.steps)) - 1
                 status, summary = await runner.failed(f"interrupted and not resumed: {why}")
                 return await runner.finish(status, summary)
-        finally:
-            await self._db(release, row.target, holder=holder)
 
     async def _close_dangling_steps(self, row: Experiment) -> None:
         """The step that was in flight is closed as failed (the cursor stays: a resume re-runs it)."""

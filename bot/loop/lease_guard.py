@@ -1,22 +1,29 @@
-"""Hold a target's lease around work that is not a playbook: `flagbot bench`, later the
-scheduler's checks. Anything that puts load on a server takes the target's lease or waits for it,
-so a benchmark never measures a server that a `try` is restarting, and a `try` never judges
-figures that a benchmark disturbed.
+"""The one holder of a target's lease: the engine's playbook runs and reconciles, `flagbot
+bench`, Slack's bench/rollback/reconcile and the scheduler's checks all take it here. Anything
+that changes or loads a server takes the target's lease or waits for it, so a benchmark never
+measures a server that a `try` is restarting, and a `try` never judges figures that a benchmark
+disturbed.
+
+Why one holder: taking over an expired lease, the heartbeat, noticing the lease was taken and
+giving it back are the crash-safety contract (docs/loop.md, docs/crash-safety.md); written once,
+every caller keeps it the same way and says "lease lost" in the same words.
 
     async with hold_lease(astore, "sglang-qwen", purpose="bench", holder=holder_id(actor),
                           ttl_s=60, wait_s=600) as held:
         ...                      # held.lease: ours; held.lost is set if it is taken from us
 
 - The lease is taken at once when the target is free or its lease expired (a takeover is
-  audited, as the engine does); otherwise, with `wait_s > 0`, it is polled with a backoff
+  audited, `takeover`); otherwise, with `wait_s > 0`, it is polled with a backoff
   (`POLL_FIRST_S`, x`POLL_GROWTH`, at most `POLL_MAX_S`, never past the deadline) until it is
   free or the wait is over; then `LeaseHeld` (the holder's, naming who, where, for what, since
   when) is raised and nothing was taken.
 - While held, a task renews it every `ttl_s / 3`. When a renewal finds the lease is no longer
   ours (another process took it over after our heartbeats stopped for longer than the ttl),
-  `held.lost` is set and `held.lost_reason` says who has it now; the body decides what to do.
+  `held.lost_reason` says who has it now and `held.lost` is set; the body decides what to do
+  (the engine stops its run at the next step boundary, a benchmark flags its figures).
 - On leaving the block, however it is left (an exception, a cancellation), the heartbeat stops
   and the lease is released; a release that fails is logged (the lease then expires by itself).
+  A lease lost meanwhile is not ours to release: the conditional delete leaves it alone.
 """
 
 from __future__ import annotations
@@ -28,14 +35,34 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from uuid import uuid4
 
 from bot.aio import stop_tasks
 from bot.store import AsyncStore
-from bot.store.leases import Acquired, LeaseHeld, LeaseInfo, acquire, current, heartbeat, release
+from bot.store.leases import (
+    Acquired,
+    LeaseHeld,
+    LeaseInfo,
+    acquire,
+    attach_experiment,
+    current,
+    heartbeat,
+    release,
+)
 from bot.store.records import audit
 
-__all__ = ["POLL_FIRST_S", "POLL_GROWTH", "POLL_MAX_S", "HeldLease", "LeaseHeld", "hold_lease", "holder_id"]
+__all__ = [
+    "POLL_FIRST_S",
+    "POLL_GROWTH",
+    "POLL_MAX_S",
+    "Clock",
+    "HeldLease",
+    "LeaseHeld",
+    "hold_lease",
+    "holder_id",
+    "lost_message",
+]
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +73,21 @@ POLL_GROWTH = 1.5
 POLL_MAX_S = 5.0
 """... up to this; a waiter sees a released lease at most this late."""
 
+Clock = Callable[[], datetime | None]
+"""The time lease decisions are made at; None means the store's own `utcnow()` (tests move an
+engine's clock forward to make a lease look stale)."""
+
 
 def holder_id(actor: str) -> str:
-    """A holder id unique to this run, e.g. `cli:alice@laptop:1f2e3d4c` (as the engine makes them)."""
+    """A holder id unique to this run, e.g. `cli:alice@laptop:1f2e3d4c`."""
     return f"{actor}:{uuid4().hex[:8]}"
+
+
+def lost_message(target: str, now_held: LeaseInfo | None) -> str:
+    """The one "lease lost" message: who holds the target now, or that nobody does."""
+    if now_held is None:
+        return f"the lease of {target} was released by someone else"
+    return f"the lease of {target} was lost ({now_held.describe()})"
 
 
 @dataclass
@@ -63,10 +101,27 @@ class HeldLease:
     waited_s: float
     """How long it took to get it (0 when the target was free)."""
     lost: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when a heartbeat finds the lease is no longer ours."""
+    """Set when a heartbeat finds the lease is no longer ours (after `lost_reason` is)."""
     lost_reason: str | None = None
     beats: int = 0
     """Heartbeats that renewed the lease so far."""
+    astore: AsyncStore | None = field(default=None, repr=False)
+
+    @property
+    def target(self) -> str:
+        return self.lease.target
+
+    @property
+    def holder(self) -> str:
+        return self.lease.holder
+
+    async def attach(self, experiment_id: int) -> None:
+        """Record the experiment this lease is for (an engine takes the lease before it creates
+        the experiment, so a refusal writes nothing); LookupError when the lease is not ours."""
+        assert self.astore is not None, "attach needs the store the lease was taken in"
+        await self.astore.run(
+            attach_experiment, self.astore.store, self.target, holder=self.holder, experiment_id=experiment_id
+        )
 
 
 @asynccontextmanager
@@ -81,14 +136,17 @@ async def hold_lease(
     host: str | None = None,
     pid: int | None = None,
     on_wait: Callable[[LeaseHeld, float], None] | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[HeldLease]:
     """Hold `target`'s lease for the block; LeaseHeld when it stays busy for `wait_s` seconds.
 
     `on_wait(busy, remaining_s)` is called when the wait starts and whenever the lease changes
     hands while waiting (to say whom we wait for); it is never called with `wait_s == 0`.
+    `clock` gives the time the lease is taken and renewed at (None: now).
     """
     if ttl_s <= 0:
         raise ValueError(f"lease ttl must be positive, got {ttl_s}")
+    now: Clock = clock or (lambda: None)
     host = host or socket.gethostname()
     pid = os.getpid() if pid is None else pid
     loop = asyncio.get_running_loop()
@@ -98,7 +156,7 @@ async def hold_lease(
     told: LeaseInfo | None = None
     while True:
         try:
-            got = await _acquire(astore, target, holder, host, pid, purpose, ttl_s)
+            got = await _acquire(astore, target, holder, host, pid, purpose, ttl_s, now())
             break
         except LeaseHeld as busy:
             remaining = deadline - loop.time()
@@ -110,8 +168,8 @@ async def hold_lease(
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * POLL_GROWTH, POLL_MAX_S)
 
-    held = HeldLease(got.lease, got.taken_over, loop.time() - started)
-    beating = asyncio.create_task(_heartbeats(astore, target, holder, ttl_s, held), name=f"lease {target}")
+    held = HeldLease(got.lease, got.taken_over, loop.time() - started, astore=astore)
+    beating = asyncio.create_task(_heartbeats(astore, held, ttl_s, now), name=f"lease {target}")
     try:
         if got.taken_over is not None:
             old = got.taken_over
@@ -121,12 +179,12 @@ async def hold_lease(
                 actor=holder,
                 target=target,
                 action="takeover",
-                detail={"previous": old.describe(), "holder": old.holder, "purpose": purpose},
+                detail={"previous": old.describe(now()), "holder": old.holder, "purpose": purpose},
                 experiment_id=old.experiment_id,
             )
         yield held
     finally:
-        await stop_tasks([beating])
+        await stop_tasks([beating])  # a heartbeat left beating would hold the lease for ever
         try:
             await astore.run(release, astore.store, target, holder=holder)
         except Exception as exc:  # it expires by itself after ttl_s
@@ -134,12 +192,27 @@ async def hold_lease(
 
 
 async def _acquire(
-    astore: AsyncStore, target: str, holder: str, host: str, pid: int, purpose: str, ttl_s: float
+    astore: AsyncStore,
+    target: str,
+    holder: str,
+    host: str,
+    pid: int,
+    purpose: str,
+    ttl_s: float,
+    at: datetime | None,
 ) -> Acquired:
     """One `acquire` in the store's thread; if we are cancelled meanwhile, a lease it took is given back."""
     attempt = asyncio.ensure_future(
         astore.run(
-            acquire, astore.store, target, holder=holder, host=host, pid=pid, purpose=purpose, ttl_s=ttl_s
+            acquire,
+            astore.store,
+            target,
+            holder=holder,
+            host=host,
+            pid=pid,
+            purpose=purpose,
+            ttl_s=ttl_s,
+            now=at,
         )
     )
     try:
@@ -151,12 +224,13 @@ async def _acquire(
         raise
 
 
-async def _heartbeats(astore: AsyncStore, target: str, holder: str, ttl_s: float, held: HeldLease) -> None:
+async def _heartbeats(astore: AsyncStore, held: HeldLease, ttl_s: float, now: Clock) -> None:
     """Renew every ttl/3; when the lease is gone, say so on `held` and stop."""
+    target, holder = held.target, held.holder
     while True:
         await asyncio.sleep(ttl_s / 3)
         try:
-            ours = await astore.run(heartbeat, astore.store, target, holder=holder)
+            ours = await astore.run(heartbeat, astore.store, target, holder=holder, now=now())
         except Exception as exc:  # a database hiccup: the next beat tries again
             log.warning("heartbeat of %s failed: %s", target, exc)
             continue
@@ -165,12 +239,8 @@ async def _heartbeats(astore: AsyncStore, target: str, holder: str, ttl_s: float
             continue
         try:
             now_held = await astore.run(current, astore.store, target)
-        except Exception:
+        except Exception:  # the loss is certain; only who has it now is unknown
             now_held = None
-        held.lost_reason = (
-            f"the lease of {target} was lost ({now_held.describe()})"
-            if now_held is not None
-            else f"the lease of {target} was released by someone else"
-        )
+        held.lost_reason = lost_message(target, now_held)
         held.lost.set()
         return

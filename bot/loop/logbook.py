@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
-
 from bot.loop.run_state import RunState
 from bot.store import Store
+from bot.store.baselines import baselines_of
 from bot.store.experiments import list_experiments
 from bot.store.hypotheses import list_hypotheses
-from bot.store.loop_models import Baseline, Experiment, KnowledgeObservation
+from bot.store.loop_models import Experiment
+from bot.store.observations import observations_of
 
 
 @dataclass(frozen=True)
@@ -64,20 +64,13 @@ def story(store: Store, target: str, *, since: datetime | None = None, limit: in
             continue
         text = f"{hyp.statement} — {hyp.status}" + (f" ({hyp.because})" if hyp.because else "")
         entries.append(Entry(hyp.resolved_at or hyp.created_at, "hypothesis", f"H{hyp.id}", text))
-    with Session(store.engine, expire_on_commit=False) as session:
-        baselines = session.exec(select(Baseline).where(Baseline.target == target)).all()
-        observations = session.exec(
-            select(KnowledgeObservation)
-            .where(KnowledgeObservation.target == target)
-            .order_by(col(KnowledgeObservation.id))
-        ).all()
-    for base in baselines:
+    for base in baselines_of(store, target):
         if since is None or base.pinned_at >= since:
             text = f"baseline pinned: snapshot #{base.snapshot_id}, set #{base.set_id}" + (
                 f" ({base.note})" if base.note else ""
             )
             entries.append(Entry(base.pinned_at, "baseline", f"B{base.id}", text))
-    for obs in observations:
+    for obs in observations_of(store, target):
         if since is None or obs.observed_at >= since:
             entries.append(Entry(obs.observed_at, "learned", obs.flag, obs.text))
     entries.sort(key=lambda entry: (entry.at, entry.kind))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from bot.commands.tokens import CommandError, tokenize
 from bot.sglang.change import Change
@@ -17,7 +18,6 @@ from bot.sglang.expectation import ExpectationError, parse_expectation
 from bot.sglang.metrics import unknown_metric_message
 
 if TYPE_CHECKING:
-    from bot.loop.playbook import ParamSpec, Playbook
     from bot.sglang.catalog import FlagCatalog
 
 TRUE = frozenset({"true", "yes", "on", "1"})
@@ -30,6 +30,30 @@ _ONE_EXPECTATION = re.compile(
 ParamValue = bool | int | str | list[str] | list[dict[str, Any]]
 """A parameter in its JSON form: a switch, a number or id, text, expectations (their canonical
 texts) or changes (`Change.to_json()` dicts)."""
+
+
+ParamKind = Literal["changes", "expectations", "text", "int", "id", "choice", "bool"]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    kind: ParamKind
+    required: bool = False
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+
+
+class WithParams(Protocol):
+    """What parameter parsing needs of a playbook: its name and its parameters (`bot.loop.playbook`
+    defines the playbook, which imports this module to check its defaults)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> tuple[ParamSpec, ...]: ...
 
 
 class ParamError(ValueError):
@@ -119,7 +143,7 @@ def _split_expectations(text: str) -> list[str]:
 
 
 def parse_params(
-    playbook: Playbook, raw: Mapping[str, str], *, catalog: FlagCatalog | None
+    playbook: WithParams, raw: Mapping[str, str], *, catalog: FlagCatalog | None
 ) -> dict[str, Any]:
     """`key=value` words of `flagbot run` to the playbook's parameters in JSON form, defaults filled."""
     unknown = sorted(set(raw) - {spec.name for spec in playbook.params})
@@ -133,7 +157,7 @@ def parse_params(
 
 
 def complete_params(
-    playbook: Playbook, params: Mapping[str, Any], *, catalog: FlagCatalog | None = None
+    playbook: WithParams, params: Mapping[str, Any], *, catalog: FlagCatalog | None = None
 ) -> dict[str, Any]:
     """Parameters already in JSON form (from a service call or a stored experiment), checked and
     completed: unknown keys refused, required ones demanded, defaults filled in."""
@@ -152,13 +176,15 @@ def complete_params(
     return values
 
 
-def _converted(playbook: Playbook, spec: ParamSpec, value: object, catalog: FlagCatalog | None) -> ParamValue:
+def _converted(
+    playbook: WithParams, spec: ParamSpec, value: object, catalog: FlagCatalog | None
+) -> ParamValue:
     try:
         return convert(spec, value, catalog=catalog)
     except ValueError as exc:
         raise ParamError(f"playbook {playbook.name}: {spec.name}={value!r}: {exc}") from None
 
 
-def _listing(playbook: Playbook) -> str:
+def _listing(playbook: WithParams) -> str:
     names = [spec.name for spec in playbook.params]
     return f"parameters: {', '.join(names)}" if names else "it takes no parameters"

@@ -12,14 +12,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.loop.actions import ensure_builtin_actions, get_action
+from bot.loop.params import ParamKind, ParamSpec, convert
 
-ParamKind = Literal["changes", "expectations", "text", "int", "id", "choice", "bool"]
 SECTIONS = ("steps", "on_failure", "on_cancel")
 PLAYBOOK_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 REFERENCE = re.compile(r"^\$(?P<name>[a-z_][a-z0-9_]*)$")
@@ -30,16 +30,6 @@ is package data in a wheel."""
 
 class PlaybookError(ValueError):
     """A playbook that cannot be used: `FILE: step N (action): problem`, `FILE: params.NAME: problem`."""
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    kind: ParamKind
-    required: bool = False
-    default: Any = None
-    help: str = ""
-    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,8 +217,6 @@ def _param(path: Path, name: str, model: _ParamModel) -> ParamSpec:
 
 def _check_default(spec: ParamSpec) -> None:
     """Defaults are checked at load; `changes` defaults need a flag catalog and are read at run."""
-    from bot.loop.params import convert
-
     if spec.kind != "changes":
         convert(spec, spec.default, catalog=None)
 
@@ -284,17 +272,13 @@ def load_playbooks(dirs: Sequence[Path]) -> dict[str, Playbook]:
     return dict(sorted(found.items()))
 
 
-from bot.loop.params import ParamError, complete_params, parse_params  # noqa: E402 (re-exported API)
-
 __all__ = [
-    "ParamError",
+    "ParamKind",
     "ParamSpec",
     "Playbook",
     "PlaybookError",
     "StepSpec",
-    "complete_params",
     "load_playbook",
     "load_playbooks",
-    "parse_params",
     "playbook_dirs",
 ]

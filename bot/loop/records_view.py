@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlmodel import Session
-
 from bot.commands import Invocation
 from bot.loop.logbook import story
 from bot.sglang.change import diff_flagsets
@@ -25,7 +23,7 @@ from bot.store.hypotheses import (
     list_hypotheses,
     resolve_hypothesis,
 )
-from bot.store.models import Snapshot
+from bot.store.snapshots import get_snapshot
 
 FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
@@ -152,8 +150,7 @@ def _baseline(store: Store, target: str, *, diff: bool) -> dict[str, Any]:
             "ok": False,
             "lines": [f"no baseline pinned on {target}: `flagbot baseline pin` measures and pins one"],
         }
-    with Session(store.engine, expire_on_commit=False) as session:
-        snap = session.get(Snapshot, base.snapshot_id)
+    snap = get_snapshot(store, base.snapshot_id)
     loaded = load_set(store, base.set_id) if base.set_id is not None else None
     lines = [
         f"baseline #{base.id} pinned {base.pinned_at:%Y-%m-%d %H:%M} UTC by {base.pinned_by}: snapshot #{base.snapshot_id}, "

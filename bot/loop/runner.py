@@ -13,15 +13,13 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from bot.aio import stop_tasks
 from bot.loop.actions import StepContext, StopPlaybook, get_action
+from bot.loop.lease_guard import HeldLease
 from bot.loop.playbook import Playbook, StepSpec
 from bot.loop.report import RunOutcome
 from bot.store.experiments import finish_step, get_experiment, list_steps, start_step, update_experiment
-from bot.store.leases import current, heartbeat
 from bot.store.models import utcnow
 from bot.store.records import audit, evidence_of
 
@@ -38,22 +36,12 @@ class StepEnd:
 class Run:
     """Drives one experiment's steps from `cursor`; `ctx` carries its state between steps."""
 
-    def __init__(
-        self,
-        playbook: Playbook,
-        ctx: StepContext,
-        *,
-        holder: str | None,
-        lease_ttl_s: float,
-        now: Callable[[], datetime | None],
-    ) -> None:
+    def __init__(self, playbook: Playbook, ctx: StepContext, *, lease: HeldLease | None) -> None:
         self.playbook = playbook
         self.ctx = ctx
-        self.holder = holder
-        self.lease_ttl_s = lease_ttl_s
-        self.now = now
-        self.lost: str | None = None
-        """Why the lease is no longer ours (set by the heartbeat task)."""
+        self.lease = lease
+        """The target's lease the engine holds for this run (None for a read-only playbook); its
+        holder renews it and says when it is lost."""
         self.preface: str | None = None
         """Put before the summary (a resumed run: it was interrupted, so its story says so)."""
 
@@ -74,27 +62,12 @@ class Run:
             experiment_id=self.ctx.experiment_id,
         )
 
-    # --- the lease's heartbeat ------------------------------------------------------------------
-
-    async def _heartbeat(self) -> None:
-        """Renew the lease every ttl/3; when it is gone, say why and stop renewing."""
-        assert self.holder is not None
-        while True:
-            await asyncio.sleep(self.lease_ttl_s / 3)
-            try:
-                ours = await self._db(heartbeat, self.ctx.target, holder=self.holder, now=self.now())
-            except Exception as exc:  # a database hiccup: the next beat tries again
-                log.warning("heartbeat of %s failed: %s", self.ctx.target, exc)
-                continue
-            if not ours:
-                lease = await self._db(current, self.ctx.target)
-                self.lost = (
-                    f"the lease of {self.ctx.target} was lost ({lease.describe()})"
-                    if lease is not None
-                    else f"the lease of {self.ctx.target} was released by someone else"
-                )
-                self.ctx.lease_lost.set()
-                return
+    @property
+    def lost(self) -> str | None:
+        """Why the lease is no longer ours (None while it is, or when there is none)."""
+        if self.lease is None or not self.lease.lost.is_set():
+            return None
+        return self.lease.lost_reason
 
     # --- steps ----------------------------------------------------------------------------------
 
@@ -158,16 +131,12 @@ class Run:
 
     async def drive(self, cursor: int) -> RunOutcome:
         """Run the steps from `cursor` to the end, a failure, a cancel or a lost lease."""
-        beat = asyncio.create_task(self._heartbeat()) if self.holder is not None else None
         status, summary = "succeeded", None
         try:
             status, summary = await self._steps(cursor)
         except asyncio.CancelledError:
             await asyncio.shield(self._stopped_mid_step())
             raise
-        finally:
-            if beat is not None:  # a heartbeat left beating would hold the lease for ever
-                await stop_tasks([beat])
         return await self.finish(status, summary)
 
     async def _steps(self, cursor: int) -> tuple[str, str | None]:

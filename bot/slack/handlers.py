@@ -418,8 +418,8 @@ async def _button_words(services: SlackServices, action_id: str, value: ActionVa
     if action_id not in ("flagbot_isolate", "flagbot_rerun"):
         return None
     from bot.loop.steps.common import snapshot_value
-    from bot.loop.steps.target_steps import get_snapshot
     from bot.store.experiments import get_experiment
+    from bot.store.snapshots import get_snapshot
 
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     if row is None:

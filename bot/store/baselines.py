@@ -13,7 +13,7 @@ from bot.store.loop_models import Baseline
 from bot.store.models import MeasurementSet, Snapshot
 from bot.store.store import Store
 
-__all__ = ["current_baseline", "pin_baseline"]
+__all__ = ["baselines_of", "current_baseline", "pin_baseline"]
 
 
 def pin_baseline(
@@ -53,3 +53,9 @@ def current_baseline(store: Store, target: str) -> Baseline | None:
     )
     with Session(store.engine, expire_on_commit=False) as session:
         return session.exec(query).first()
+
+
+def baselines_of(store: Store, target: str) -> list[Baseline]:
+    """Every baseline pinned on `target`, active or not (old pins stay as history)."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        return list(session.exec(select(Baseline).where(Baseline.target == target)).all())

@@ -3,8 +3,8 @@
 Kept out of store.py so that file stays the foundation's small API; the CLI, Slack and the
 scheduler call these the same way (synchronously, or through `AsyncStore.run`). A set and its
 measurements are written in one transaction, so a crash never leaves half a set behind.
-Comparisons are by id: `compare_by_id(store, a, b, settings)` reads both sets, judges B against
-A (`bot.bench.verdict`) and stores the verdict with the settings it used.
+Judging one set against another is the bench layer's (`bot.bench.compare_sets.compare_by_id`):
+the store keeps the rows and imports nothing from the domain packages.
 """
 
 from __future__ import annotations
@@ -15,24 +15,20 @@ from typing import Any
 
 from sqlmodel import Session, col, or_, select
 
-from bot.bench.verdict import ComparisonResult, Side, VerdictSettings, compare
 from bot.store.models import Comparison, Measurement, MeasurementSet, Snapshot
 from bot.store.store import Store
 
 __all__ = [
-    "Compared",
     "LoadedSet",
     "UnknownMeasurementSetError",
     "add_measurements",
     "capacity_of",
-    "compare_by_id",
     "comparisons_of",
+    "get_comparison",
+    "get_set",
     "latest_sets",
-    "load_comparison",
     "load_set",
-    "save_comparison",
     "save_set",
-    "side_of",
 ]
 
 CAPACITY_KEYS = ("max_running_requests", "max_total_num_tokens", "available_gpu_mem_gb")
@@ -49,14 +45,6 @@ class LoadedSet:
     set: MeasurementSet
     measurements: tuple[Measurement, ...]
     snapshot: Snapshot | None = None
-
-
-@dataclass(frozen=True)
-class Compared:
-    """A verdict and the Comparison row it was stored as (None when not saved)."""
-
-    result: ComparisonResult
-    row: Comparison | None
 
 
 def save_set(
@@ -97,6 +85,12 @@ def add_measurements(store: Store, set_id: int, measurements: Iterable[Measureme
     loaded = load_set(store, set_id)
     assert loaded is not None
     return loaded
+
+
+def get_set(store: Store, set_id: int) -> MeasurementSet | None:
+    """The set's row alone (its summary; no measurements read); None if unknown."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.get(MeasurementSet, set_id)
 
 
 def load_set(store: Store, set_id: int) -> LoadedSet | None:
@@ -145,39 +139,10 @@ def capacity_of(loaded: LoadedSet) -> dict[str, Any]:
     return values
 
 
-def side_of(loaded: LoadedSet) -> Side:
-    """A set as the verdict reads it.
-
-    Client-bound levels come from each measurement's own flag, so one saturated level (say 128)
-    does not void the verdict at the others; a set flagged as a whole with no per-level flags
-    (a producer that only knows the run was client-bound) marks every level.
-    """
-    side = Side.from_measurements(loaded.measurements, capacity=capacity_of(loaded))
-    if loaded.set.client_bound and not side.client_bound_levels:
-        side = Side(side.levels, side.capacity, frozenset(side.levels))
-    return side
-
-
-def save_comparison(
-    store: Store, result: ComparisonResult, *, reference_id: int, candidate_id: int, settings: VerdictSettings
-) -> Comparison:
-    """Store a verdict with every cell and the settings it was reached with."""
-    row = Comparison(
-        reference_set_id=reference_id,
-        candidate_set_id=candidate_id,
-        verdict=result.verdict,
-        guarded_by=result.guarded_by,
-        metrics=result.to_json(),
-        settings=settings.to_json(),
-    )
-    return store.add(row)
-
-
-def load_comparison(store: Store, comparison_id: int) -> tuple[Comparison, ComparisonResult] | None:
-    """The stored row and its verdict read back into objects; None if unknown."""
+def get_comparison(store: Store, comparison_id: int) -> Comparison | None:
+    """The stored comparison row; None if unknown (`bot.bench.compare_sets` reads its verdict)."""
     with Session(store.engine) as session:
-        row = session.get(Comparison, comparison_id)
-        return None if row is None else (row, ComparisonResult.from_json(row.metrics))
+        return session.get(Comparison, comparison_id)
 
 
 def comparisons_of(store: Store, set_id: int) -> Sequence[Comparison]:
@@ -187,31 +152,3 @@ def comparisons_of(store: Store, set_id: int) -> Sequence[Comparison]:
             or_(col(Comparison.reference_set_id) == set_id, col(Comparison.candidate_set_id) == set_id)
         )
         return session.exec(query.order_by(col(Comparison.id).desc())).all()
-
-
-def compare_by_id(
-    store: Store,
-    reference_id: int,
-    candidate_id: int,
-    settings: VerdictSettings | None = None,
-    *,
-    save: bool = True,
-    single_look: bool = False,
-) -> Compared:
-    """Judge set `candidate_id` against set `reference_id`; store the Comparison unless `save=False`."""
-    settings = settings or VerdictSettings()
-    loaded = []
-    for set_id in (reference_id, candidate_id):
-        found = load_set(store, set_id)
-        if found is None:
-            raise UnknownMeasurementSetError(f"no measurement set {set_id}")
-        loaded.append(found)
-    result = compare(side_of(loaded[0]), side_of(loaded[1]), settings, single_look=single_look)
-    row = (
-        save_comparison(
-            store, result, reference_id=reference_id, candidate_id=candidate_id, settings=settings
-        )
-        if save
-        else None
-    )
-    return Compared(result, row)

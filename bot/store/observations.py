@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 from bot.store.loop_models import KnowledgeObservation
 from bot.store.store import Store
 
-__all__ = ["add_observation", "list_observations"]
+__all__ = ["add_observation", "list_observations", "observations_of"]
 
 
 def add_observation(
@@ -52,5 +52,16 @@ def list_observations(
     if since is not None:
         query = query.where(col(KnowledgeObservation.observed_at) >= since)
     query = query.order_by(col(KnowledgeObservation.observed_at).desc(), col(KnowledgeObservation.id).desc())
+    with Session(store.engine, expire_on_commit=False) as session:
+        return list(session.exec(query).all())
+
+
+def observations_of(store: Store, target: str) -> list[KnowledgeObservation]:
+    """Every observation made on `target`, oldest first (a target's story reads them in order)."""
+    query = (
+        select(KnowledgeObservation)
+        .where(KnowledgeObservation.target == target)
+        .order_by(col(KnowledgeObservation.id))
+    )
     with Session(store.engine, expire_on_commit=False) as session:
         return list(session.exec(query).all())

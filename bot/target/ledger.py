@@ -13,11 +13,15 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
-
-from bot.store import AsyncStore, Store
+from bot.store import AsyncStore
 from bot.store.models import DropinBackup, TargetState, utcnow
+from bot.store.target_state import (
+    change_target_state,
+    dropin_backups,
+    dropin_contents,
+    get_target_state,
+    latest_dropin_content,
+)
 
 AS_LEFT = "as-left"
 INTENDED = "intended"
@@ -49,17 +53,12 @@ class Ledger:
 
     # --- TargetState ----------------------------------------------------------------------
 
-    def _load(self, store: Store) -> TargetState:
-        with Session(store.engine, expire_on_commit=False) as session:
-            row = session.get(TargetState, self.target)
-            return row if row is not None else TargetState(target=self.target)
-
     async def state(self) -> TargetState:
         if self.store is None:
             if self._memory_state is None:
                 self._memory_state = TargetState(target=self.target)
             return self._memory_state
-        return await self.store.run(self._load, self.store.store)
+        return await self.store.run(get_target_state, self.store.store, self.target)
 
     async def _update(self, change: Callable[[TargetState], None]) -> None:
         """Apply `change` to the target's row in one transaction (read, change, write).
@@ -75,23 +74,7 @@ class Ledger:
             change(row)
             row.updated_at = utcnow()
             return
-        await self.store.run(self._update_row, self.store.store, change)
-
-    def _update_row(self, store: Store, change: Callable[[TargetState], None]) -> None:
-        for attempt in range(2):
-            with Session(store.engine, expire_on_commit=False) as session:
-                row = session.get(TargetState, self.target, with_for_update=True)
-                if row is None:
-                    row = TargetState(target=self.target)
-                    session.add(row)
-                change(row)
-                row.updated_at = utcnow()
-                try:
-                    session.commit()
-                    return
-                except IntegrityError:  # another writer created the row first: change theirs
-                    if attempt:
-                        raise
+        await self.store.run(change_target_state, self.store.store, self.target, change)
 
     async def divergence(self) -> Divergence | None:
         row = await self.state()
@@ -119,19 +102,8 @@ class Ledger:
             return None, None
         text = self._memory_text.get(node)
         if text is None and self.store is not None:
-            text = await self.store.run(self._last_as_left, self.store.store, node)
+            text = await self.store.run(latest_dropin_content, self.store.store, self.target, node, AS_LEFT)
         return checksum, text if text is not None and sha256_text(text) == checksum else None
-
-    def _last_as_left(self, store: Store, node: str) -> str | None:
-        with Session(store.engine) as session:
-            query = (
-                select(DropinBackup)
-                .where(DropinBackup.target == self.target, DropinBackup.node == node)
-                .where(DropinBackup.reason == AS_LEFT)
-                .order_by(col(DropinBackup.id).desc())
-            )
-            row = session.exec(query.limit(1)).first()
-            return row.content if row is not None else None
 
     async def record_unit(self, node: str, cat_text: str, *, path: str) -> None:
         """Remember `systemctl cat` of `node` as flagbot leaves it (checksum + text)."""
@@ -173,16 +145,7 @@ class Ledger:
         if self.store is None:
             rows = [row for row in reversed(self._memory_backups) if node is None or row.node == node]
             return rows
-        return await self.store.run(self._backups, self.store.store, node)
-
-    def _backups(self, store: Store, node: str | None) -> list[DropinBackup]:
-        with Session(store.engine) as session:
-            query = select(DropinBackup).where(
-                DropinBackup.target == self.target, DropinBackup.reason != AS_LEFT
-            )
-            if node is not None:
-                query = query.where(DropinBackup.node == node)
-            return list(session.exec(query.order_by(col(DropinBackup.id).desc())).all())
+        return await self.store.run(dropin_backups, self.store.store, self.target, node, excluding=AS_LEFT)
 
     # --- intended drop-ins (for reconcile) ------------------------------------------------
 
@@ -205,13 +168,4 @@ class Ledger:
         """node -> the drop-in content flagbot last meant it to have."""
         if self.store is None or self._memory_intended:
             return dict(self._memory_intended)
-        return await self.store.run(self._intended, self.store.store)
-
-    def _intended(self, store: Store) -> dict[str, str]:
-        with Session(store.engine) as session:
-            query = (
-                select(DropinBackup)
-                .where(DropinBackup.target == self.target, DropinBackup.reason == INTENDED)
-                .order_by(col(DropinBackup.id))
-            )
-            return {row.node: row.content for row in session.exec(query).all()}
+        return await self.store.run(dropin_contents, self.store.store, self.target, INTENDED)

@@ -13,9 +13,9 @@ from typing import Any
 from bot.loop.actions import StepContext, StopPlaybook, action
 from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
 from bot.loop.steps.common import changes_of, expectations_of, flags_from_json
-from bot.loop.steps.target_steps import get_snapshot
 from bot.sglang.flagset import FlagSet
 from bot.store.observations import list_observations
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TableBlock, TextBlock
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import bench_value, changes_of, fmt, is_server_metric, snapshot_value
-from bot.loop.steps.target_steps import get_snapshot
 from bot.sglang.expectation import parse_expectation
 from bot.store.bench_repo import load_set
 from bot.store.experiments import update_experiment
 from bot.store.hypotheses import add_hypothesis, get_hypothesis, resolve_hypothesis
 from bot.store.observations import add_observation
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 
 

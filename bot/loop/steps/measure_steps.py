@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.bench.compare_sets import compare_by_id
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.run import BenchPlan, run_plan
 from bot.bench.verdict import VerdictSettings
@@ -21,8 +22,9 @@ from bot.loop.steps.common import (
     snapshot_value,
     target_of,
 )
-from bot.loop.steps.target_steps import back_to_before, get_snapshot
-from bot.store.bench_repo import compare_by_id, load_set
+from bot.loop.steps.target_steps import back_to_before
+from bot.store.bench_repo import load_set
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
 

@@ -16,7 +16,7 @@ from typing import Any
 from bot.loop import check_jobs
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import fmt, snapshot_value
-from bot.loop.steps.target_steps import get_snapshot
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 
 

@@ -19,12 +19,13 @@ from bot.loop.steps.common import (
     is_server_metric,
     snapshot_value,
 )
-from bot.loop.steps.target_steps import emit_observation, get_snapshot
+from bot.loop.steps.target_steps import emit_observation
 from bot.sglang.change import Change
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.baselines import current_baseline, pin_baseline
 from bot.store.bench_repo import load_set
 from bot.store.experiments import get_experiment, list_experiments
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ComparisonRow, MetricComparison, TextBlock, VerdictBlock
 from bot.target.known_good import known_good
 from bot.target.observe import observe

@@ -21,6 +21,7 @@ from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import describe_flags, flags_from_json
 from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
+from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 from bot.target.heal import heal_if_diverged
 from bot.target.known_good import set_known_good
@@ -106,17 +107,6 @@ def _fresh_gpus(ctx: StepContext) -> dict[str, list[dict[str, JsonValue]]] | Non
     if time.time() - preflight.gpus_read_at > GPU_FACTS_FRESH_S:
         return None
     return preflight.gpus
-
-
-def get_snapshot(store: Any, snapshot_id: int | None) -> Any:
-    from sqlmodel import Session
-
-    from bot.store.models import Snapshot
-
-    if snapshot_id is None:
-        return None
-    with Session(store.engine, expire_on_commit=False) as session:
-        return session.get(Snapshot, snapshot_id)
 
 
 @action(

@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.bench.compare_sets import compare_by_id
 from bot.bench.loadgen import LoadSpec, run_load
 from bot.bench.verdict import ComparisonResult, VerdictSettings, plan_runs
 from bot.sglang.log import parse_log_text
 from bot.store import Measurement, Snapshot, Store
-from bot.store.bench_repo import add_measurements, compare_by_id, save_set
+from bot.store.bench_repo import add_measurements, save_set
 from bot.store.models import MeasurementSet
 from tests.support.twin_process import Twin, TwinFactory, tiny
 

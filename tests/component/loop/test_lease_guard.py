@@ -1,4 +1,4 @@
-"""`hold_lease` on a real store: SQLite in tmp_path and the real PostgreSQL.
+"""`hold_lease`, the one lease holder, on a real store: SQLite in tmp_path and the real PostgreSQL.
 
 Waiting is driven by events (the guard's `on_wait` callback tells the test it is waiting), and
 the heartbeat test waits for the store to show a renewal past the ttl, never for a fixed time.
@@ -185,3 +185,34 @@ async def test_a_lease_taken_from_the_holder_is_reported_lost_and_not_released(s
         assert held.lost_reason is not None and f"held by {BOB}" in held.lost_reason
     lease = await store.run(current, store.store, TARGET)
     assert lease is not None and lease.holder == BOB  # leaving the block did not free bob's lease
+
+
+async def test_attach_names_the_experiment_on_the_stored_lease(store: AsyncStore) -> None:
+    exp = await store.run(
+        create_experiment, store.store, target=TARGET, playbook="try", params={}, actor="cli:alice"
+    )
+    assert exp.id is not None
+    async with hold_lease(store, TARGET, purpose="try", holder=ME, ttl_s=60) as held:
+        await held.attach(exp.id)
+        lease = await store.run(current, store.store, TARGET)
+        assert lease is not None and (lease.holder, lease.experiment_id) == (ME, exp.id)
+
+
+async def test_the_clock_dates_the_lease_and_its_renewals(store: AsyncStore) -> None:
+    later = utcnow() + timedelta(minutes=5)  # an engine's test clock, moved forward
+    async with hold_lease(store, TARGET, purpose="try", holder=ME, ttl_s=0.6, clock=lambda: later) as held:
+        assert held.lease.acquired_at == later
+        deadline = asyncio.get_running_loop().time() + 30
+        while held.beats < 1:
+            assert asyncio.get_running_loop().time() < deadline, "no heartbeat renewed the lease"
+            await asyncio.sleep(0.02)  # a poll of the holder, not a wait for the outcome
+        lease = await store.run(current, store.store, TARGET)
+        assert lease is not None and lease.heartbeat_at == later
+
+
+async def test_a_lease_released_by_someone_else_is_reported_lost(store: AsyncStore) -> None:
+    async with hold_lease(store, TARGET, purpose="bench", holder=ME, ttl_s=0.6) as held:
+        assert await store.run(release, store.store, TARGET, holder=ME)
+        await asyncio.wait_for(held.lost.wait(), timeout=30)
+        assert held.lost_reason == f"the lease of {TARGET} was released by someone else"
+    assert await store.run(current, store.store, TARGET) is None

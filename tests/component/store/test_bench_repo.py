@@ -1,4 +1,5 @@
-"""Measurement sets and comparisons in the store, on SQLite and on a real PostgreSQL."""
+"""Measurement sets in the store and their comparisons by id (`bot.bench.compare_sets`), on SQLite
+and on a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,19 +7,17 @@ import asyncio
 
 import pytest
 
+from bot.bench.compare_sets import compare_by_id, load_comparison, side_of
 from bot.bench.verdict import VerdictSettings
 from bot.store import AsyncStore, Measurement, Snapshot, Store
 from bot.store.bench_repo import (
     UnknownMeasurementSetError,
     add_measurements,
     capacity_of,
-    compare_by_id,
     comparisons_of,
     latest_sets,
-    load_comparison,
     load_set,
     save_set,
-    side_of,
 )
 from bot.store.models import MeasurementSet
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.loop.playbook import ParamError, Playbook, complete_params, load_playbook, parse_params
+from bot.loop.params import ParamError, complete_params, parse_params
+from bot.loop.playbook import Playbook, load_playbook
 from bot.sglang.catalog import FlagCatalog
 from tests.support.loop_actions import Probe
 

@@ -1,0 +1,221 @@
+"""The wide reads the weekly digest is built from: each table read once for a week's range
+(`[start, end)` in UTC), every target at once.
+
+Why not the per-target helpers: the digest must stay fast for a week of 10,000 experiments
+(bench/digest_scale.py), so it reads whole ranges (and `IN (...)` lists cut in `chunks`) and
+groups the rows itself (`bot.digest.build`). Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlmodel import Session, col, select
+
+from bot.store.loop_models import (
+    AuditEvent,
+    Baseline,
+    Experiment,
+    Hypothesis,
+    Investigation,
+    KnowledgeObservation,
+)
+from bot.store.models import MeasurementSet, Snapshot
+from bot.store.store import Store
+
+__all__ = [
+    "CHUNK",
+    "audit_events_of",
+    "baseline_at",
+    "chunks",
+    "effective_before",
+    "experiments_between",
+    "hypotheses_of_week",
+    "investigations_by_id",
+    "latest_snapshot_before",
+    "observations_between",
+    "set_summaries_between",
+    "snapshot_effectives",
+    "snapshot_effectives_between",
+    "snapshot_targets_between",
+    "stored_targets",
+]
+
+CHUNK = 500
+"""Ids per `IN (...)`: well under SQLite's and PostgreSQL's bound-parameter limits."""
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _between(
+    store: Store, model: Any, column: Any, start: datetime, end: datetime, target: str | None
+) -> list[Any]:
+    query = select(model).where(col(column) >= start, col(column) < end)
+    if target is not None:
+        query = query.where(model.target == target)
+    with Session(store.engine, expire_on_commit=False) as session:
+        return list(session.exec(query.order_by(col(column), col(model.id))).all())
+
+
+def experiments_between(store: Store, start: datetime, end: datetime, target: str | None) -> list[Experiment]:
+    """Experiments created in the range (of one target or all), oldest first."""
+    return _between(store, Experiment, Experiment.created_at, start, end, target)
+
+
+def observations_between(
+    store: Store, start: datetime, end: datetime, target: str | None
+) -> list[KnowledgeObservation]:
+    """Knowledge observations made in the range (of one target or all), oldest first."""
+    return _between(store, KnowledgeObservation, KnowledgeObservation.observed_at, start, end, target)
+
+
+def hypotheses_of_week(
+    store: Store, start: datetime, end: datetime, target: str | None, *, resolved: Sequence[str]
+) -> list[Hypothesis]:
+    """Those resolved (a status in `resolved`) during the range, then those still open at its end
+    (by their status now), each part by id."""
+    resolved_in = select(Hypothesis).where(
+        col(Hypothesis.status).in_(resolved),
+        col(Hypothesis.resolved_at) >= start,
+        col(Hypothesis.resolved_at) < end,
+    )
+    still_open = select(Hypothesis).where(Hypothesis.status == "open", col(Hypothesis.created_at) < end)
+    rows: list[Hypothesis] = []
+    with Session(store.engine, expire_on_commit=False) as session:
+        for query in (resolved_in, still_open):
+            if target is not None:
+                query = query.where(Hypothesis.target == target)
+            rows.extend(session.exec(query.order_by(col(Hypothesis.id))).all())
+    return rows
+
+
+def snapshot_targets_between(store: Store, start: datetime, end: datetime) -> set[str]:
+    """Targets with a start captured in the range."""
+    query = select(Snapshot.target).where(col(Snapshot.captured_at) >= start, col(Snapshot.captured_at) < end)
+    with Session(store.engine) as session:
+        return set(session.exec(query.distinct()).all())
+
+
+def snapshot_effectives_between(
+    store: Store, names: Sequence[str], start: datetime, end: datetime
+) -> list[tuple[int, str, datetime, Mapping[str, Any]]]:
+    """(id, target, captured_at, effective) of the starts of `names` captured in the range, oldest first."""
+    if not names:
+        return []
+    query = (
+        select(Snapshot.id, Snapshot.target, Snapshot.captured_at, Snapshot.effective)
+        .where(
+            col(Snapshot.target).in_(names),
+            col(Snapshot.captured_at) >= start,
+            col(Snapshot.captured_at) < end,
+        )
+        .order_by(col(Snapshot.captured_at), col(Snapshot.id))
+    )
+    with Session(store.engine) as session:
+        return [(int(i or 0), t, at, eff) for i, t, at, eff in session.exec(query).all()]
+
+
+def snapshot_effectives(store: Store, ids: Sequence[int]) -> dict[int, Mapping[str, Any]]:
+    """snapshot id -> its effective values, for the ids that exist."""
+    found: dict[int, Mapping[str, Any]] = {}
+    with Session(store.engine) as session:
+        for part in chunks(ids):
+            query = select(Snapshot.id, Snapshot.effective).where(col(Snapshot.id).in_(part))
+            for sid, effective in session.exec(query).all():
+                found[int(sid or 0)] = effective
+    return found
+
+
+def baseline_at(store: Store, target: str, end: datetime) -> Baseline | None:
+    """The baseline pinned last before `end` (the active one then; old pins stay as history)."""
+    query = (
+        select(Baseline)
+        .where(Baseline.target == target, col(Baseline.pinned_at) < end)
+        .order_by(col(Baseline.pinned_at).desc(), col(Baseline.id).desc())
+        .limit(1)
+    )
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.exec(query).first()
+
+
+def latest_snapshot_before(store: Store, target: str, end: datetime) -> Snapshot | None:
+    """The target's newest start captured before `end`."""
+    query = (
+        select(Snapshot)
+        .where(Snapshot.target == target, col(Snapshot.captured_at) < end)
+        .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
+        .limit(1)
+    )
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.exec(query).first()
+
+
+def effective_before(store: Store, target: str, start: datetime) -> Mapping[str, Any] | None:
+    """The effective values of the target's last start before `start` (only that column is read)."""
+    query = (
+        select(Snapshot.effective)
+        .where(Snapshot.target == target, col(Snapshot.captured_at) < start)
+        .order_by(col(Snapshot.captured_at).desc(), col(Snapshot.id).desc())
+        .limit(1)
+    )
+    with Session(store.engine) as session:
+        return session.exec(query).first()
+
+
+def set_summaries_between(
+    store: Store, names: Sequence[str], start: datetime, end: datetime
+) -> list[tuple[str, datetime, Mapping[str, Any]]]:
+    """(target, created_at, summary) of the measurement sets of `names` created in the range, oldest first."""
+    if not names:
+        return []
+    query = (
+        select(MeasurementSet.target, MeasurementSet.created_at, MeasurementSet.summary)
+        .where(
+            col(MeasurementSet.target).in_(names),
+            col(MeasurementSet.created_at) >= start,
+            col(MeasurementSet.created_at) < end,
+        )
+        .order_by(col(MeasurementSet.created_at), col(MeasurementSet.id))
+    )
+    with Session(store.engine) as session:
+        return [(name, at, summary) for name, at, summary in session.exec(query).all()]
+
+
+def audit_events_of(store: Store, action: str, experiment_ids: Iterable[int]) -> list[AuditEvent]:
+    """The audit events with this action about these experiments, oldest first."""
+    wanted = sorted(set(experiment_ids))
+    events: list[AuditEvent] = []
+    with Session(store.engine, expire_on_commit=False) as session:
+        for part in chunks(wanted):
+            query = (
+                select(AuditEvent)
+                .where(col(AuditEvent.action) == action, col(AuditEvent.experiment_id).in_(part))
+                .order_by(col(AuditEvent.id))
+            )
+            events.extend(session.exec(query).all())
+    return events
+
+
+def investigations_by_id(store: Store, ids: Iterable[int]) -> list[Investigation]:
+    """The investigations with these ids (unknown ids are skipped)."""
+    wanted = sorted(set(ids))
+    rows: list[Investigation] = []
+    with Session(store.engine, expire_on_commit=False) as session:
+        for part in chunks(wanted):
+            rows.extend(session.exec(select(Investigation).where(col(Investigation.id).in_(part))).all())
+    return rows
+
+
+def stored_targets(store: Store) -> set[str]:
+    """Targets the store has experiments or starts of (one removed from flagbot.toml still has a history)."""
+    with Session(store.engine) as session:
+        names = set(session.exec(select(Experiment.target).distinct()).all())
+        names.update(session.exec(select(Snapshot.target).distinct()).all())
+    return names
