@@ -132,11 +132,11 @@ def package_of(module: str) -> str:
 
 def package_graph(graph: Mapping[str, Sequence[str]]) -> dict[str, set[str]]:
     """The module graph folded into the product's parts: an arrow where any module of one part
-    imports any module of the other (the root package `bot` itself is left out)."""
+    imports any module of the other (the root package `bot` and `bot.__main__` are left out)."""
     folded: dict[str, set[str]] = {}
     for module, imported in graph.items():
         source = package_of(module)
-        if source == "bot":
+        if source in ("bot", "bot.__main__"):  # the root package, and `python -m bot` (bot.main again)
             continue
         folded.setdefault(source, set())
         for target in imported:

@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from tools.architecture_report import DEFAULT_ANY_LIMIT, bare_any, count_bare_any, import_cycles, module_graph
+from tools.architecture_report import (
+    DEFAULT_ANY_LIMIT,
+    bare_any,
+    count_bare_any,
+    import_cycles,
+    mermaid,
+    module_graph,
+    package_graph,
+    transitive_reduction,
+)
 
 ROOT = Path(__file__).parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -116,3 +125,19 @@ def test_bare_any_counts_parameters_and_returns_only() -> None:
 def test_bare_any_in_the_product_stays_under_the_limit(limit: int) -> None:
     counts = count_bare_any(ROOT / "bot")
     assert sum(counts.values()) < limit, counts.most_common(10)
+
+
+def test_the_picture_in_the_architecture_doc_is_the_import_graph() -> None:
+    """docs/architecture.md's Mermaid picture is what the code imports today (regenerate it with
+    `tools/architecture_report.py --mermaid` when a part's imports change)."""
+    drawn = mermaid(transitive_reduction(package_graph(module_graph("bot"))))
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert f"```mermaid\n{drawn}\n```" in doc
+
+
+def test_the_picture_draws_only_real_imports_and_drops_implied_ones() -> None:
+    graph = {"a.x": ["b.y", "c.z"], "b.y": ["c.z"], "c.z": []}
+    folded = package_graph({f"bot.{k}": [f"bot.{v}" for v in vs] for k, vs in graph.items()})
+    assert folded == {"bot.a": {"bot.b", "bot.c"}, "bot.b": {"bot.c"}, "bot.c": set()}
+    assert transitive_reduction(folded) == {"bot.a": {"bot.b"}, "bot.b": {"bot.c"}, "bot.c": set()}
+    assert mermaid({"bot.a": {"bot.b"}}) == 'flowchart TD\n  a["a"] --> b["b"]'
