@@ -22,6 +22,12 @@ def resolve_target(settings: Settings, name: str | None) -> str:
     return chosen
 
 
+def requested_target(settings: Settings, invocation: Invocation) -> str:
+    """The target a command names (`target=`, else the default), not checked: "" when neither.
+    For what must not fail on an unknown target (RBAC's policy lookup, the audit line)."""
+    return invocation.options.get("target") or settings.default_target or ""
+
+
 def target_of(settings: Settings, invocation: Invocation) -> str:
     """The command's `target=`, else the default target."""
     return resolve_target(settings, invocation.options.get("target"))

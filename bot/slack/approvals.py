@@ -11,16 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.app.targets import target_of
 from bot.commands import Invocation
-from bot.slack.dispatch import Where, parse, start_thread, target_of
+from bot.slack.dispatch import parse, start_thread
 from bot.slack.rbac import Role
 from bot.slack.render import CardState, status_card
 from bot.slack.services import SlackServices
+from bot.slack.threads import Where
 from bot.store.approvals import create_request, decide_request, get_request, set_card
 from bot.store.models import utcnow
+from bot.store.slack_models import ApprovalRequest
 
 
-def _card(request: Any, *, status: str, summary: str) -> CardState:
+def _card(request: ApprovalRequest, *, status: str, summary: str) -> CardState:
     return CardState(
         experiment_id=request.id if status == "awaiting-approval" else None,
         playbook=request.command.split()[0] if request.command.split() else "command",
@@ -36,7 +41,7 @@ def _card(request: Any, *, status: str, summary: str) -> CardState:
 
 async def request_approval(
     services: SlackServices,
-    client: Any,
+    client: AsyncWebClient,
     invocation: Invocation,
     *,
     text: str,
@@ -126,7 +131,13 @@ async def decide(
 
 
 async def _audit_refusal(
-    services: SlackServices, request: Any, action: str, reason: str, *, user: str, roles: frozenset[Role]
+    services: SlackServices,
+    request: ApprovalRequest,
+    action: str,
+    reason: str,
+    *,
+    user: str,
+    roles: frozenset[Role],
 ) -> None:
     """A refused Approve or Deny is audited like every RBAC decision (`slack:approve`, `slack:deny`)."""
     from bot.slack.rbac import Decision, audit_decision

@@ -18,6 +18,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.runs import cancel, cancel_candidate
+from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
 from bot.loop.run_state import RunState
 from bot.slack.approvals import decide as decide_approval
@@ -52,7 +53,7 @@ async def _decide(
     from bot.slack.rbac import audit_decision, command_label, decide
 
     roles = await _roles(services, client, user)
-    target = invocation.options.get("target") or services.settings.default_target or ""
+    target = requested_target(services.settings, invocation)
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     owner = None
     if invocation.name == "cancel":
@@ -141,7 +142,7 @@ def _owner(actor: str) -> str:
 async def _cancel(
     services: SlackServices, client: AsyncWebClient, invocation: Invocation, *, user: str, where: Where
 ) -> None:
-    target = invocation.options.get("target") or services.settings.default_target or ""
+    target = requested_target(services.settings, invocation)
     given = invocation.positionals.get("experiment")
     result = await cancel(
         services.context, target, None if given is None else int(str(given)), actor=f"slack:{user}"
@@ -421,13 +422,13 @@ async def _button_words(services: SlackServices, action_id: str, value: ActionVa
     from bot.store.experiments import get_experiment
     from bot.store.snapshots import get_snapshot
 
-    row = await services.store.run(get_experiment, services.store.store, experiment_id)
-    if row is None:
+    found = await services.store.run(get_experiment, services.store.store, experiment_id)
+    if found is None:
         raise LookupError(f"no experiment #{experiment_id}")
-    before_id = RunState.load(row.state).before.snapshot_id
+    before_id = RunState.load(found.state).before.snapshot_id
     before = await services.store.run(get_snapshot, services.store.store, before_id)
     want = snapshot_value(before, "max_running_requests")
     if want is None:
         raise LookupError(f"experiment #{experiment_id} has no start to compare with")
     verb = "isolate" if action_id == "flagbot_isolate" else "verify"
-    return f"{verb} max_running_requests>={want} target={row.target}"
+    return f"{verb} max_running_requests>={want} target={found.target}"

@@ -14,11 +14,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.loop.report import RunOutcome
 from bot.loop.run_state import RunState
 from bot.slack.render import hypothesis_button, messages, render_block
 from bot.slack.render_tables import clip_escaped, section
 from bot.slack.reporter import metadata
 from bot.slack.services import SlackServices
+from bot.store.loop_models import Experiment
 from bot.target.evidence import TextBlock
 
 PROPOSALS_TITLE = "Hypotheses, most likely first"
@@ -63,7 +67,7 @@ async def proposals_of(services: SlackServices, experiment_id: int) -> list[Prop
 
 
 async def post_proposals(
-    services: SlackServices, client: Any, outcome: Any, *, channel: str, thread: str
+    services: SlackServices, client: AsyncWebClient, outcome: RunOutcome, *, channel: str, thread: str
 ) -> int:
     """One message per proposal (at most MAX_BUTTONS) with its button; the number posted.
 
@@ -99,7 +103,12 @@ async def post_proposals(
 
 
 async def _post(
-    client: Any, channel: str, thread: str, blocks: list[dict[str, Any]], text: str, experiment_id: int
+    client: AsyncWebClient,
+    channel: str,
+    thread: str,
+    blocks: list[dict[str, Any]],
+    text: str,
+    experiment_id: int,
 ) -> None:
     for part, part_text in messages(blocks, text):
         await client.chat_postMessage(
@@ -107,7 +116,7 @@ async def _post(
         )
 
 
-async def proposal(services: SlackServices, experiment_id: int, rank: int) -> tuple[Any, Proposal]:
+async def proposal(services: SlackServices, experiment_id: int, rank: int) -> tuple[Experiment, Proposal]:
     """The experiment row and its proposal of rank `rank` (LookupError when there is none)."""
     from bot.store.experiments import get_experiment
 
@@ -119,7 +128,7 @@ async def proposal(services: SlackServices, experiment_id: int, rank: int) -> tu
 
 
 async def record(
-    services: SlackServices, row: Any, chosen: Proposal, expectations: list[str], *, user: str
+    services: SlackServices, row: Experiment, chosen: Proposal, expectations: list[str], *, user: str
 ) -> int:
     """The proposal as a stored hypothesis (what `hypothesis add` records); its id."""
     from bot.store.hypotheses import add_hypothesis
