@@ -13,7 +13,7 @@ and a fresh SQLite store, then measures two ways:
    experiment, so interpreter start, imports, SSH logins and the load generator's fork server
    are paid every time (the process wall time is measured too);
 2. `--long-running N` experiments (default 3) in one process, as `flagbot serve` runs them for
-   Slack: the playbook engine in this script's own process, SSH connections pooled
+   Slack: the application layer's `run_playbook` in this script's own process, SSH connections pooled
    (`bot.target.ssh_pool`, as serve does), the same store; the flag is removed and added in
    turn. The first pays the cold costs; the later ones are what each Slack experiment costs.
    (Slack's own posting is not included: docs/performance.md measures the ack separately.)
@@ -160,25 +160,27 @@ def experiment_seconds(store: Store, experiment_id: int) -> float:
 
 
 async def long_running(config: Path, flag: str, count: int) -> list[tuple[int, str, str]]:
-    """`count` tries in this process as `flagbot serve` runs them: one engine, pooled SSH."""
-    from bot.app.playbooks import builtin_params as playbook_params
+    """`count` tries in this process as `flagbot serve` runs them: the application layer's
+    `run_playbook` (which builds the engine and settles what a dead run left), pooled SSH."""
+    from bot.app.context import AppContext
+    from bot.app.playbooks import resolve_playbook
+    from bot.app.runs import run_playbook
     from bot.commands.grammar import parse_command
     from bot.config import load_settings
-    from bot.loop.engine import Engine
     from bot.loop.report import MemoryReporter
     from bot.store import AsyncStore
     from bot.target.ssh_pool import pooled
 
     settings = load_settings(config, required=True)
     store = AsyncStore(Store.open(f"sqlite:///{config.parent / 'flagbot.db'}"))
+    ctx = AppContext(settings, store)
     done = []
     try:
         async with pooled():
-            engine = Engine(settings, store, MemoryReporter())
             for k in range(count):
                 op = "remove" if k % 2 == 0 else "add"
-                name, params = playbook_params(parse_command(f"try {op} {flag} keep=always"))
-                outcome = await engine.run(name, params, target="twin", actor="bench:overhead")
+                call = resolve_playbook(settings, parse_command(f"try {op} {flag} keep=always target=twin"))
+                outcome = (await run_playbook(ctx, call, MemoryReporter(), actor="bench:overhead")).outcome
                 done.append((int(outcome.experiment_id), outcome.status, f"try {op} {flag}"))
     finally:
         await store.aclose()
