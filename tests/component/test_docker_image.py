@@ -129,7 +129,7 @@ def test_the_wheel_leaves_the_lab_out(wheel: Path) -> None:
         or any(f"bot/{part}/" in name for part in ("twin", "testbed", "demo", "slack/standin"))
     ]
     assert lab_files == []
-    assert "bot/cli.py" in names
+    assert "bot/main.py" in names and "bot/cli/app.py" in names
     metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
     requirements = [
         line.split(":", 1)[1].strip().lower()
