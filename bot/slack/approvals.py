@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.commands import Invocation
 from bot.slack.dispatch import Where, parse, start_thread, target_of
-from bot.slack.rbac import Role
+from bot.slack.rbac import Decision, Role, audit_decision, may_approve
 from bot.slack.render import CardState, status_card
 from bot.slack.services import SlackServices
 from bot.store.approvals import create_request, decide_request, get_request, set_card
@@ -75,8 +75,6 @@ async def decide(
     services: SlackServices, client: Any, request_id: int, action: str, *, user: str, roles: frozenset[Role]
 ) -> None:
     """An Approve or Deny click: checked (who may decide, expiry), decided once, then run or not."""
-    from bot.slack.rbac import may_approve
-
     store = services.store
     request = await store.run(get_request, store.store, request_id)
     if request is None:
@@ -129,8 +127,6 @@ async def _audit_refusal(
     services: SlackServices, request: Any, action: str, reason: str, *, user: str, roles: frozenset[Role]
 ) -> None:
     """A refused Approve or Deny is audited like every RBAC decision (`slack:approve`, `slack:deny`)."""
-    from bot.slack.rbac import Decision, audit_decision
-
     await audit_decision(
         services.store,
         Decision(False, reason),
