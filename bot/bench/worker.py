@@ -367,6 +367,9 @@ class _Worker:
     # -- clients -----------------------------------------------------------------------------
 
     async def _open_client(self) -> None:
+        # The CLI imports this module (for WorkerPlan) but never opens a client here; the forked worker
+        # does, and its fork server has preloaded the clients (loadgen.WORKER_MODULES).
+        # deferred: aiohttp costs the CLI ~0.1 s; only the forked load worker needs it
         import aiohttp
 
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, enable_cleanup_closed=True)
@@ -381,8 +384,8 @@ class _Worker:
             self._stream = lambda record, body: self._aiohttp(session, record, body)
             self._close = session.close
             return
-        import httpx
-        from httpx_aiohttp import AiohttpTransport
+        import httpx  # deferred: only a client="httpx" plan needs it, in the forked worker
+        from httpx_aiohttp import AiohttpTransport  # deferred: likewise, only for client="httpx"
 
         client = httpx.AsyncClient(
             transport=AiohttpTransport(client=session),

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot import __version__
 from bot.cli.bench import register_bench
@@ -26,9 +27,7 @@ from bot.cli.sudoers import register_sudoers
 from bot.cli.target import TARGET_COMMANDS, run_target_command
 from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
 from bot.config import Secrets
-
-if TYPE_CHECKING:
-    from bot.store import Store
+from bot.store import Store
 
 app = typer.Typer(
     name="flagbot",
@@ -78,8 +77,6 @@ def config_check() -> None:
 
 
 def _store() -> Store:
-    from bot.store import Store  # deferred: sqlalchemy is heavy, and `flagbot --help` needs none of it
-
     config = settings()
     url = Secrets().database_url
     try:
@@ -95,8 +92,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _with_store(action: str, run: Callable[[Store], str]) -> None:
-    from sqlalchemy.exc import SQLAlchemyError  # deferred with the store (start-up time)
-
     store = _store()
     try:
         typer.echo(run(store))

@@ -22,6 +22,7 @@ from bot.commands.target_catalog import UnknownTargetError
 from bot.commands.target_catalog import catalog_for as target_catalog
 from bot.config import ConfigError, Settings, load_settings
 from bot.sglang.catalog import FlagCatalog
+from bot.store import AsyncStore
 
 JSON_SWITCH = "--json"
 CHAT_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
@@ -80,8 +81,6 @@ def usage_errors() -> Iterator[None]:
 
 @asynccontextmanager
 async def _context(config: Settings) -> AsyncIterator[AppContext]:
-    from bot.store import AsyncStore  # deferred: sqlalchemy is heavy, and `flagbot --help` needs none of it
-
     store = AsyncStore(open_store(config))
     try:
         yield AppContext(config, store, lease_ttl_s=lease_ttl_s())

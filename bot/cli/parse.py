@@ -12,6 +12,10 @@ from typing import Annotated, Any, BinaryIO
 
 import typer
 
+from bot.sglang.bench_result import parse_bench_text
+from bot.sglang.launch import LaunchParseError, parse_launch_text
+from bot.sglang.log import parse_log_stream
+
 parse_app = typer.Typer(help="Parse SGLang output: a server log, a bench_serving result, a launch line.")
 
 Source = Annotated[str, typer.Argument(help="a file, or - for standard input")]
@@ -44,8 +48,6 @@ def _emit(data: Any, summary: str, as_json: bool) -> None:
 @parse_app.command("log")
 def parse_log(source: Source, as_json: AsJson = False) -> None:
     """An SGLang server log or journal: parsed vs effective capacity, readiness, errors, warnings."""
-    from bot.sglang.log import parse_log_stream
-
     with _open_binary(source) as stream:
         report = parse_log_stream(stream)
     _emit(report.to_json(), report.summary(), as_json)
@@ -58,8 +60,6 @@ def parse_bench(source: Source, as_json: AsJson = False) -> None:
     The JSON is always one object: the last result block's keys at the top (the run a user
     usually means) and every block, in order, under `runs`.
     """
-    from bot.sglang.bench_result import parse_bench_text
-
     results = parse_bench_text(_read_text(source))
     if not results:
         typer.echo(f"error: {source}: no `Serving Benchmark Result` block found", err=True)
@@ -71,8 +71,6 @@ def parse_bench(source: Source, as_json: AsJson = False) -> None:
 @parse_app.command("unit")
 def parse_unit(source: Source, as_json: AsJson = False) -> None:
     """A systemd unit, launch script, docker wrapper or command line: entrypoint, env, flags."""
-    from bot.sglang.launch import LaunchParseError, parse_launch_text
-
     try:
         launch = parse_launch_text(_read_text(source))
     except LaunchParseError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
@@ -17,8 +18,6 @@ if TYPE_CHECKING:
 
 def number(value: object, digits: int = 1) -> str:
     """A figure for a table cell: `-` for anything that is not a finite number."""
-    import math
-
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return "-"
     return f"{value:,.{digits}f}"

@@ -13,6 +13,8 @@ from typing import Annotated
 import typer
 
 from bot.cli.common import fail, settings
+from bot.target import sudoers_text
+from bot.target.params import ParamError
 
 __all__ = ["register_sudoers"]
 
@@ -27,9 +29,6 @@ def sudoers(
     unit: Annotated[str | None, typer.Option("--unit", help="the SGLang systemd unit")] = None,
 ) -> None:
     """Print the sudoers file that lets flagbot run exactly its privileged commands on a host."""
-    from bot.target import sudoers_text
-    from bot.target.params import ParamError
-
     target_name: str | None = None
     for word in words or []:
         key, sep, value = word.partition("=")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
 from bot.commands.tokens import CommandError, tokenize
@@ -347,6 +347,4 @@ class _Parser:
 
 
 def _with_expectations(spec: CommandSpec) -> CommandSpec:
-    from dataclasses import replace
-
     return replace(spec, expectations=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from apscheduler.triggers.cron import CronTrigger
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -270,8 +271,6 @@ def _valid_timezone(value: str) -> str:
 
 
 def _valid_cron(value: str) -> str:
-    from apscheduler.triggers.cron import CronTrigger
-
     try:
         CronTrigger.from_crontab(value)
     except ValueError as exc:

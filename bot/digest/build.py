@@ -27,7 +27,8 @@ from bot.digest.model import (
 )
 from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
-from bot.loop.run_state import RunState
+from bot.loop.run_state import RunState, flags_from_json
+from bot.sglang.change import diff_flagsets
 from bot.store import Store
 from bot.store.bench_repo import get_set
 from bot.store.digest_reads import (
@@ -204,9 +205,6 @@ def _decisions(
 
 def _against_baseline(store: Store, target: str, end: datetime) -> TargetFlags:
     """The newest start before the week ended against the baseline pinned by then."""
-    from bot.loop.steps.common import flags_from_json
-    from bot.sglang.change import diff_flagsets
-
     base = baseline_at(store, target, end)
     current = latest_snapshot_before(store, target, end)
     base_snap = get_snapshot(store, base.snapshot_id) if base is not None else None

@@ -43,9 +43,10 @@ def render_chart_png(digest: Digest, *, now: datetime | None = None) -> bytes | 
     chart = digest.chart
     if chart.empty:
         return None
+    # deferred: matplotlib costs ~0.35 s; the CLI and the bot load this module, only a drawn chart needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.dates import DateFormatter, DayLocator
-    from matplotlib.figure import Figure
+    from matplotlib.dates import DateFormatter, DayLocator  # deferred: matplotlib, as above
+    from matplotlib.figure import Figure  # deferred: matplotlib, as above
 
     tz = zone(digest.timezone)
     until = min(digest.end, now or datetime.now(UTC))

@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.digest.model import Incident
 from bot.loop.run_state import RunState
+from bot.sglang.change import Change
 from bot.store.loop_models import Experiment
 
 __all__ = ["describe_changes", "describe_experiment", "incidents_of"]
@@ -19,8 +20,6 @@ __all__ = ["describe_changes", "describe_experiment", "incidents_of"]
 
 def describe_changes(params: Mapping[str, Any] | None) -> list[str]:
     """Each change of a try's params in the grammar's words (`add --enable-x`); unreadable ones as-is."""
-    from bot.sglang.change import Change
-
     out = []
     for raw in (params or {}).get("changes") or []:
         try:

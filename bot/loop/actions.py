@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bot.store.experiments import get_experiment
+from bot.store.records import add_evidence
+
 if TYPE_CHECKING:
     from bot.config import Settings
     from bot.loop.report import Reporter
@@ -154,8 +157,6 @@ class StepContext:
 
     async def emit(self, block: Evidence) -> None:
         """Store the block with the experiment, then show it (stored first: a crash keeps it)."""
-        from bot.store.records import add_evidence
-
         title = getattr(block, "title", "") or ""
         await self.store.run(
             add_evidence,
@@ -172,7 +173,5 @@ class StepContext:
 
     async def cancelled(self) -> bool:
         """Whether someone asked to cancel this experiment (long actions poll it to stop early)."""
-        from bot.store.experiments import get_experiment
-
         row = await self.store.run(get_experiment, self.store.store, self.experiment_id)
         return row is not None and row.cancel_requested_by is not None

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bot.bench.loadgen import prestart
 from bot.config import Settings
 from bot.loop.actions import StepContext, get_action
 from bot.loop.lease_guard import HeldLease, hold_lease, holder_id
@@ -161,8 +162,6 @@ class Engine:
         book = self.playbook(playbook) if isinstance(playbook, str) else playbook
         values = complete_params(book, params)
         if any(step.action == "measure" for step in book.steps):
-            from bot.bench.loadgen import prestart
-
             prestart()  # the load workers' imports overlap the steps before the first benchmark
         async with AsyncExitStack() as stack:
             held = None

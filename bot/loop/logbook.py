@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.loop.run_state import RunState
+from bot.sglang.change import Change
 from bot.store import Store
 from bot.store.baselines import baselines_of
 from bot.store.experiments import list_experiments
@@ -36,8 +37,6 @@ def _experiment_text(row: Experiment) -> str:
     what = row.playbook
     changes = params.get("changes") or []
     if changes:
-        from bot.sglang.change import Change
-
         what += " " + ", ".join(Change.from_json(c).describe() for c in changes)
     if params.get("expect"):
         what += " expecting " + " ".join(params["expect"])

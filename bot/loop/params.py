@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from bot.commands.grammar import parse_command
 from bot.commands.tokens import CommandError, tokenize
 from bot.sglang.change import Change
 from bot.sglang.expectation import ExpectationError, parse_expectation
@@ -98,8 +99,6 @@ def _integer(value: object, *, positive: bool) -> int:
 
 
 def _changes(value: object, catalog: FlagCatalog | None) -> list[dict[str, Any]]:
-    from bot.commands.grammar import parse_command
-
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):
         return [Change.from_json(item).to_json() for item in value]
     text = " ".join(str(item) for item in value) if isinstance(value, list) else str(value)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.loop.actions import ensure_builtin_actions, get_action
+from bot.loop.actions import all_actions, ensure_builtin_actions, get_action
 from bot.loop.params import ParamKind, ParamSpec, convert
 
 SECTIONS = ("steps", "on_failure", "on_cancel")
@@ -189,8 +189,6 @@ def load_playbook(path: Path) -> Playbook:
 
 
 def _known_actions() -> str:
-    from bot.loop.actions import all_actions
-
     names = [item.name for item in all_actions()]
     return f"; actions: {', '.join(names)}" if names else "; no actions are registered"
 

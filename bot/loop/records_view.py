@@ -8,10 +8,14 @@ same way (`bot.store` repositories, `bot.loop.logbook`).
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.commands import Invocation
+from bot.config.schema import parse_duration
 from bot.loop.logbook import story
+from bot.loop.run_state import flags_from_json
+from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.change import diff_flagsets
 from bot.store import Store
 from bot.store.baselines import current_baseline
@@ -120,10 +124,6 @@ def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
     since_text = invocation.options.get("since")
     since = None
     if since_text:
-        from datetime import UTC, datetime, timedelta
-
-        from bot.config.schema import parse_duration
-
         window = parse_duration(since_text)
         assert isinstance(window, timedelta)
         since = datetime.now(UTC) - window
@@ -142,8 +142,6 @@ def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
 
 
 def _baseline(store: Store, target: str, *, diff: bool) -> dict[str, Any]:
-    from bot.loop.steps.common import flags_from_json, snapshot_value
-
     base = current_baseline(store, target)
     if base is None:
         return {

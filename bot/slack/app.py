@@ -26,9 +26,10 @@ from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.commands import CommandError
 from bot.slack.dispatch import preload
 from bot.slack.handlers import on_action, on_command, on_mention
-from bot.slack.services import SlackServices
+from bot.slack.services import SlackServices, error_id
 
 EVENTS_PATH = "/slack/events"
 
@@ -78,9 +79,6 @@ async def on_error(
 ) -> None:
     """The one error handler for what escapes a listener: a known error becomes its own message,
     anything else an error id (logged with the traceback) the user can quote."""
-    from bot.commands import CommandError
-    from bot.slack.services import error_id
-
     user = (body.get("user") or {}).get("id") or body.get("user_id") or (body.get("event") or {}).get("user")
     channel = (
         (body.get("channel") or {}).get("id")

@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.targets import target_of
 from bot.commands import Invocation
 from bot.slack.dispatch import parse, start_thread
-from bot.slack.rbac import Role
+from bot.slack.rbac import Decision, Role, audit_decision, may_approve
 from bot.slack.render import CardState, status_card
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where
@@ -80,8 +80,6 @@ async def decide(
     services: SlackServices, client: Any, request_id: int, action: str, *, user: str, roles: frozenset[Role]
 ) -> None:
     """An Approve or Deny click: checked (who may decide, expiry), decided once, then run or not."""
-    from bot.slack.rbac import may_approve
-
     store = services.store
     request = await store.run(get_request, store.store, request_id)
     if request is None:
@@ -140,8 +138,6 @@ async def _audit_refusal(
     roles: frozenset[Role],
 ) -> None:
     """A refused Approve or Deny is audited like every RBAC decision (`slack:approve`, `slack:deny`)."""
-    from bot.slack.rbac import Decision, audit_decision
-
     await audit_decision(
         services.store,
         Decision(False, reason),

@@ -21,15 +21,32 @@ from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
 from bot.loop.run_state import RunState
+from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
 from bot.slack.card import ActionValue
 from bot.slack.dispatch import answer, check, parse, start_thread, threaded
-from bot.slack.rbac import Decision, Role
+from bot.slack.proposals import proposal
+from bot.slack.proposals import record as record_hypothesis
+from bot.slack.rbac import (
+    Decision,
+    Role,
+    audit_decision,
+    command_label,
+    decide,
+    decide_click,
+    groups_of,
+    roles_of,
+)
 from bot.slack.render import messages, parse_action_value, render_block
+from bot.slack.render_tables import context as context_block
 from bot.slack.services import SlackServices
 from bot.slack.text import typed_text
 from bot.slack.threads import Where
+from bot.store.experiments import get_experiment
+from bot.store.records import audit
+from bot.store.snapshots import get_snapshot
+from bot.target.errors import TargetError
 from bot.target.evidence import Evidence
 
 log = logging.getLogger(__name__)
@@ -37,8 +54,6 @@ MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>\s*")
 
 
 async def _roles(services: SlackServices, client: AsyncWebClient, user: str) -> frozenset[Role]:
-    from bot.slack.rbac import groups_of, roles_of
-
     rbac = services.settings.slack.rbac
     groups = await groups_of(client, user, rbac.group_ids())
     return roles_of(user, groups, rbac)
@@ -50,8 +65,6 @@ async def _decide(
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
 
     A `cancel` is decided with the owner of the run it names (someone else's needs an admin)."""
-    from bot.slack.rbac import audit_decision, command_label, decide
-
     roles = await _roles(services, client, user)
     target = requested_target(services.settings, invocation)
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
@@ -166,8 +179,6 @@ def _report_error(
     client: AsyncWebClient, where: Where, user: str
 ) -> Callable[[str, BaseException], Awaitable[None]]:
     async def report(ident: str, exc: BaseException) -> None:
-        from bot.target.errors import TargetError
-
         # a host that cannot be reached or whose key is unknown is the user's to fix: say which
         known = isinstance(exc, CommandError | LookupError | ValueError | TargetError)
         text = str(exc) if known else f"something went wrong (error id {ident}); the log has the details"
@@ -335,8 +346,6 @@ async def _may_click(
     """Every other button changes the target or records the team's decision (Keep): a viewer is
     refused, audited, before anything the button names is looked up (a missing experiment must not
     answer in place of the refusal, and Keep must not be recorded)."""
-    from bot.slack.rbac import audit_decision, decide_click
-
     roles = await _roles(services, client, user)
     decision = decide_click(value.action, roles, actor=user)
     if decision.allowed:
@@ -364,11 +373,9 @@ async def _hypothesis_words(
 ) -> tuple[int, str]:
     """Record the clicked proposal as a hypothesis; its id, and the words linked to it (a try
     names it with `hypothesis=`, so an approval that runs the words later keeps the link)."""
-    from bot.slack.proposals import proposal, record
-
     row, chosen = await proposal(services, value.experiment_id, value.item or 0)
     expectations = [str(e) for e in invocation.expectations]
-    hypothesis_id = await record(services, row, chosen, expectations, user=user)
+    hypothesis_id = await record_hypothesis(services, row, chosen, expectations, user=user)
     return hypothesis_id, words + (f" hypothesis={hypothesis_id}" if invocation.name == "try" else "")
 
 
@@ -376,19 +383,18 @@ async def _mark_tested(client: AsyncWebClient, channel: str, message: dict[str, 
     """The clicked proposal's button is replaced by who ran it and when (a later click finds none)."""
     if not message.get("ts"):
         return
-    from bot.slack.render_tables import context
 
     kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
     await client.chat_update(
-        channel=channel, ts=message["ts"], blocks=[*kept, context(text)], text=message.get("text") or text
+        channel=channel,
+        ts=message["ts"],
+        blocks=[*kept, context_block(text)],
+        text=message.get("text") or text,
     )
 
 
 async def _record_keep(services: SlackServices, experiment_id: int, user: str) -> None:
     """Keep changes nothing on the target: it is the team's decision, recorded for the log."""
-    from bot.store.experiments import get_experiment
-    from bot.store.records import audit
-
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     target = row.target if row is not None else (services.settings.default_target or "")
     await services.store.run(
@@ -412,15 +418,10 @@ async def _button_words(services: SlackServices, action_id: str, value: ActionVa
     if action_id == "flagbot_cancel":
         return f"cancel {experiment_id}"
     if action_id == "flagbot_test_hypothesis":
-        from bot.slack.proposals import proposal
-
         row, chosen = await proposal(services, experiment_id, value.item or 0)
         return f"{chosen.command} target={row.target}"
     if action_id not in ("flagbot_isolate", "flagbot_rerun"):
         return None
-    from bot.loop.steps.common import snapshot_value
-    from bot.store.experiments import get_experiment
-    from bot.store.snapshots import get_snapshot
 
     found = await services.store.run(get_experiment, services.store.store, experiment_id)
     if found is None:

@@ -22,7 +22,10 @@ from bot.slack.render import hypothesis_button, messages, render_block
 from bot.slack.render_tables import clip_escaped, section
 from bot.slack.reporter import metadata
 from bot.slack.services import SlackServices
+from bot.store.experiments import get_experiment
+from bot.store.hypotheses import add_hypothesis
 from bot.store.loop_models import Experiment
+from bot.store.records import evidence_of
 from bot.target.evidence import TextBlock
 
 PROPOSALS_TITLE = "Hypotheses, most likely first"
@@ -44,9 +47,6 @@ class Proposal:
 
 async def proposals_of(services: SlackServices, experiment_id: int) -> list[Proposal]:
     """The experiment's proposals with their commands (as the evidence table shows them)."""
-    from bot.store.experiments import get_experiment
-    from bot.store.records import evidence_of
-
     store = services.store
     row = await store.run(get_experiment, store.store, experiment_id)
     if row is None:
@@ -73,8 +73,6 @@ async def post_proposals(
 
     Nothing when the run proposed nothing, or when it was a try whose change was reverted (the
     suspects are gone from the target: their experiments would test nothing)."""
-    from bot.store.experiments import get_experiment
-
     proposed = any(
         s.get("action") == "propose" and (s.get("result") or {}).get("proposals") for s in outcome.steps
     )
@@ -118,8 +116,6 @@ async def _post(
 
 async def proposal(services: SlackServices, experiment_id: int, rank: int) -> tuple[Experiment, Proposal]:
     """The experiment row and its proposal of rank `rank` (LookupError when there is none)."""
-    from bot.store.experiments import get_experiment
-
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     chosen = [p for p in await proposals_of(services, experiment_id) if p.rank == rank]
     if row is None or not chosen:
@@ -131,8 +127,6 @@ async def record(
     services: SlackServices, row: Experiment, chosen: Proposal, expectations: list[str], *, user: str
 ) -> int:
     """The proposal as a stored hypothesis (what `hypothesis add` records); its id."""
-    from bot.store.hypotheses import add_hypothesis
-
     added = await services.store.run(
         add_hypothesis,
         services.store.store,

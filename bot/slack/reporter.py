@@ -17,8 +17,10 @@ from typing import Any, TypeVar
 from aiohttp import ClientError
 from slack_sdk.errors import SlackClientError
 
+from bot.digest.threads import record_thread
 from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, messages, render_block, status_card
+from bot.slack.services import error_id as new_error_id
 from bot.target.evidence import Evidence, TextBlock, VerdictBlock
 
 T = TypeVar("T")
@@ -58,13 +60,11 @@ class SlackThreadReporter:
 
     async def _slack(self, what: str, call: Awaitable[T]) -> T | None:
         """A Slack call that must not stop the run: the thread is a view, the store holds the run."""
-        from bot.slack.services import error_id
-
         try:
             return await call
         except (SlackClientError, ClientError, TimeoutError) as exc:
             self.failed += 1
-            self.error_id = self.error_id or error_id()
+            self.error_id = self.error_id or new_error_id()
             log.error(
                 "flagbot error %s: %s of experiment #%s failed: %s",
                 self.error_id,
@@ -133,7 +133,6 @@ class SlackThreadReporter:
         logged and never stops the run."""
         if self.store is None:
             return
-        from bot.digest.threads import record_thread
 
         try:
             found = await self.client.chat_getPermalink(channel=self.channel, message_ts=self.thread)

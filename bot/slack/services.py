@@ -26,6 +26,7 @@ from typing import Any
 from bot.app.context import AppContext
 from bot.config import Settings
 from bot.store import AsyncStore
+from bot.store.seen_keys import first_time as first_time_stored
 
 log = logging.getLogger(__name__)
 QUIET_S = 0.15
@@ -100,13 +101,11 @@ class SlackServices:
     async def first_time(self, key: str, actor: str) -> bool:
         """True the first time `key` is seen; a double click or a redelivered event gets False,
         also after a restart of the bot (the key is in the store)."""
-        from bot.store.seen_keys import first_time
-
         async with self._seen_lock:
             if key in self.seen:
                 return False
             self.seen[key] = actor
-        return await self.store.run(first_time, self.store.store, key, actor=actor)
+        return await self.store.run(first_time_stored, self.store.store, key, actor=actor)
 
     async def drain(self) -> None:
         """Wait for the runs in flight (shutdown, tests)."""

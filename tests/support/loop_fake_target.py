@@ -19,9 +19,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from bot.config import Settings
-from bot.loop import preflight as preflight_module
 from bot.loop.preflight import PreflightReport
-from bot.loop.steps import measure_steps, target_steps
+from bot.loop.steps import analysis_steps, measure_steps, target_steps
 from bot.sglang.change import Change, apply_changes
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import Snapshot, Store
@@ -173,8 +172,6 @@ def _no_chart(*_: Any, **__: Any) -> None:
 @contextmanager
 def faked_target(store: Store) -> Iterator[FakeTarget]:
     """Swap the target layer's functions for a FakeTarget's while the block runs."""
-    from bot.bench import chart
-
     fake = FakeTarget(store)
     swaps: list[tuple[Any, str, Any]] = [
         (target_steps, "heal_if_diverged", fake.heal_if_diverged),
@@ -184,11 +181,12 @@ def faked_target(store: Store) -> Iterator[FakeTarget]:
         (target_steps, "apply_and_restart", fake.apply_and_restart),
         (target_steps, "ensure_ready", fake.ensure_ready),
         (target_steps, "_while_the_server_loads", lambda: None),
-        (preflight_module, "preflight", fake.preflight),
+        (analysis_steps, "run_preflight", fake.preflight),
         (measure_steps, "bench_plan", fake.bench_plan),
+        (analysis_steps, "bench_plan", fake.bench_plan),  # isolate's probes plan with measure's bench_plan
         (measure_steps, "run_plan", fake.run_plan),
         (measure_steps, "compare_by_id", fake.compare_by_id),
-        (chart, "render_chart", _no_chart),
+        (measure_steps, "render_chart", _no_chart),
     ]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     for module, name, value in swaps:

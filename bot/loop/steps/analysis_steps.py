@@ -10,18 +10,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.isolate import ProbeRecord, isolate
+from bot.loop.knowledge import KnowledgeBase, knowledge_files
+from bot.loop.preflight import preflight as run_preflight
+from bot.loop.rank import rank_hypotheses, rank_order
 from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
-from bot.loop.steps.common import changes_of, expectations_of, flags_from_json
+from bot.loop.steps.common import (
+    bench_value,
+    changes_of,
+    expectations_of,
+    flags_from_json,
+    fmt,
+    is_server_metric,
+    snapshot_value,
+)
+from bot.loop.steps.learn_steps import gpu_facts, record_observation
+from bot.loop.steps.measure_steps import bench_plan
+from bot.loop.steps.state_steps import reference_snapshot
+from bot.sglang.change import apply_changes, diff_flagsets
 from bot.sglang.flagset import FlagSet
+from bot.store.bench_repo import load_set
+from bot.store.experiments import get_experiment, list_experiments
 from bot.store.observations import list_observations
 from bot.store.snapshots import get_snapshot
-from bot.target.evidence import TableBlock, TextBlock
+from bot.target.evidence import TableBlock, TextBlock, VerdictBlock
+from bot.target.known_good import set_known_good
+from bot.target.restart import apply_and_restart, flags_for_nodes
+from bot.target.rollback import ensure_ready
+from bot.target.unit import read_unit
 
 
 def knowledge_base(ctx: StepContext) -> Any:
-    from bot.loop.knowledge import KnowledgeBase, knowledge_files
-
     return KnowledgeBase.load(knowledge_files(ctx.settings.playbook_dirs))
 
 
@@ -30,8 +51,6 @@ def knowledge_base(ctx: StepContext) -> Any:
     summary="Check the change before any restart: flag known, hardware gating, implied flags, downtime, drop-in diff",
 )
 async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any]:
-    from bot.loop.preflight import preflight as run_preflight
-
     observations = await ctx.store.run(list_observations, ctx.store.store)
     report = await run_preflight(
         ctx.session(),
@@ -57,11 +76,7 @@ async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any
 
 
 async def _rank(ctx: StepContext, before: Any, after: Any, metrics: list[str]) -> list[Any]:
-    """Ranked hypotheses for a regression, or [] while the ranker is not available."""
-    try:
-        from bot.loop.rank import rank_hypotheses
-    except ImportError:  # pragma: no cover - the ranker ships with the loop
-        return []
+    """Ranked hypotheses for a regression ([] without both starts)."""
     observations = await ctx.store.run(list_observations, ctx.store.store)
     if before is None or after is None:
         return []
@@ -86,7 +101,6 @@ async def propose(ctx: StepContext) -> dict[str, Any]:
     verdict = ctx.state.conclusion.verdict
     if verdict not in ("regressed", "fail"):
         return {"skipped": f"verdict {verdict}: nothing to explain"}
-    from bot.loop.steps.state_steps import reference_snapshot
 
     before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.before.snapshot_id)
     if ctx.playbook == "verify":
@@ -114,17 +128,11 @@ async def propose(ctx: StepContext) -> dict[str, Any]:
 
 
 def _capacity_expectation(before: Any) -> str:
-    from bot.loop.steps.common import snapshot_value
-
     value = snapshot_value(before, "max_running_requests")
     return f"max_running_requests>={value}" if value is not None else ""
 
 
 async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
-    from bot.bench.run import run_plan
-    from bot.loop.steps.common import bench_value, expectations_of, fmt, is_server_metric, snapshot_value
-    from bot.loop.steps.measure_steps import bench_plan
-
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     summary = None
     expectations = expectations_of(ctx)
@@ -146,14 +154,10 @@ async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str 
 
 
 def _changed(good: Any, bad: Any) -> dict[str, Any]:
-    from bot.sglang.change import diff_flagsets
-
     return {c.flag: c for c in diff_flagsets(good, bad) if c.flag is not None and c.flag != "--node-rank"}
 
 
 def _latest_regressed_try(store: Any, target: str) -> Any:
-    from bot.store.experiments import list_experiments
-
     for experiment in list_experiments(store, target, limit=50):
         regressed = experiment.playbook == "try" and experiment.verdict == "regressed"
         intended = RunState.load(experiment.state).plan.flags if regressed else None
@@ -170,17 +174,6 @@ def _latest_regressed_try(store: Any, target: str) -> Any:
 async def isolate_step(
     ctx: StepContext, *, since: str = "baseline", profile: str | None = None, end: str = "good"
 ) -> dict[str, Any]:
-    from bot.loop.isolate import ProbeRecord, isolate
-    from bot.loop.steps.state_steps import reference_snapshot
-    from bot.sglang.change import apply_changes
-    from bot.store.bench_repo import load_set
-    from bot.store.experiments import get_experiment
-    from bot.target.evidence import VerdictBlock
-    from bot.target.known_good import set_known_good
-    from bot.target.restart import apply_and_restart, flags_for_nodes
-    from bot.target.rollback import ensure_ready
-    from bot.target.unit import read_unit
-
     ts = ctx.session()
     if since == "baseline":
         reference = await reference_snapshot(ctx)
@@ -225,8 +218,6 @@ async def isolate_step(
     proposals = await _rank(ctx, reference, failing, metrics)
     order = None
     if proposals:
-        from bot.loop.rank import rank_order
-
         order = rank_order(list(changes), proposals)
         await ctx.emit(TextBlock("probe order (most suspect first): " + ", ".join(order), "Isolate"))
     running: dict[str, Any] = {"flags": view.flags}
@@ -296,8 +287,6 @@ async def isolate_step(
 
 @action("learn_isolate", summary="Record what isolate showed about each flag in the knowledge base")
 async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
-    from bot.loop.steps.learn_steps import gpu_facts, record_observation
-
     found = ctx.state.isolate
     if found is None or found.status != "found":
         return {"observations": 0}

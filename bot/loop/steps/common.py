@@ -2,7 +2,8 @@
 
 Flag sets reach the steps as JSON from the store (a snapshot's `requested_flags`, an older
 experiment's state); `flags_from_json` (defined with the run's state, which stores flag sets the
-same way) turns them back into FlagSets.
+same way) turns them back into FlagSets. `snapshot_value` (bot/loop/snapshot_values.py) reads a
+start's capacity or status metric; readers outside the steps import it from there.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any
 from bot.config.schema import Target
 from bot.loop.actions import StepContext
 from bot.loop.run_state import flags_from_json as flags_from_json  # re-exported for the steps
+from bot.loop.snapshot_values import snapshot_value as snapshot_value  # re-exported for the steps
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
 from bot.sglang.flagset import FlagSet
 from bot.sglang.metrics import CAPACITY, STATUS
-from bot.store.models import Snapshot
 
 
 def target_of(ctx: StepContext) -> Target:
@@ -39,27 +40,6 @@ def without_rank(flags: FlagSet) -> FlagSet:
 
 def describe_flags(flags: FlagSet) -> str:
     return " ".join(flags.argv())
-
-
-def snapshot_value(snapshot: Snapshot | Mapping[str, Any] | None, metric: str) -> Any:
-    """A capacity or status value of a start, as expectations name it.
-
-    `max_running_requests` is the *effective* value (capacity line, /server_info);
-    `parsed.max_running_requests` is what `server_args` printed.
-    """
-    if snapshot is None:
-        return None
-    data = snapshot if isinstance(snapshot, Mapping) else snapshot.model_dump()
-    effective = data.get("effective") or {}
-    if metric.startswith("parsed."):
-        return (data.get("server_args") or {}).get(metric.removeprefix("parsed."))
-    if metric == "ready":
-        return data.get("ready")
-    if metric == "startup_error":
-        return data.get("startup_error")
-    if metric == "startup_seconds":
-        return data.get("startup_seconds")
-    return effective.get(metric)
 
 
 def is_server_metric(metric: str) -> bool:

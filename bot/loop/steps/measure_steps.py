@@ -7,8 +7,10 @@ cut is a regression even when throughput is within noise (the seeds' case).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from bot.bench.chart import render_chart
 from bot.bench.compare_sets import compare_by_id
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.run import BenchPlan, run_plan
@@ -155,10 +157,6 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
 
 async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
     """Before (dashed grey) and after, per concurrency: the picture a reader checks the verdict by."""
-    import asyncio
-
-    from bot.bench.chart import render_chart
-
     before = await ctx.store.run(load_set, ctx.store.store, reference)
     after = await ctx.store.run(load_set, ctx.store.store, candidate)
     if before is None or after is None:

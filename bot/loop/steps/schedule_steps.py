@@ -13,9 +13,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from bot.bench.run import jsonable
+from bot.config.schema import parse_duration
 from bot.loop import check_jobs
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import fmt, snapshot_value
+from bot.store.bench_repo import load_set
+from bot.store.checks import add_check
+from bot.store.investigations import get_investigation
+from bot.store.models import utcnow
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 
@@ -33,8 +39,6 @@ def concluded(ctx: StepContext) -> tuple[int | None, int | None, str]:
 
 
 def _delays(after: list[str] | None, ctx: StepContext) -> list[timedelta]:
-    from bot.config.schema import parse_duration
-
     if after is None:
         return list(ctx.settings.schedules.check_after)
     out = []
@@ -52,8 +56,6 @@ async def _thread(ctx: StepContext) -> tuple[str | None, str | None]:
     if isinstance(channel, str) and isinstance(thread, str):
         return channel, thread
     if ctx.investigation_id is not None:
-        from bot.store.investigations import get_investigation
-
         found = await ctx.store.run(get_investigation, ctx.store.store, ctx.investigation_id)
         if found is not None:
             return found.channel, found.thread_ts
@@ -67,11 +69,6 @@ async def _thread(ctx: StepContext) -> tuple[str | None, str | None]:
 async def schedule_checks(
     ctx: StepContext, *, after: list[str] | None = None, profile: str | None = None
 ) -> dict[str, Any]:
-    from bot.bench.run import jsonable
-    from bot.store.bench_repo import load_set
-    from bot.store.checks import add_check
-    from bot.store.models import utcnow
-
     delays = _delays(after, ctx)
     snapshot_id, set_id, what = concluded(ctx)
     snapshot = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)

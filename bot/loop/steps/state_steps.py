@@ -20,7 +20,9 @@ from bot.loop.steps.common import (
     snapshot_value,
 )
 from bot.loop.steps.target_steps import emit_observation
+from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
+from bot.sglang.expectation import parse_expectation
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.baselines import current_baseline, pin_baseline
 from bot.store.bench_repo import load_set
@@ -94,8 +96,6 @@ def _inverse(
 
 def _canonical_of(ctx: StepContext) -> Callable[[str], str]:
     """The target's flag names made canonical (a name SGLang does not know stays as written)."""
-    from bot.sglang.catalog import FlagCatalog
-
     version = ctx.settings.targets[ctx.target].sglang_version or "0.5.10"
     try:
         catalog = FlagCatalog.load(version)
@@ -235,8 +235,6 @@ async def check_expectations(ctx: StepContext) -> dict[str, Any]:
     reference = await reference_snapshot(ctx)
     expectations = expectations_of(ctx)
     if not expectations:
-        from bot.sglang.expectation import parse_expectation
-
         want = snapshot_value(reference, "max_running_requests")
         if want is None:
             raise LookupError("no expectation given and no baseline to compare with: `baseline pin` first")

@@ -21,6 +21,8 @@ from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import describe_flags, flags_from_json
 from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
+from bot.store.experiments import list_steps
+from bot.store.models import Snapshot
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
 from bot.target.heal import heal_if_diverged
@@ -58,8 +60,6 @@ async def snapshot_before(ctx: StepContext, *, reuse_baseline: bool = True) -> d
     ts = ctx.session()
     baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target) if reuse_baseline else None
     if baseline is not None:
-        from bot.store.models import Snapshot
-
         view = await read_unit(ts.node0)
         ctx.state.before.flags = view.flags
         ctx.state.before.env = dict(view.env)
@@ -293,8 +293,6 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
 
 async def _apply_in_flight(ctx: StepContext) -> bool:
     """Whether the step the run died in is `apply` (its changes on the target are not checkpointed)."""
-    from bot.store.experiments import list_steps
-
     steps = await ctx.store.run(list_steps, ctx.store.store, ctx.experiment_id)
     return any(step.index == ctx.step_index and step.action == "apply" for step in steps)
 
