@@ -8,7 +8,7 @@ read the same way everywhere (the same defaults, the same target rule, the same 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from bot.app.targets import resolve_target, target_of
@@ -140,11 +140,6 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             str(exc), usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params)
         ) from None
     return PlaybookCall(book, params, target, books)
-
-
-def with_target(invocation: Invocation, name: str) -> Invocation:
-    """The same command on another target (a button acts on its experiment's target)."""
-    return replace(invocation, options={**invocation.options, "target": name})
 
 
 def describe(book: Playbook) -> dict[str, Any]:

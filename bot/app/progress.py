@@ -36,25 +36,3 @@ class Progress(Protocol):
 
     def level_done(self, repeat: int, repeats: int, result: LevelResult) -> None:
         """One concurrency level of one repeat of a benchmark was measured."""
-
-
-class SilentProgress:
-    """Progress nobody watches (`--json`, tests): every event is dropped."""
-
-    async def step(self, index: int, name: str, status: str) -> None:
-        return None
-
-    async def note(self, text: str) -> None:
-        return None
-
-    async def evidence(self, block: Evidence) -> None:
-        return None
-
-    def lease_wait(self, busy: LeaseHeld, remaining_s: float) -> None:
-        return None
-
-    async def lease_taken_over(self, target: str, expired: LeaseInfo) -> None:
-        return None
-
-    def level_done(self, repeat: int, repeats: int, result: LevelResult) -> None:
-        return None

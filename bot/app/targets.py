@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from bot.commands import CommandError, Invocation
 from bot.config import Settings
-from bot.config.schema import Target
 
 
 class UnknownTargetError(CommandError):
@@ -31,8 +30,3 @@ def requested_target(settings: Settings, invocation: Invocation) -> str:
 def target_of(settings: Settings, invocation: Invocation) -> str:
     """The command's `target=`, else the default target."""
     return resolve_target(settings, invocation.options.get("target"))
-
-
-def target_config(settings: Settings, name: str) -> Target:
-    """The configuration of a target `resolve_target` accepted."""
-    return settings.targets[resolve_target(settings, name)]

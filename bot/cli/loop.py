@@ -19,12 +19,11 @@ from rich.console import Console
 from rich.table import Table
 
 from bot.app.context import AppContext, console_actor
-from bot.app.playbooks import resolve_playbook
 from bot.app.records import RecordsAnswer, read_records
 from bot.app.runs import CancelResult, cancel
 from bot.app.targets import target_of
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
-from bot.cli.playbooks import execute_playbook
+from bot.cli.playbooks import run_playbook_command
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
 
@@ -56,12 +55,7 @@ def _command(name: str) -> Callable[[typer.Context], None]:
         ):
             _read_command(config, invocation, target, json_output=json_output)
             return
-        with usage_errors():
-            call = resolve_playbook(config, invocation)
-        code, document = execute_playbook(config, call, json_output=json_output)
-        if json_output:
-            typer.echo(json.dumps(document, indent=2, default=str))
-        raise typer.Exit(code)
+        run_playbook_command(config, invocation, json_output=json_output)
 
     run.__doc__ = help_text(name).splitlines()[0]
     return run

@@ -10,7 +10,7 @@ usage problem.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -20,7 +20,7 @@ from bot.app.context import AppContext, console_actor
 from bot.app.playbooks import PlaybookCall, describe, load_all, resolve_playbook
 from bot.app.runs import run_playbook
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
-from bot.commands import CommandError, help_text, parse_command
+from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
 from bot.loop.playbook import Playbook, PlaybookError
 from bot.loop.report import ConsoleReporter, MemoryReporter, Reporter
@@ -77,6 +77,12 @@ def run(ctx: typer.Context) -> None:
         invocation = parse_command(["run", *words], catalog=catalog)
     except CommandError as exc:
         raise fail(f"error: {exc.message}") from None
+    run_playbook_command(config, invocation, json_output=json_output)
+
+
+def run_playbook_command(config: Settings, invocation: Invocation, *, json_output: bool) -> NoReturn:
+    """Resolve the playbook the command runs, run it and print it: exit 0 when the experiment
+    succeeded, 1 when it did not or the lease is held, 2 for a usage problem."""
     with usage_errors():
         call = resolve_playbook(config, invocation)
     code, document = execute_playbook(config, call, json_output=json_output)
