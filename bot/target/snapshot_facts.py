@@ -26,6 +26,7 @@ from bot.sglang.flagset import FlagSet
 from bot.sglang.json_value import JsonValue
 from bot.sglang.log_report import LogReport
 from bot.sglang.server_args import jsonable
+from bot.target.lines import split_lines
 
 ALWAYS_DERIVED = frozenset(
     {
@@ -171,7 +172,7 @@ def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[s
 def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, Any]]:
     """`nvidia-smi --query-gpu=... --format=csv,noheader,nounits` -> one dict per GPU."""
     gpus: list[dict[str, Any]] = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) != len(fields):
             continue
