@@ -183,19 +183,20 @@ def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, 
     return gpus
 
 
-def startup_durations(report: LogReport, times: Sequence[float]) -> dict[str, float]:
+def startup_durations(report: LogReport, times: Mapping[int, float]) -> dict[str, float]:
     """Seconds from the invocation's first line to its startup milestones (journal timestamps).
 
-    `times[i]` is the journal timestamp of line `i + 1` as given to the parser.
+    `times[n]` is the journal timestamp of line `n` (1-based) as given to the parser: line 1
+    and the milestones are enough (`InvocationJournal.times`).
     """
 
     def at(line: int | None) -> float | None:
-        return times[line - 1] if line is not None and 0 < line <= len(times) else None
+        return times.get(line) if line is not None else None
 
     out: dict[str, float] = {}
-    if not times:
+    first = times.get(1)
+    if first is None:
         return out
-    first = times[0]
     capacity_lines = [entry.get("line") for entry in report.per_rank.values()]
     milestones = {
         "server_args_s": at(report.current.server_args_line),
