@@ -247,6 +247,9 @@ class SlackSettings(Strict):
     investigation_channel: str | None = None
     rbac: SlackRBAC = SlackRBAC()
     """Roles by Slack user id and user-group id (bot.slack.rbac)."""
+    read_commands_per_minute: int = Field(default=10, ge=1, le=10_000)
+    """Read-only commands one Slack user may run in any 60 s; more are refused in the ack
+    (`help` does not count; bot.slack.rate_limit)."""
 
     @model_validator(mode="before")
     @classmethod

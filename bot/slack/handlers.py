@@ -28,6 +28,7 @@ from bot.slack.card import ActionValue
 from bot.slack.dispatch import answer, check, parse, start_thread, threaded
 from bot.slack.proposals import proposal
 from bot.slack.proposals import record as record_hypothesis
+from bot.slack.rate_limit import limit_reads
 from bot.slack.rbac import (
     Decision,
     Role,
@@ -63,6 +64,7 @@ async def _decide(
     services: SlackServices, client: AsyncWebClient, invocation: Invocation, user: str, channel: str
 ) -> Decision:
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
+    A read over the user's `read_commands_per_minute` is refused here too (bot.slack.rate_limit).
 
     A `cancel` is decided with the owner of the run it names (someone else's needs an admin)."""
     roles = await _roles(services, client, user)
@@ -79,6 +81,13 @@ async def _decide(
         actor=user,
         target_policy=policy,
         run_owner=owner,
+    )
+    decision = limit_reads(
+        services.read_limiter,
+        invocation,
+        decision,
+        user=user,
+        per_minute=services.settings.slack.read_commands_per_minute,
     )
     services.spawn(
         audit_decision(

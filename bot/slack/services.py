@@ -25,6 +25,7 @@ from typing import Any
 
 from bot.app.context import AppContext
 from bot.config import Settings
+from bot.slack.rate_limit import ReadLimiter
 from bot.store import AsyncStore
 from bot.store.seen_keys import first_time as first_time_stored
 
@@ -51,6 +52,8 @@ class SlackServices:
     tasks: set[asyncio.Task[object]] = field(default_factory=set)
     seen: dict[str, str] = field(default_factory=dict)
     """Idempotency keys already acted on (button nonce or event id) -> who acted."""
+    read_limiter: ReadLimiter = field(default_factory=ReadLimiter)
+    """Each user's read commands of the last minute (`[slack] read_commands_per_minute`)."""
     _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _last_request: float = float("-inf")
 

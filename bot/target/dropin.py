@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 
 from bot.target.errors import TargetError
 from bot.target.ledger import Ledger, sha256_text
+from bot.target.lines import lines_with_ends
 from bot.target.privileged import dropin_path
 from bot.target.ssh import NodeSession
 from bot.target.systemd_quote import render_environment, render_exec
-from bot.target.unit import parse_bus_environment, parse_bus_exec, parse_state
+from bot.target.unit import parse_bus_environment, parse_bus_exec, parse_show, parse_state
 
 HEADER = (
     "# Written by flagbot. Do not edit: flagbot compares the unit with what it left and refuses\n"
@@ -115,8 +116,8 @@ async def read_dropin(session: NodeSession) -> str | None:
 
 def unit_diff(before: str, after: str, node: str) -> str:
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
+        lines_with_ends(before),
+        lines_with_ends(after),
         fromfile="as flagbot left it",
         tofile=f"now on {node}",
         n=1,
@@ -140,7 +141,7 @@ async def check_unedited(
         cat, show = await asyncio.gather(
             session.run("cat"), session.run("show", properties=["NeedDaemonReload"])
         )
-        text, need_reload = cat.text, "NeedDaemonReload=yes" in show.text
+        text, need_reload = cat.text, parse_show(show.text).get("NeedDaemonReload") == "yes"
     checksum, left = await ledger.unit_as_left(session.name)
     if checksum is None:
         if need_reload:

@@ -26,6 +26,7 @@ from typing import Any
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.server_args import parse_server_args
 from bot.target.errors import TargetError
+from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 from bot.target.privileged import LIST_PARAMS, render_params
 
@@ -74,7 +75,7 @@ def _clean(line: str) -> str:
 
 
 def _stderr_lines(stderr: bytes) -> list[str]:
-    return [text for line in stderr.decode("utf-8", "replace").splitlines() if (text := _clean(line))]
+    return [text for line in split_lines(stderr.decode("utf-8", "replace")) if (text := _clean(line))]
 
 
 def _warnings(lines: Sequence[str]) -> list[str]:
@@ -84,7 +85,7 @@ def _warnings(lines: Sequence[str]) -> list[str]:
 
 
 def _last_server_args(stdout: bytes) -> dict[str, Any] | None:
-    for line in reversed(stdout.decode("utf-8", "replace").splitlines()):
+    for line in reversed(split_lines(stdout.decode("utf-8", "replace"))):
         if "server_args=" in line:
             return parse_server_args(line)
     return None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.sglang.catalog import DEFAULT_VERSION, FlagCatalog, FlagSpec
+from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 
 _OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
@@ -52,7 +53,7 @@ def parse_help(text: str) -> list[FlagSpec]:
     """
     specs: list[FlagSpec] = []
     in_options = False
-    for line in text.splitlines():
+    for line in split_lines(text):
         if line and not line.startswith(" ") and line.rstrip().endswith(":"):
             in_options = not line.startswith("usage")
             continue
@@ -136,7 +137,7 @@ async def host_version(node: NodeLike, python: str | None) -> str | None:
         result = await node.run("sglang-version", python=python, check=False, timeout=120)
     except Exception:
         return None
-    lines = result.stdout.decode("utf-8", "replace").strip().splitlines()
+    lines = split_lines(result.stdout.decode("utf-8", "replace").strip())
     text = lines[-1].strip() if lines else ""
     return text if result.exit_status == 0 and _VERSION.match(text) else None
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from bot.target.errors import TargetError
 from bot.target.evidence import JournalExcerpt, clip
 from bot.target.journal_read import iter_lines
+from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike, NodeState, node_state
 from bot.target.privileged import render_params
 
@@ -121,7 +122,7 @@ async def invocations(node: NodeLike, *, count: int = 20, since: float | None = 
     with `since` (Unix seconds), only starts at or after it."""
     result = await node.run("journal-starts", lines=count, check=False, timeout=30)
     found: list[str] = []
-    for line in result.stdout.decode("utf-8", "replace").splitlines():
+    for line in split_lines(result.stdout.decode("utf-8", "replace")):
         try:
             entry = json.loads(line)
             value = entry.get("INVOCATION_ID")

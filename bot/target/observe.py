@@ -224,7 +224,7 @@ async def _observe(
         for journal in journals
         if journal is not main and (other := journal.report.server_args)
     }
-    startup = startup_durations(report, [entry.realtime for entry in main.entries] if main else [])
+    startup = startup_durations(report, main.times if main else {})
     if readiness is not None:
         startup |= {f"readiness_{key}": value for key, value in readiness.timings.items()}
     flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}

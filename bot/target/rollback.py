@@ -29,6 +29,7 @@ from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, JournalExcerpt, TextBlock, clip
 from bot.target.grep import grep, invocations, since_from_duration
 from bot.target.known_good import known_good
+from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 from bot.target.observe import Observation, observe
 from bot.target.readiness import Progress, wait_ready
@@ -110,7 +111,7 @@ async def failure_evidence(
             check=False,
         )
         text = result.stdout.decode("utf-8", "replace")
-        lines = [line for line in text.splitlines() if not line.startswith("-- ")]
+        lines = [line for line in split_lines(text) if not line.startswith("-- ")]
         if not lines:
             continue
         found = fatal or parse_log_lines(lines).startup_error

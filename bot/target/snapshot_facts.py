@@ -26,6 +26,7 @@ from bot.sglang.flagset import FlagSet
 from bot.sglang.json_value import JsonValue
 from bot.sglang.log_report import LogReport
 from bot.sglang.server_args import jsonable
+from bot.target.lines import split_lines
 
 ALWAYS_DERIVED = frozenset(
     {
@@ -171,7 +172,7 @@ def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[s
 def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, Any]]:
     """`nvidia-smi --query-gpu=... --format=csv,noheader,nounits` -> one dict per GPU."""
     gpus: list[dict[str, Any]] = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         cells = [cell.strip() for cell in line.split(",")]
         if len(cells) != len(fields):
             continue
@@ -182,19 +183,20 @@ def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, 
     return gpus
 
 
-def startup_durations(report: LogReport, times: Sequence[float]) -> dict[str, float]:
+def startup_durations(report: LogReport, times: Mapping[int, float]) -> dict[str, float]:
     """Seconds from the invocation's first line to its startup milestones (journal timestamps).
 
-    `times[i]` is the journal timestamp of line `i + 1` as given to the parser.
+    `times[n]` is the journal timestamp of line `n` (1-based) as given to the parser: line 1
+    and the milestones are enough (`InvocationJournal.times`).
     """
 
     def at(line: int | None) -> float | None:
-        return times[line - 1] if line is not None and 0 < line <= len(times) else None
+        return times.get(line) if line is not None else None
 
     out: dict[str, float] = {}
-    if not times:
+    first = times.get(1)
+    if first is None:
         return out
-    first = times[0]
     capacity_lines = [entry.get("line") for entry in report.per_rank.values()]
     milestones = {
         "server_args_s": at(report.current.server_args_line),

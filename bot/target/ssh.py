@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -39,7 +40,7 @@ from bot.target.errors import (
     UnreachableError,
 )
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
-from bot.target.ssh_pool import MAX_CHANNELS, channel_slots, current_pool, file_identity
+from bot.target.ssh_pool import channel_slots, current_pool, file_identity
 from bot.target.ssh_reconnect import RETRY_SAFE, Reconnect
 
 if TYPE_CHECKING:
@@ -250,41 +251,49 @@ class NodeSession:
 
     async def _open(
         self, rendered: Rendered, timeout: float
-    ) -> tuple[asyncssh.SSHClientConnection, Process, asyncio.Semaphore]:
-        """(connection, channel running `rendered`, the channel's slot: release it when done).
+    ) -> tuple[asyncssh.SSHClientConnection, Process, Callable[[], None]]:
+        """(connection, channel running `rendered`, the release of its channel slot: call it when done).
+
+        A privileged command may take a slot reads may not (`bot.target.ssh_pool.RESERVED_CHANNELS`).
 
         A connection that does not answer is dropped. A channel the server refuses on a live
         connection (sshd's `MaxSessions`) is not a lost connection: nothing is dropped."""
         conn = await self.connection()
         slots = channel_slots(conn)
+        privileged = rendered.command.privileged
         try:
-            await asyncio.wait_for(slots.acquire(), timeout)
+            await asyncio.wait_for(slots.acquire(privileged=privileged), timeout)
         except TimeoutError:
-            raise UnreachableError(
-                self.name, f"{MAX_CHANNELS} commands kept every SSH channel busy for {timeout:g} s"
-            ) from None
+            busy = (
+                f"{slots.total} commands kept every SSH channel"
+                if privileged
+                else f"{slots.read_limit} reads kept the read channels ({slots.reserved} of "
+                f"{slots.total} are kept for privileged commands)"
+            )
+            raise UnreachableError(self.name, f"{busy} busy for {timeout:g} s") from None
+        release = functools.partial(slots.release, privileged=privileged)
         if self.audit is not None:
             self.audit(self.name, rendered.shell)
         try:
             return (
                 conn,
                 await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout),
-                slots,
+                release,
             )
         except TimeoutError:
-            slots.release()
+            release()
             self._drop(conn)
             raise UnreachableError(
                 self.name, f"no answer on the SSH connection within {timeout:g} s"
             ) from None
         except asyncssh.ChannelOpenError as exc:
-            slots.release()
+            release()
             if conn.is_closed():
                 self._drop(conn)
                 raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
             raise UnreachableError(self.name, f"the node refused an SSH channel: {_said(exc)}") from None
         except BaseException as exc:
-            slots.release()
+            release()
             if isinstance(exc, OSError | asyncssh.Error):
                 self._drop(conn)
                 raise ConnectionLostError(self.name, rendered.shell, _said(exc)) from None
@@ -338,11 +347,11 @@ class NodeSession:
 
     async def _run_once(self, rendered: Rendered, input: bytes | str | None, limit: float) -> CommandResult:
         started = time.monotonic()
-        conn, process, slots = await self._open(rendered, limit)
+        conn, process, release = await self._open(rendered, limit)
         try:
             return await self._finish(conn, process, rendered, input, limit, started)
         finally:
-            slots.release()
+            release()
 
     async def _finish(
         self,
@@ -394,7 +403,7 @@ class NodeSession:
         of the stream without an exit status.
         """
         rendered = self.render(command, **params)
-        conn, process, slots = await self._open(rendered, self.command_timeout)
+        conn, process, release = await self._open(rendered, self.command_timeout)
         try:
             process.stdin.write_eof()
             while True:
@@ -413,7 +422,7 @@ class NodeSession:
             try:
                 await self._terminate(process)
             finally:
-                slots.release()
+                release()
 
     async def _terminate(self, process: Process) -> None:
         """Stop a remote process we no longer wait for: SIGTERM (sudo relays it), then close.

@@ -8,13 +8,15 @@ enabled (`pooled()` around `serve`), a `NodeSession` takes the open connection o
 a connection found closed (keepalive, idle cut) or dropped after a failure is replaced. Host keys
 are verified when a connection is opened, as before, and a change to the known_hosts file closes
 the connections verified against its old content at their next use; asyncssh runs each command
-on its own channel (at most `MAX_CHANNELS` at once on a connection), so sessions
-sharing a connection do not wait for each other.
+on its own channel (at most `MAX_CHANNELS` at once on a connection, `RESERVED_CHANNELS` of them
+kept for privileged commands), so sessions sharing a connection do not wait for each other and
+reads cannot starve a restart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
@@ -128,12 +130,80 @@ MAX_CHANNELS = 8
 (10 by default); every session sharing a pooled connection (`flagbot serve`) counts, so a burst
 (readiness watchers, observe's parallel reads, a check, a Slack `status`) waits for a slot instead
 of being refused."""
-_slots: weakref.WeakKeyDictionary[PooledConnection, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+RESERVED_CHANNELS = 2
+"""Of `MAX_CHANNELS`, how many only privileged commands (stop, start, daemon-reload, the drop-in's
+`tee`: `NodeCommand.privileged`) may use: reads (journalctl, grep, `systemctl show`) queue for the
+other six, so eight viewers' greps cannot hold the channel an operator's restart needs."""
+_slots: weakref.WeakKeyDictionary[PooledConnection, ChannelSlots] = weakref.WeakKeyDictionary()
 
 
-def channel_slots(conn: PooledConnection) -> asyncio.Semaphore:
+class ChannelSlots:
+    """A connection's channel slots: `total` for everyone, of which `reserved` for privileged commands.
+
+    A read takes a slot while fewer than `total` are busy and fewer than `total - reserved`
+    reads hold one; a privileged command takes any free slot. Waiters are served first come,
+    first served, privileged ones before every read (a freed slot goes to a waiting write).
+    """
+
+    def __init__(self, total: int = MAX_CHANNELS, reserved: int = RESERVED_CHANNELS) -> None:
+        if not 0 <= reserved < total:
+            raise ValueError(f"reserved channels ({reserved}) must be fewer than all channels ({total})")
+        self.total = total
+        self.reserved = reserved
+        self.busy = 0
+        self.reads = 0
+        self._waiting: dict[bool, collections.deque[asyncio.Future[None]]] = {
+            True: collections.deque(),
+            False: collections.deque(),
+        }
+
+    @property
+    def read_limit(self) -> int:
+        return self.total - self.reserved
+
+    def _free(self, privileged: bool) -> bool:
+        return self.busy < self.total and (privileged or self.reads < self.read_limit)
+
+    def _take(self, privileged: bool) -> None:
+        self.busy += 1
+        if not privileged:
+            self.reads += 1
+
+    async def acquire(self, *, privileged: bool) -> None:
+        """Wait for a slot (at once when one is free and nobody waits ahead); cancelled (a
+        timeout), nothing is held."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[privileged].append(waiter)
+        self._wake()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # granted as the wait was given up
+                self.release(privileged=privileged)
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiting[privileged].remove(waiter)
+
+    def release(self, *, privileged: bool) -> None:
+        self.busy -= 1
+        if not privileged:
+            self.reads -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        for privileged in (True, False):
+            queue = self._waiting[privileged]
+            while queue and self._free(privileged):
+                waiter = queue.popleft()
+                if not waiter.done():
+                    self._take(privileged)
+                    waiter.set_result(None)
+
+
+def channel_slots(conn: PooledConnection) -> ChannelSlots:
     """The channel slots of one connection, shared by every session that uses it."""
     slots = _slots.get(conn)
     if slots is None:
-        slots = _slots[conn] = asyncio.Semaphore(MAX_CHANNELS)
+        slots = _slots[conn] = ChannelSlots()
     return slots

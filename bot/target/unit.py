@@ -33,6 +33,7 @@ from bot.sglang.launch import (
     parse_launch_text,
 )
 from bot.sglang.launch_docker import find_docker_run
+from bot.target.lines import split_lines
 from bot.target.privileged import dropin_path
 from bot.target.ssh import NodeSession
 from bot.target.systemd_quote import substitute_env
@@ -189,12 +190,19 @@ def join_files(files: list[UnitFile]) -> str:
 
 
 def parse_show(text: str) -> dict[str, str]:
-    """`Key=value` lines of `systemctl show` (values may contain `=`)."""
+    """`Key=value` lines of `systemctl show` (values may contain `=`), split at `\\n` only.
+
+    A value may hold any other line break (U+2028, `\\x85`, `\\v`, ...: `bot.target.lines`); split
+    there, an `Environment=` value could forge `ActiveState=` or `NeedDaemonReload=`. systemd prints
+    each property once: a key seen twice means the output is not what it seems, and is refused."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         key, eq, value = line.partition("=")
-        if eq:
-            out[key] = value
+        if not eq:
+            continue
+        if key in out:
+            raise UnitReadError(f"`systemctl show` printed {key}= twice; refusing to guess which is real")
+        out[key] = value
     return out
 
 

@@ -152,7 +152,7 @@ def test_gpus_startup_and_node_mismatch() -> None:
         }
     ]
     report = parse_log_lines(["warming", SERVER_ARGS.format(rank=0), CAPACITY, READY])
-    assert startup_durations(report, [100.0, 101.0, 108.0, 109.5]) == {
+    assert startup_durations(report, dict(enumerate([100.0, 101.0, 108.0, 109.5], start=1))) == {
         "server_args_s": 1.0,
         "capacity_s": 8.0,
         "ready_s": 9.5,
