@@ -7,6 +7,9 @@ stored lists with the running interpreter's `--help-env` and `sudo -V` is a comp
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -223,3 +226,18 @@ def test_the_policy_carries_its_settings_into_the_rules() -> None:
     )
     assert TargetPolicy().protected_flags == list(DEFAULT_PROTECTED_FLAGS)
     assert TargetPolicy().env_allow == list(DEFAULT_ENV_ALLOW)
+
+
+def test_the_docs_list_what_the_code_holds() -> None:
+    root = Path(__file__).parents[3]
+    config = (root / "docs" / "config.md").read_text(encoding="utf-8")
+    section = config[
+        config.index("The default `protected_flags`") : config.index("Setting `protected_flags`")
+    ]
+    assert set(re.findall(r"`(--[a-z0-9-]+)`", section)) == set(DEFAULT_PROTECTED_FLAGS)
+    assert f"{len(DEFAULT_PROTECTED_FLAGS)} flags of SGLang 0.5.10" in config
+    assert "`[" + ", ".join(f'"{p}"' for p in DEFAULT_ENV_ALLOW) + "]`" in config
+    security = (root / "docs" / "security.md").read_text(encoding="utf-8")
+    rules = security[security.index("## What an operator may change") : security.index("## What is stored")]
+    for entry in (*ENV_DENY, *(n for n in EXTRA_STARTUP_ENV if n != "PYTHON*")):
+        assert f"`{entry}`" in rules, entry
