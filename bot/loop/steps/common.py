@@ -83,12 +83,13 @@ def check_write(
     after: tuple[FlagSet, Mapping[str, str] | None],
 ) -> None:
     """ChangeNotAllowedError when writing `after` over `before` changes what the run's actor may not
-    change (whichever step planned it); `after`'s environment None keeps `before`'s."""
+    change (whichever step planned it); `after`'s environment None keeps `before`'s. `--node-rank`
+    is left out: every write sets each node's own (`flags_for_nodes`), whatever a plan says."""
     flags, env = after
     why = plan_refusal(
         change_rules_of(ctx),
-        before,
-        (flags, before[1] if env is None else env),
+        (without_rank(before[0]), before[1]),
+        (without_rank(flags), before[1] if env is None else env),
         admin=ctx.admin,
         canonical=canonical_of(ctx),
     )

@@ -134,3 +134,14 @@ async def test_apply_refuses_a_planned_variable_outside_the_allow_list(
         planner["env"] = {"NCCL_DEBUG": "INFO"}
         done = await engine.run(plan_and_apply(tmp_path), {}, target=TARGET, actor="slack:U_OP")
         assert done.status == "succeeded" and target.restarts == [START_FLAGS]
+
+
+async def test_a_plan_that_differs_only_in_node_rank_is_no_change_of_it(
+    tmp_path: Path, store: AsyncStore, planner: dict[str, Any]
+) -> None:
+    """Every write sets each node's own `--node-rank`, so a plan's is no change an operator makes."""
+    planner["flags"] = FlagSet((*START_FLAGS.items, FlagItem("--node-rank", "0")))
+    engine = Engine(settings(tmp_path), store, MemoryReporter(), cache_dir=tmp_path / "cache")
+    with faked_target(store.store) as target:
+        done = await engine.run(plan_and_apply(tmp_path), {}, target=TARGET, actor="slack:U_OP")
+        assert done.status == "succeeded" and len(target.restarts) == 1
