@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import target_commands
 from bot.app.bench import BenchRequest, plan_bench
-from bot.app.change_rights import check_call, invocation_refusal
+from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
@@ -93,17 +93,6 @@ async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -
     variables `policy.env_admin_allow` names."""
     rbac = services.settings.slack.rbac
     return "admin" in roles_of(user, await groups_of(client, user, rbac.group_ids()), rbac)
-
-
-async def change_refusal(
-    services: SlackServices, client: AsyncWebClient, invocation: Invocation, user: str
-) -> str | None:
-    """Why the target's change rules refuse this command to this user (None: they do not), asked
-    before the ack so a refusal is an ephemeral answer and nothing starts."""
-    if not runs_playbook(invocation):
-        return None
-    admin = await is_admin(services, client, user)
-    return invocation_refusal(services.settings, invocation, admin=admin)
 
 
 async def start_thread(
