@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.playbooks import PlaybookCall, load_all
 from bot.loop.engine import Engine
@@ -80,18 +81,22 @@ async def run_playbook(
     reporter: Reporter,
     *,
     actor: str,
+    admin: bool,
     hypothesis_id: int | None = None,
     on_settled: Callable[[RunOutcome], Awaitable[None]] | None = None,
 ) -> PlaybookRun:
     """Settle what a dead run left on the target (mutating playbooks; each told to `on_settled`),
-    then run this one. LeaseHeld when another holder has the target."""
+    then run this one. LeaseHeld when another holder has the target; ChangeRefusedError (nothing
+    runs) when it asks for a change the target's policy does not allow `actor` (`admin`: whether
+    the actor is an admin, `bot.app.change_rights`)."""
+    check_call(ctx.settings, call, admin=admin)
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
         for outcome in settled:
             await on_settled(outcome)
     outcome = await engine.run(
-        call.book, call.params, target=call.target, actor=actor, hypothesis_id=hypothesis_id
+        call.book, call.params, target=call.target, actor=actor, admin=admin, hypothesis_id=hypothesis_id
     )
     return PlaybookRun(outcome, settled)
 

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bot.app.change_rights import CONSOLE_IS_ADMIN, check_call
 from bot.app.context import AppContext, console_actor
 from bot.app.playbooks import PlaybookCall, describe, load_all, resolve_playbook
 from bot.app.runs import run_playbook
@@ -85,6 +86,7 @@ def run_playbook_command(config: Settings, invocation: Invocation, *, json_outpu
     succeeded, 1 when it did not or the lease is held, 2 for a usage problem."""
     with usage_errors():
         call = resolve_playbook(config, invocation)
+        check_call(config, call, admin=CONSOLE_IS_ADMIN)  # before the store is even opened
     code, document = execute_playbook(config, call, json_output=json_output)
     if json_output:
         typer.echo(json.dumps(document, indent=2, default=str))
@@ -98,7 +100,7 @@ def execute_playbook(
     reporter: Reporter = MemoryReporter() if json_output else ConsoleReporter()
 
     async def work(ctx: AppContext) -> dict[str, Any]:
-        done = await run_playbook(ctx, call, reporter, actor=console_actor())
+        done = await run_playbook(ctx, call, reporter, actor=console_actor(), admin=CONSOLE_IS_ADMIN)
         return done.to_json()
 
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
 from bot.commands.tokens import CommandError, tokenize
-from bot.commands.values import check_option, check_positional
+from bot.commands.values import check_option, check_positional, value_problem
 from bot.sglang.catalog import (
     AmbiguousFlagError,
     FlagCatalog,
@@ -256,6 +256,9 @@ class _Parser:
         if verb == "set":
             if not equals:
                 raise self.fail(f"env set {name}: write NAME=VALUE, e.g. env set {name}=1")
+            problem = value_problem(value)
+            if problem is not None:
+                raise self.fail(f"env set {name}: the value {value!r} {problem}")
             return Change("env-set", env_name=name, env_value=value)
         if equals:
             raise self.fail(f"env unset {name}: takes a name only, not a value")
@@ -273,6 +276,10 @@ class _Parser:
                 raise self.fail(f"remove {written}: takes no value")
             return Change("remove", spec.name, written=written)
         value = self._values(spec, inline if has_inline else None)
+        for word in (value,) if isinstance(value, str) else value or ():
+            problem = value_problem(word)
+            if problem is not None:
+                raise self.fail(f"{verb} {spec.name}: the value {word!r} {problem}")
         if verb == "set" and not spec.takes_value:
             raise self.fail(
                 f"set {written}: {spec.name} is a switch; use `add {spec.name}` or `remove {spec.name}`"

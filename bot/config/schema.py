@@ -24,6 +24,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from bot.config.change_rules import (
+    DEFAULT_ENV_ALLOW,
+    DEFAULT_PROTECTED_FLAGS,
+    ChangeRules,
+    ProtectedMode,
+)
 from bot.config.verdicts import Verdicts
 
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -104,6 +110,15 @@ class TargetPolicy(Strict):
     approval_expiry: Duration = timedelta(hours=1)
     """How long an approval request stays valid; later it must be requested again."""
     max_restarts_per_hour: int = Field(6, ge=0)
+    env_allow: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOW))
+    """Environment names (fnmatch patterns, case-sensitive) an operator may `env set|unset`;
+    start-up names and the deny-list of `bot/config/change_rules.py` stay refused whatever it says."""
+    env_admin_allow: list[str] = Field(default_factory=list)
+    """Exact variable names only an admin may change (also a start-up or deny-listed name)."""
+    protected_flags: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_FLAGS))
+    """SGLang flags (canonical names) only an admin may change (or nobody: `protected_flags_mode`)."""
+    protected_flags_mode: ProtectedMode = "admin"
+    """`admin`: only an admin may change a protected flag; `refuse`: nobody, through flagbot."""
 
     @field_validator("approval_expiry", mode="after")
     @classmethod
@@ -111,6 +126,48 @@ class TargetPolicy(Strict):
         if value <= timedelta(0):
             raise ValueError("an approval must stay valid for some time, e.g. 15m or 1h")
         return value
+
+    @field_validator("env_allow", mode="after")
+    @classmethod
+    def _env_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not _ENV_PATTERN.match(pattern):
+                raise ValueError(
+                    f"{pattern!r} is not a variable name pattern (letters, digits, _ and the "
+                    "wildcards * ? [...]), e.g. NCCL_*"
+                )
+        return value
+
+    @field_validator("env_admin_allow", mode="after")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _ENV_EXACT.match(name):
+                raise ValueError(f"{name!r}: give exact variable names (no wildcard), e.g. LD_LIBRARY_PATH")
+        return value
+
+    @field_validator("protected_flags", mode="after")
+    @classmethod
+    def _flag_names(cls, value: list[str]) -> list[str]:
+        for flag in value:
+            if not _FLAG_NAME.match(flag):
+                raise ValueError(f"{flag!r} is not an SGLang flag name; write it as --model-path")
+        return value
+
+    def change_rules(self, target: str) -> ChangeRules:
+        """The rules of `bot/config/change_rules.py` with this target's settings."""
+        return ChangeRules(
+            target=target,
+            env_allow=tuple(self.env_allow),
+            env_admin_allow=tuple(self.env_admin_allow),
+            protected_flags=tuple(self.protected_flags),
+            protected_flags_mode=self.protected_flags_mode,
+        )
+
+
+_ENV_PATTERN = re.compile(r"^[A-Za-z0-9_*?\[\]!]+$")
+_ENV_EXACT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
 
 
 _NODE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]{1,255}$")

@@ -145,6 +145,8 @@ class StepContext:
     step_index: int = 0
     hypothesis_id: int | None = None
     investigation_id: int | None = None
+    admin: bool = False
+    """Whether `actor` is an admin (the target's change rules: protected flags, environment)."""
     lease_lost: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by the engine's heartbeat when the lease is gone: a long action (a benchmark) can stop early."""
 

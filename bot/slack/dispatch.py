@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import target_commands
 from bot.app.bench import BenchRequest, plan_bench
+from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
@@ -29,6 +30,7 @@ from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
 from bot.slack.digest import digest_answer
 from bot.slack.proposals import post_proposals
+from bot.slack.rbac import groups_of, roles_of
 from bot.slack.render import CardState
 from bot.slack.services import SlackServices
 from bot.slack.thread_commands import run_bench, run_target_change
@@ -85,6 +87,14 @@ def check(settings: Settings, invocation: Invocation) -> None:
         plan_bench(settings, BenchRequest.of(settings, invocation))
 
 
+async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -> bool:
+    """Whether the user has the admin role (`slack.rbac.admins`, by id or user group): the
+    target's change rules (`bot.app.change_rights`) let admins change protected flags and the
+    variables `policy.env_admin_allow` names."""
+    rbac = services.settings.slack.rbac
+    return "admin" in roles_of(user, await groups_of(client, user, rbac.group_ids()), rbac)
+
+
 async def start_thread(
     services: SlackServices,
     client: AsyncWebClient,
@@ -118,6 +128,8 @@ async def run_in_thread(
     """Post the status card (a new thread, or a reply in the given one) and run the playbook;
     after a regression, the ranked hypotheses follow with their buttons."""
     call = resolve_playbook(services.settings, invocation)
+    admin = await is_admin(services, client, user)
+    check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
     card = CardState(
         experiment_id=None,
         playbook=call.book.name,
@@ -138,6 +150,7 @@ async def run_in_thread(
             call,
             reporter,
             actor=f"slack:{user}",
+            admin=admin,
             hypothesis_id=hypothesis_id,
             on_settled=say_settled,
         )

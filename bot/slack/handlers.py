@@ -17,6 +17,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.change_rights import invocation_refusal
+from bot.app.errors import AppError
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
@@ -82,6 +84,8 @@ async def _decide(
         target_policy=policy,
         run_owner=owner,
     )
+    if decision.allowed:  # the target's change rules: protected flags, environment allow-list
+        decision = _change_rules(services, invocation, roles, decision)
     decision = limit_reads(
         services.read_limiter,
         invocation,
@@ -101,6 +105,18 @@ async def _decide(
         )
     )
     return decision
+
+
+def _change_rules(
+    services: SlackServices, invocation: Invocation, roles: frozenset[Role], decision: Decision
+) -> Decision:
+    """The RBAC decision, or a refusal naming the rule when the command asks for a change the
+    target's policy does not allow this user (`bot.app.change_rights`; admins by role)."""
+    try:
+        why = invocation_refusal(services.settings, invocation, admin="admin" in roles)
+    except CommandError as exc:
+        return Decision(False, exc.render())
+    return decision if why is None else Decision(False, why, role="admin")
 
 
 async def _start(
@@ -189,7 +205,7 @@ def _report_error(
 ) -> Callable[[str, BaseException], Awaitable[None]]:
     async def report(ident: str, exc: BaseException) -> None:
         # a host that cannot be reached or whose key is unknown is the user's to fix: say which
-        known = isinstance(exc, CommandError | LookupError | ValueError | TargetError)
+        known = isinstance(exc, CommandError | AppError | LookupError | ValueError | TargetError)
         text = str(exc) if known else f"something went wrong (error id {ident}); the log has the details"
         await client.chat_postEphemeral(
             channel=where.channel, user=user, thread_ts=where.thread_ts, text=text

@@ -185,8 +185,8 @@ def _argv_words(value: object) -> list[str]:
     for word in value:
         if not isinstance(word, str) or len(word) > MAX_ARGV_WORD:
             raise ParamError(f"argv: {word!r} is not a word of at most {MAX_ARGV_WORD} characters")
-        if any(ord(ch) < 32 or ord(ch) == 127 for ch in word):
-            raise ParamError(f"argv: {word!r} holds a control character")
+        if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 or ch in "\u2028\u2029" for ch in word):
+            raise ParamError(f"argv: {word!r} holds a control character or a line break")
         if word.startswith("-") and not (_FLAG_WORD.match(word) or _NEGATIVE_NUMBER.match(word)):
             raise ParamError(f"argv: {word!r} starts with '-' but is neither a flag name nor a number")
         words.append(word)

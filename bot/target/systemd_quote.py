@@ -28,9 +28,23 @@ class SystemdQuoteError(ValueError):
     """A value that cannot be written into a unit file safely; the message names it."""
 
 
+_UNICODE_BREAKS = {
+    "\x85": "a next-line character (U+0085)",
+    "\u2028": "a line separator (U+2028)",
+    "\u2029": "a paragraph separator (U+2029)",
+}
+"""Line breaks beyond the C0 controls: `str.splitlines()` (and so any reader of a unit or of
+`systemctl show` that splits lines the Python way) ends a line at each."""
+
+
 def _refuse_control(value: str, what: str) -> None:
     for char in value:
-        if ord(char) < 0x20 or ord(char) == 0x7F:
+        if char in _UNICODE_BREAKS:
+            raise SystemdQuoteError(
+                f"{what} {value!r} contains {_UNICODE_BREAKS[char]}, a line break; flagbot refuses "
+                "to write it into a unit file (a reader would see the end of the setting)"
+            )
+        if ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F:
             name = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
                 char, f"control character U+{ord(char):04X}"
             )

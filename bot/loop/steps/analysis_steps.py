@@ -20,6 +20,8 @@ from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, R
 from bot.loop.steps.common import (
     bench_value,
     changes_of,
+    check_changes,
+    check_flags,
     expectations_of,
     flags_from_json,
     fmt,
@@ -51,6 +53,7 @@ def knowledge_base(ctx: StepContext) -> Any:
     summary="Check the change before any restart: flag known, hardware gating, implied flags, downtime, drop-in diff",
 )
 async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any]:
+    check_changes(ctx, changes_of(ctx))  # before the dry run executes anything on node 0
     observations = await ctx.store.run(list_observations, ctx.store.store)
     report = await run_preflight(
         ctx.session(),
@@ -209,6 +212,7 @@ async def isolate_step(
                 "Isolate",
             )
         )
+    check_flags(ctx, changes)  # every probe switches these flags
     if ctx.state.before.flags is None:
         ctx.state.before.flags = view.flags
     if ctx.state.before.env is None:

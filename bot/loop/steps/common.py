@@ -8,13 +8,21 @@ start's capacity or status metric; readers outside the steps import it from ther
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bot.config.schema import Target
+from bot.config.change_rules import (
+    ChangeNotAllowedError,
+    ChangeRules,
+    changes_refusal,
+    flag_refusal,
+    plan_refusal,
+)
+from bot.config.schema import Target, TargetPolicy
 from bot.loop.actions import StepContext
 from bot.loop.run_state import flags_from_json as flags_from_json  # re-exported for the steps
 from bot.loop.snapshot_values import snapshot_value as snapshot_value  # re-exported for the steps
+from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
 from bot.sglang.flagset import FlagSet
@@ -27,6 +35,66 @@ def target_of(ctx: StepContext) -> Target:
 
 def changes_of(ctx: StepContext, key: str = "changes") -> list[Change]:
     return [Change.from_json(item) for item in ctx.params.get(key) or []]
+
+
+def canonical_of(ctx: StepContext) -> Callable[[str], str]:
+    """The target's flag names made canonical (a name SGLang does not know stays as written)."""
+    config = ctx.settings.targets.get(ctx.target)
+    version = (config.sglang_version if config is not None else None) or "0.5.10"
+    try:
+        catalog = FlagCatalog.load(version)
+    except LookupError:
+        catalog = FlagCatalog.load("0.5.10")
+
+    def canonical(name: str) -> str:
+        try:
+            return catalog.canonical(name)
+        except ValueError:
+            return name
+
+    return canonical
+
+
+def change_rules_of(ctx: StepContext) -> ChangeRules:
+    """The target's change rules (`bot/config/change_rules.py`), the defaults for an unnamed target."""
+    config = ctx.settings.targets.get(ctx.target)
+    return (config.policy if config is not None else TargetPolicy()).change_rules(ctx.target)
+
+
+def check_changes(ctx: StepContext, changes: Iterable[Change]) -> None:
+    """ChangeNotAllowedError (naming the rule) when the run's actor may not ask for these changes."""
+    why = changes_refusal(change_rules_of(ctx), changes, admin=ctx.admin)
+    if why is not None:
+        raise ChangeNotAllowedError(why)
+
+
+def check_flags(ctx: StepContext, flags: Iterable[str]) -> None:
+    """ChangeNotAllowedError when one of these flags (any spelling) is protected from the run's actor."""
+    canonical = canonical_of(ctx)
+    for flag in flags:
+        why = flag_refusal(change_rules_of(ctx), canonical(flag), admin=ctx.admin)
+        if why is not None:
+            raise ChangeNotAllowedError(why)
+
+
+def check_write(
+    ctx: StepContext,
+    before: tuple[FlagSet, Mapping[str, str]],
+    after: tuple[FlagSet, Mapping[str, str] | None],
+) -> None:
+    """ChangeNotAllowedError when writing `after` over `before` changes what the run's actor may not
+    change (whichever step planned it); `after`'s environment None keeps `before`'s. `--node-rank`
+    is left out: every write sets each node's own (`flags_for_nodes`), whatever a plan says."""
+    flags, env = after
+    why = plan_refusal(
+        change_rules_of(ctx),
+        (without_rank(before[0]), before[1]),
+        (without_rank(flags), before[1] if env is None else env),
+        admin=ctx.admin,
+        canonical=canonical_of(ctx),
+    )
+    if why is not None:
+        raise ChangeNotAllowedError(why)
 
 
 def expectations_of(ctx: StepContext, key: str = "expect") -> list[Expectation]:

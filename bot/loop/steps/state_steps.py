@@ -13,6 +13,7 @@ from bot.loop.actions import StepContext, action
 from bot.loop.run_state import RunState
 from bot.loop.steps.common import (
     bench_value,
+    canonical_of,
     expectations_of,
     flags_from_json,
     fmt,
@@ -20,7 +21,6 @@ from bot.loop.steps.common import (
     snapshot_value,
 )
 from bot.loop.steps.target_steps import emit_observation
-from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.sglang.flagset import FlagItem, FlagSet
@@ -96,19 +96,7 @@ def _inverse(
 
 def _canonical_of(ctx: StepContext) -> Callable[[str], str]:
     """The target's flag names made canonical (a name SGLang does not know stays as written)."""
-    version = ctx.settings.targets[ctx.target].sglang_version or "0.5.10"
-    try:
-        catalog = FlagCatalog.load(version)
-    except LookupError:
-        catalog = FlagCatalog.load("0.5.10")
-
-    def canonical(name: str) -> str:
-        try:
-            return catalog.canonical(name)
-        except ValueError:
-            return name
-
-    return canonical
+    return canonical_of(ctx)
 
 
 @action(

@@ -18,7 +18,7 @@ from bot.bench.chart import preload as preload_chart
 from bot.heap import settle
 from bot.http import async_client
 from bot.loop.actions import StepContext, action
-from bot.loop.steps.common import describe_flags, flags_from_json
+from bot.loop.steps.common import check_write, describe_flags, flags_from_json
 from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
 from bot.store.experiments import list_steps
@@ -118,6 +118,11 @@ async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
     if flags is None:
         raise KeyError("intended_flags")  # as before: no plan, no apply (preflight or plan_revert first)
     env = ctx.state.plan.env
+    before_flags, before_env = ctx.state.before.flags, ctx.state.before.env
+    if before_flags is None or before_env is None:
+        view = await read_unit(ts.node0)
+        before_flags, before_env = view.flags, dict(view.env)
+    check_write(ctx, (before_flags, before_env), (flags, env))  # whichever step planned it
     report = await apply_and_restart(
         ts,
         flags_for_nodes(flags, len(ts.nodes)),

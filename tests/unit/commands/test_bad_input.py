@@ -66,6 +66,15 @@ INJECTIONS = [
     "--ｔｐ",
     "\t",
     "\r",
+    "\v",
+    "\f",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "x\x85y",  # NEL
+    "x\u2028y",  # LINE SEPARATOR
+    "x\u2029y",  # PARAGRAPH SEPARATOR
+    "\x9b31m",  # a C1 control (CSI)
     "=",
     "--=",
     "-",
@@ -130,6 +139,9 @@ def test_every_injection_as_a_value_is_refused_or_round_trips() -> None:
     assert set(endings.values()) <= {"grammar", "unquotable", "written"}, endings
     # control characters never reach a unit
     assert endings["a\x00b"] != "written" and endings["x\ny"] != "written"
+    # every line break (all of str.splitlines()'s) ends in the grammar, with its name
+    for value in ("x\ny", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "x\x85y", "x\u2028y", "x\u2029y"):
+        assert endings[value] == "grammar", value
     assert endings["$(reboot)"] == "written"  # a harmless literal: systemd gets `$$(reboot)`, SGLang the text
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,8 +20,8 @@ from bot.target.systemd_quote import (
     substitute_env,
 )
 
-# printable text: no control characters (refused) and no lone surrogates (not text)
-printable = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=40)
+# printable text: no control characters or line breaks (refused) and no lone surrogates (not text)
+printable = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=40)
 tricky = st.text(st.sampled_from(list("%$\"'\\ ;a-=é{}`#")), max_size=12)
 words = st.one_of(printable, tricky)
 
@@ -65,7 +67,26 @@ def test_quoting_examples(word: str, written: str) -> None:
     assert quote_exec_word(word) == written
 
 
-@pytest.mark.parametrize("bad", ["a\nb", "tab\there", "cr\r", "nul\x00", "del\x7f", "esc\x1b[0m"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "a\nb",
+        "tab\there",
+        "cr\r",
+        "nul\x00",
+        "del\x7f",
+        "esc\x1b[0m",
+        "vt\v",
+        "ff\f",
+        "fs\x1c",
+        "gs\x1d",
+        "rs\x1e",
+        "nel\x85",
+        "csi\x9b",
+        "ls\u2028ActiveState=failed",
+        "ps\u2029",
+    ],
+)
 def test_control_characters_are_refused(bad: str) -> None:
     with pytest.raises(SystemdQuoteError, match="refuses"):
         render_exec(["/usr/bin/python3", "--x", bad])
@@ -91,3 +112,11 @@ def test_references_and_substitution() -> None:
     assert substitute_env("${A}/x$B$$C", {"A": "1", "B": "2"}) == "1/x2$C"
     with pytest.raises(KeyError):
         substitute_env("$MISSING", {})
+
+
+@pytest.mark.parametrize(("char", "name"), [("\x85", "U+0085"), ("\u2028", "U+2028"), ("\u2029", "U+2029")])
+def test_a_unicode_line_break_is_refused_by_name(char: str, name: str) -> None:
+    for write in (lambda v: render_exec(["/usr/bin/python3", v]), lambda v: render_environment({"X": v})):
+        with pytest.raises(SystemdQuoteError, match=re.escape(name) + ".*a line break"):
+            write(f"a{char}b")
+    assert len(f"a{char}b".splitlines()) == 2  # why: Python's readers would see two lines
