@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
-from bot.commands.tokens import CommandError, tokenize
+from bot.commands.tokens import CommandError, check_words, tokenize
 from bot.commands.values import check_option, check_positional
 from bot.sglang.catalog import (
     AmbiguousFlagError,
@@ -65,6 +65,7 @@ class Invocation:
 def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = None) -> Invocation:
     """Parse a command text (Slack) or word list (CLI); raise CommandError naming the exact problem."""
     tokens = tokenize(words) if isinstance(words, str) else list(words)
+    check_words(tokens)  # the CLI's words too: a surrogate-escaped byte, a newline in a quoted argument
     if tokens and tokens[0] in ("/flagbot", "flagbot"):
         tokens = tokens[1:]
     if not tokens:
