@@ -26,7 +26,7 @@ _WEEK = re.compile(r"^(?P<year>\d{4})-W(?P<week>0[1-9]|[1-4]\d|5[0-3])$", re.ASC
 _ID = re.compile(r"^#?(?P<id>[1-9]\d{0,17})$", re.ASCII)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _INT = re.compile(r"^[1-9]\d{0,8}$", re.ASCII)
-_DURATION = re.compile(r"^(?P<number>\d{1,12}(?:\.\d{1,9})?)(?P<unit>ms|s|m|h|d)?$", re.ASCII)
+_DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d)?$", re.ASCII)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": float(DAY_S), None: 1.0}
 
 
