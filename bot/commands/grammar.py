@@ -224,6 +224,13 @@ class _Parser:
         self.options[key] = value
 
     def _checked(self, option: Option, value: str) -> str:
+        if option.kind == "flags":  # SGLang flag names, as the target's flag list spells them
+            names = [name for name in value.replace(",", " ").split() if name]
+            if not names or not all(name.startswith("--") for name in names):
+                raise self.fail(
+                    f"{option.name}={value!r}: expected comma-separated flags such as --enable-x,--tp"
+                )
+            return ",".join(dict.fromkeys(self._resolve(name).name for name in names))
         try:
             return check_option(option, value)
         except ValueError as exc:

@@ -12,7 +12,7 @@ from typing import Literal
 Tier = Literal["read-only", "mutating"]
 """read-only never touches a target's configuration or load; mutating restarts, edits or loads it."""
 
-OptionKind = Literal["text", "int", "duration", "week", "choice", "id", "list"]
+OptionKind = Literal["text", "int", "duration", "week", "choice", "id", "list", "flags"]
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
         options=(
             TARGET,
-            Option("flags", "text", "comma-separated flags to take out (their baseline value returns)"),
+            Option("flags", "flags", "comma-separated flags to take out (their baseline value returns)"),
         ),
     ),
     CommandSpec(
@@ -318,7 +318,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(
             TARGET,
             PROFILE,
-            Option("since", "text", "the known-good reference: baseline or an experiment id"),
+            Option(
+                "since", "id", "the known-good reference: baseline or an experiment id", choices=("baseline",)
+            ),
             Option(
                 "end",
                 "choice",

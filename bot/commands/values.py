@@ -35,7 +35,12 @@ def check_option(option: Option, value: str) -> str:
     if option.kind == "int":
         return str(_bounded_int(value, option.maximum or MAX_INT, "a positive whole number"))
     if option.kind == "id":
-        return check_id(value)
+        if value in option.choices:
+            return value
+        try:
+            return check_id(value)
+        except ValueError as exc:
+            raise ValueError(f"{exc}{''.join(f' or `{choice}`' for choice in option.choices)}") from None
     if option.kind == "duration":
         check_duration(value, option.maximum or MAX_DURATION_S)
         return value
