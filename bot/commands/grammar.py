@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
-from bot.commands.tokens import CommandError, tokenize
+from bot.commands.tokens import CommandError, check_words, tokenize
 from bot.commands.values import check_option, check_positional, value_problem
 from bot.sglang.catalog import (
     AmbiguousFlagError,
@@ -65,6 +65,7 @@ class Invocation:
 def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = None) -> Invocation:
     """Parse a command text (Slack) or word list (CLI); raise CommandError naming the exact problem."""
     tokens = tokenize(words) if isinstance(words, str) else list(words)
+    check_words(tokens)  # the CLI's words too: a surrogate-escaped byte, a newline in a quoted argument
     if tokens and tokens[0] in ("/flagbot", "flagbot"):
         tokens = tokens[1:]
     if not tokens:
@@ -223,6 +224,13 @@ class _Parser:
         self.options[key] = value
 
     def _checked(self, option: Option, value: str) -> str:
+        if option.kind == "flags":  # SGLang flag names, as the target's flag list spells them
+            names = [name for name in value.replace(",", " ").split() if name]
+            if not names or not all(name.startswith("--") for name in names):
+                raise self.fail(
+                    f"{option.name}={value!r}: expected comma-separated flags such as --enable-x,--tp"
+                )
+            return ",".join(dict.fromkeys(self._resolve(name).name for name in names))
         try:
             return check_option(option, value)
         except ValueError as exc:

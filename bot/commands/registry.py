@@ -12,7 +12,7 @@ from typing import Literal
 Tier = Literal["read-only", "mutating"]
 """read-only never touches a target's configuration or load; mutating restarts, edits or loads it."""
 
-OptionKind = Literal["text", "int", "duration", "week", "choice", "id", "list"]
+OptionKind = Literal["text", "int", "duration", "week", "choice", "id", "list", "flags"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,12 @@ class Option:
     kind: OptionKind
     help: str
     choices: tuple[str, ...] = ()
+    maximum: int | None = None
+    """The largest value: of an `int`, of each number of a `list`, in seconds of a `duration`
+    (`bot.commands.values` has the defaults; docs/commands.md lists them)."""
+
+
+DAY_S = 86_400
 
 
 @dataclass(frozen=True)
@@ -131,8 +137,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "this start (default), the previous start, since= a time ago, or the unit's last matching lines",
                 ("this", "previous", "since", "last"),
             ),
-            Option("since", "duration", "look back this far instead of this start"),
-            Option("lines", "int", "show at most this many matching lines (the newest)"),
+            Option("since", "duration", "look back this far instead of this start", maximum=366 * DAY_S),
+            Option("lines", "int", "show at most this many matching lines (the newest)", maximum=1000),
         ),
     ),
     CommandSpec(
@@ -194,7 +200,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
         options=(
             TARGET,
-            Option("flags", "text", "comma-separated flags to take out (their baseline value returns)"),
+            Option("flags", "flags", "comma-separated flags to take out (their baseline value returns)"),
         ),
     ),
     CommandSpec(
@@ -223,8 +229,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(
             TARGET,
             PROFILE,
-            Option("concurrency", "list", "comma-separated concurrency levels"),
-            Option("repeats", "int", "repeats per level (default: the profile's)"),
+            Option("concurrency", "list", "comma-separated concurrency levels", maximum=4096),
+            Option("repeats", "int", "repeats per level (default: the profile's)", maximum=100),
             Option(
                 "backend",
                 "choice",
@@ -236,6 +242,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "wait",
                 "duration",
                 "when the target's lease is held, wait this long for it (default 0: refuse at once)",
+                maximum=DAY_S,
             ),
         ),
     ),
@@ -311,7 +318,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(
             TARGET,
             PROFILE,
-            Option("since", "text", "the known-good reference: baseline or an experiment id"),
+            Option(
+                "since", "id", "the known-good reference: baseline or an experiment id", choices=("baseline",)
+            ),
             Option(
                 "end",
                 "choice",
@@ -342,8 +351,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ("log", "log limit=20", "log since=7d"),
         options=(
             TARGET,
-            Option("limit", "int", "at most this many entries"),
-            Option("since", "duration", "only what happened this recently"),
+            Option("limit", "int", "at most this many entries", maximum=1000),
+            Option("since", "duration", "only what happened this recently", maximum=366 * DAY_S),
         ),
     ),
     CommandSpec(

@@ -8,9 +8,23 @@ because guessing a flag name is exactly the kind of silent change flagbot must n
 from __future__ import annotations
 
 import shlex
+import unicodedata
+from collections.abc import Sequence
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'"})
 MAX_COMMAND_CHARS = 4000
+LINE_BREAKS = frozenset("\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029")
+"""Every character Python's `str.splitlines()` ends a line at: none may be inside a word."""
+_CHAR_NAMES = {
+    "\n": "a newline",
+    "\r": "a carriage return",
+    "\t": "a tab",
+    "\v": "a vertical tab",
+    "\f": "a form feed",
+    "\x85": "a next-line character (U+0085)",
+    "\u2028": "a line separator (U+2028)",
+    "\u2029": "a paragraph separator (U+2029)",
+}
 
 
 class CommandError(ValueError):
@@ -33,12 +47,45 @@ class CommandError(ValueError):
 
 
 def tokenize(text: str) -> list[str]:
-    """Shell-style words; a quote left open, a NUL or an overlong text is a CommandError."""
+    """Shell-style words; a quote left open, a NUL, an overlong text or a word that holds a
+    control character, a line break or a lone surrogate (`check_words`) is a CommandError."""
     if "\x00" in text:
         raise CommandError("the command contains a NUL character")
     if len(text) > MAX_COMMAND_CHARS:
         raise CommandError(f"the command is {len(text)} characters long; the limit is {MAX_COMMAND_CHARS}")
     try:
-        return shlex.split(text.translate(_QUOTES), comments=False, posix=True)
+        words = shlex.split(text.translate(_QUOTES), comments=False, posix=True)
     except ValueError as exc:
         raise CommandError(f"cannot split the command into words: {exc} (a quote is not closed)") from None
+    check_words(words)
+    return words
+
+
+def check_words(words: Sequence[str]) -> None:
+    """Every word is text that can go anywhere a value goes (a drop-in, an SSH argument, the
+    database, a Slack message): CommandError naming the word and the character otherwise.
+
+    Refused inside a word: a lone surrogate (it cannot be encoded as UTF-8; Slack's JSON can
+    carry one as an escape, a CLI argument as undecodable bytes), every control character
+    (C0, DEL, C1: NUL, tab, newline, carriage return, U+0085 ...) and U+2028/U+2029, the
+    line breaks `str.splitlines()` knows besides the control characters. Between words,
+    spaces, tabs and newlines only separate (the tokenizer has dropped them already).
+    """
+    for word in words:
+        for char in word:
+            category = unicodedata.category(char)
+            if category == "Cs":
+                raise CommandError(
+                    f"the word {_shown(word)} holds a lone surrogate (U+{ord(char):04X}), which is not text"
+                )
+            if category == "Cc" or char in LINE_BREAKS:
+                name = _CHAR_NAMES.get(char, f"the control character U+{ord(char):04X}")
+                raise CommandError(
+                    f"the word {_shown(word)} holds {name}; words may not hold control characters "
+                    "or line breaks (quote a value on one line)"
+                )
+
+
+def _shown(word: str) -> str:
+    """A word as the error message shows it: escaped (no raw control character) and cut short."""
+    return repr(word if len(word) <= 60 else word[:57] + "...")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from bot.commands.grammar import parse_command
 from bot.commands.tokens import CommandError, tokenize
+from bot.commands.values import MAX_ID
 from bot.sglang.change import Change
 from bot.sglang.expectation import ExpectationError, parse_expectation
 from bot.sglang.metrics import unknown_metric_message
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 TRUE = frozenset({"true", "yes", "on", "1"})
 FALSE = frozenset({"false", "no", "off", "0"})
+MAX_INT64 = 2**63 - 1
+"""An `int` parameter fits a signed 64-bit column."""
 _ONE_EXPECTATION = re.compile(
     r"\s*(?P<text>[A-Za-z_][A-Za-z0-9_.]*\s*(?:>=|<=|==|!=|=>|=<|>|<|=)\s*[^\s,]+)\s*(?:,|(?=\s)|$)"
 )
@@ -93,8 +96,10 @@ def _integer(value: object, *, positive: bool) -> int:
         number = int(text)
     except ValueError:
         raise ValueError(f"{value!r} is not a whole number") from None
-    if positive and number < 1:
-        raise ValueError(f"{value!r} is not an id (a number from 1)")
+    if positive and not 1 <= number <= MAX_ID:
+        raise ValueError(f"{value!r} is not an id (a number from 1 to {MAX_ID})")
+    if not -MAX_INT64 <= number <= MAX_INT64:
+        raise ValueError(f"{value!r} is too large (a whole number of at most 64 bits)")
     return number
 
 

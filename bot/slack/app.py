@@ -111,7 +111,9 @@ class OnceSocketModeHandler(AsyncSocketModeHandler):
     bot may have received it and acted (a `try` started, help posted). The redelivery gets the
     first delivery's answer as its ack (a usage error's text is not lost with the ack) and the
     listener does not run again. The key is what Slack keeps across deliveries: the trigger id
-    of a command or click, the event id of an event; the last MEMORY deliveries are kept.
+    of a command or click, the event id of an event; the last MEMORY deliveries are kept. After
+    a restart that memory is empty: the listeners' own keys in the store (`first_delivery`)
+    then answer a redelivered command with "delivered before" and run nothing.
     """
 
     MEMORY = 1000

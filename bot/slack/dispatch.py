@@ -14,7 +14,6 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import target_commands
-from bot.app.bench import BenchRequest, plan_bench
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.notify import MemoryNotifier
@@ -22,6 +21,7 @@ from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
 from bot.app.records import read_records
 from bot.app.runs import run_playbook, settled_text
 from bot.app.targets import target_of
+from bot.app.validate import check_invocation
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError, catalog_for
 from bot.commands.tokens import tokenize
@@ -77,14 +77,9 @@ def preload() -> None:
 
 def check(settings: Settings, invocation: Invocation) -> None:
     """What the user can fix, found before the ack and answered ephemerally (CommandError): the
-    target of a threaded command, `run`'s playbook and parameters, `bench`'s profile."""
-    if not threaded(invocation):
-        return
-    target_of(settings, invocation)
-    if invocation.name == "run":
-        resolve_playbook(settings, invocation)
-    elif invocation.name == "bench":
-        plan_bench(settings, BenchRequest.of(settings, invocation))
+    target of every command, `grep`'s scope, the playbook and its parameters, `bench`'s plan
+    (`bot.app.validate`)."""
+    check_invocation(settings, invocation)
 
 
 async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -> bool:

@@ -2,11 +2,14 @@
 
 Each acks first (Slack's 3 s), with an ephemeral answer when the command is refused (a usage
 error, a role missing), and hands the work to a background task. Every command and click is
-audited with who, what and the outcome; a click or an event seen twice acts once.
+audited with who, what and the outcome; a command, a click or an event seen twice acts once
+(the keys are in the store: also after a restart, in Socket Mode and HTTP mode alike).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -15,6 +18,7 @@ from typing import Any
 
 from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.change_rights import invocation_refusal
@@ -214,13 +218,42 @@ def _report_error(
     return report
 
 
+def delivery_id(payload: dict[str, Any], request: AsyncBoltRequest, field: str) -> str:
+    """What is the same in every delivery of one command or event, and in a replay of its
+    signed request: Slack's `field` (a command's `trigger_id`, an event's `event_id`); else
+    the request's `X-Slack-Signature` (an HMAC of its timestamp and body); else the payload's
+    hash (Socket Mode has no signature)."""
+    ident = payload.get(field)
+    if isinstance(ident, str) and ident:
+        return ident
+    signatures = request.headers.get("x-slack-signature") or []
+    if signatures and signatures[0]:
+        return "sig:" + signatures[0]
+    whole = json.dumps(payload, sort_keys=True, default=str).encode("utf-8", "surrogatepass")
+    return "body:" + hashlib.sha256(whole).hexdigest()
+
+
+ALREADY_DELIVERED = (
+    "this command reached flagbot before (Slack delivered it again, or the request was replayed); "
+    "it was acted on then and is not run twice"
+)
+
+
 async def on_command(
-    ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+    ack: AsyncAck,
+    command: dict[str, Any],
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+    request: AsyncBoltRequest,
 ) -> None:
-    """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer."""
+    """`/flagbot TEXT`: a mutating command opens an investigation thread; others answer.
+    A command delivered twice (a redelivery, a replayed request) acts once, across restarts."""
     services: SlackServices = context["flagbot"]
     services.request_seen()
     text, user, channel = typed_text(command.get("text", "")), command["user_id"], command["channel_id"]
+    if not await services.first_delivery("command", delivery_id(command, request, "trigger_id"), user):
+        await ack(response_type="ephemeral", text=ALREADY_DELIVERED)
+        return
     try:
         invocation = parse(services.settings, text)
         check(services.settings, invocation)
@@ -242,7 +275,13 @@ async def on_command(
         await ack()
 
 
-async def on_mention(event: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext) -> None:
+async def on_mention(
+    body: dict[str, Any],
+    event: dict[str, Any],
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+    request: AsyncBoltRequest,
+) -> None:
     """`@flagbot COMMAND` (in an investigation thread: acts there). Redelivered events act once.
 
     Bolt acknowledges an event when its listener returns, so everything is done after it."""
@@ -250,17 +289,16 @@ async def on_mention(event: dict[str, Any], client: AsyncWebClient, context: Asy
     services.request_seen()
     where = Where(event["channel"], event.get("thread_ts") or event.get("ts"))
     services.spawn(
-        _mentioned(services, client, event, where),
+        _mentioned(services, client, event, where, delivery_id(body, request, "event_id")),
         on_error=_report_error(client, where, event.get("user", "")),
     )
 
 
 async def _mentioned(
-    services: SlackServices, client: AsyncWebClient, event: dict[str, Any], where: Where
+    services: SlackServices, client: AsyncWebClient, event: dict[str, Any], where: Where, ident: str
 ) -> None:
-    key = f"event:{event.get('client_msg_id') or event.get('ts')}"
     user, channel = event.get("user", ""), event["channel"]
-    if not await services.first_time(key, user):
+    if not await services.first_delivery("event", ident, user):
         return
     text = typed_text(MENTION.sub("", event.get("text", ""), count=1))
     try:

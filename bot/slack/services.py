@@ -27,6 +27,7 @@ from bot.app.context import AppContext
 from bot.config import Settings
 from bot.slack.rate_limit import ReadLimiter
 from bot.store import AsyncStore
+from bot.store.seen_keys import DELIVERY_PREFIX, forget_deliveries
 from bot.store.seen_keys import first_time as first_time_stored
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,10 @@ QUIET_S = 0.15
 """A task starts once no request has arrived for this long ..."""
 MAX_DEFER_S = 1.0
 """... or this long after it was spawned, whichever comes first."""
+SEEN_IN_MEMORY = 10_000
+"""Keys also kept in memory (the newest; the store has them all)."""
+PRUNE_EVERY_S = 3600.0
+"""How often the delivery keys older than a day are dropped from the store."""
 
 
 def error_id() -> str:
@@ -56,6 +61,7 @@ class SlackServices:
     """Each user's read commands of the last minute (`[slack] read_commands_per_minute`)."""
     _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _last_request: float = float("-inf")
+    _pruned_at: float = float("-inf")
 
     @property
     def context(self) -> AppContext:
@@ -108,7 +114,19 @@ class SlackServices:
             if key in self.seen:
                 return False
             self.seen[key] = actor
+            while len(self.seen) > SEEN_IN_MEMORY:
+                del self.seen[next(iter(self.seen))]
         return await self.store.run(first_time_stored, self.store.store, key, actor=actor)
+
+    async def first_delivery(self, kind: str, ident: str, actor: str) -> bool:
+        """True the first time Slack delivers this command or event (`ident`: its trigger id or
+        event id, the same in a retry and in a replayed request), in any process, across
+        restarts. The keys of deliveries older than a day are dropped now and then."""
+        now = asyncio.get_running_loop().time()
+        if now - self._pruned_at > PRUNE_EVERY_S:
+            self._pruned_at = now
+            self.spawn(self.store.run(forget_deliveries, self.store.store))
+        return await self.first_time(f"{DELIVERY_PREFIX}{kind}:{ident}", actor)
 
     async def drain(self) -> None:
         """Wait for the runs in flight (shutdown, tests)."""

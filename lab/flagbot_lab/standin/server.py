@@ -288,9 +288,9 @@ class Standin(StandinState):
         target = ResponseTarget(chan.id, who.id)
         response_url = self._response_url_for(target)
         fields = slash_fields(command=command, text=text, user=who, channel=chan, response_url=response_url)
-        answer = await self.send(
-            self._request("slash_commands", dict(fields), urlencode(fields).encode(), FORM, signing)
-        )
+        # a Socket Mode envelope is JSON, which carries any text (a lone surrogate too); a form only UTF-8
+        form = b"" if self.over_socket else urlencode(fields).encode()
+        answer = await self.send(self._request("slash_commands", dict(fields), form, FORM, signing))
         shown = (
             ack_message(answer.body, answer.headers.get("Content-Type", "")) if answer.status == 200 else None
         )
