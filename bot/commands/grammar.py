@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
-from bot.commands.tokens import CommandError, check_words, tokenize
-from bot.commands.values import check_option, check_positional, value_problem
+from bot.commands.tokens import CommandError, check_words, tokenize, value_problem
+from bot.commands.values import check_option, check_positional
 from bot.sglang.catalog import (
     AmbiguousFlagError,
     FlagCatalog,

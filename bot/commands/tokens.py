@@ -8,23 +8,38 @@ because guessing a flag name is exactly the kind of silent change flagbot must n
 from __future__ import annotations
 
 import shlex
-import unicodedata
 from collections.abc import Sequence
 
 _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"', "‘": "'", "’": "'", "‚": "'"})
 MAX_COMMAND_CHARS = 4000
-LINE_BREAKS = frozenset("\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029")
-"""Every character Python's `str.splitlines()` ends a line at: none may be inside a word."""
-_CHAR_NAMES = {
-    "\n": "a newline",
-    "\r": "a carriage return",
-    "\t": "a tab",
-    "\v": "a vertical tab",
-    "\f": "a form feed",
+LINE_BREAKS: dict[str, str] = {
+    "\n": "a line feed (\\n)",
+    "\r": "a carriage return (\\r)",
+    "\v": "a vertical tab (\\v)",
+    "\f": "a form feed (\\f)",
+    "\x1c": "a file separator (U+001C)",
+    "\x1d": "a group separator (U+001D)",
+    "\x1e": "a record separator (U+001E)",
     "\x85": "a next-line character (U+0085)",
     "\u2028": "a line separator (U+2028)",
     "\u2029": "a paragraph separator (U+2029)",
 }
+"""Every character `str.splitlines()` breaks a line at: one inside a value would make one line of
+a unit file, a `systemctl show` answer or a log line into two."""
+
+
+def value_problem(value: str) -> str | None:
+    """Why a flag or environment value cannot be written as one line (a line break, another
+    control character, a lone surrogate), or None."""
+    for char in value:
+        code = ord(char)
+        if char in LINE_BREAKS:
+            return f"contains {LINE_BREAKS[char]}, a line break; a value must be one line"
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            return f"contains the control character U+{code:04X}"
+        if 0xD800 <= code <= 0xDFFF:
+            return f"contains a lone surrogate (U+{code:04X}), which is not text"
+    return None
 
 
 class CommandError(ValueError):
@@ -72,18 +87,9 @@ def check_words(words: Sequence[str]) -> None:
     spaces, tabs and newlines only separate (the tokenizer has dropped them already).
     """
     for word in words:
-        for char in word:
-            category = unicodedata.category(char)
-            if category == "Cs":
-                raise CommandError(
-                    f"the word {_shown(word)} holds a lone surrogate (U+{ord(char):04X}), which is not text"
-                )
-            if category == "Cc" or char in LINE_BREAKS:
-                name = _CHAR_NAMES.get(char, f"the control character U+{ord(char):04X}")
-                raise CommandError(
-                    f"the word {_shown(word)} holds {name}; words may not hold control characters "
-                    "or line breaks (quote a value on one line)"
-                )
+        problem = value_problem(word)
+        if problem is not None:
+            raise CommandError(f"the word {_shown(word)} {problem} (quote a value on one line)")
 
 
 def _shown(word: str) -> str:

@@ -30,36 +30,6 @@ _DURATION = re.compile(r"^(?P<number>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h|d)?$", re.A
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": float(DAY_S), None: 1.0}
 
 
-LINE_BREAKS: dict[str, str] = {
-    "\n": "a line feed (\\n)",
-    "\r": "a carriage return (\\r)",
-    "\v": "a vertical tab (\\v)",
-    "\f": "a form feed (\\f)",
-    "\x1c": "a file separator (U+001C)",
-    "\x1d": "a group separator (U+001D)",
-    "\x1e": "a record separator (U+001E)",
-    "\x85": "a next-line character (U+0085)",
-    "\u2028": "a line separator (U+2028)",
-    "\u2029": "a paragraph separator (U+2029)",
-}
-"""Every character `str.splitlines()` breaks a line at: one inside a value would make one line of
-a unit file, a `systemctl show` answer or a log line into two."""
-
-
-def value_problem(value: str) -> str | None:
-    """Why a flag or environment value cannot be written as one line (a line break, another
-    control character, a lone surrogate), or None."""
-    for char in value:
-        code = ord(char)
-        if char in LINE_BREAKS:
-            return f"contains {LINE_BREAKS[char]}, a line break; a value must be one line"
-        if code < 0x20 or 0x7F <= code <= 0x9F:
-            return f"contains the control character U+{code:04X}"
-        if 0xD800 <= code <= 0xDFFF:
-            return f"contains a lone surrogate (U+{code:04X}), which is not text"
-    return None
-
-
 def check_option(option: Option, value: str) -> str:
     """Return the value in its canonical text form, or raise ValueError saying what is expected."""
     if option.kind == "int":

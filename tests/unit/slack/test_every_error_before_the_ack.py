@@ -62,7 +62,7 @@ CATALOG = FlagCatalog.load()
 BASE = parse_launch_text(
     "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m --tp 2\n", kind="unit"
 )
-BREAKS = sorted(LINE_BREAKS | {"\t"})
+BREAKS = sorted({*LINE_BREAKS, "\t"})
 NASTY = [
     "99999999999d",
     "99999999999",
@@ -197,7 +197,7 @@ def _accepted(invocation: Invocation) -> None:
     described.encode("utf-8")
     for value in _strings(invocation):
         value.encode("utf-8")
-        assert not set(value) & LINE_BREAKS, value
+        assert not set(value) & set(LINE_BREAKS), value
     for option in invocation.spec.options:
         value = invocation.options.get(option.name)
         if value is None:
@@ -303,7 +303,7 @@ def test_the_cli_words_take_the_same_checks(words: list[str]) -> None:
         ("try env set NCCL_DEBUG='a\vb'", "a vertical tab"),
         ('grep "a\fb"', "a form feed"),
         ('grep "a\rb"', "a carriage return"),
-        ('grep "a\nb"', "a newline"),
+        ('grep "a\nb"', "a line feed (\\n)"),
         ('grep "a\x1bb"', "control character U+001B"),
         ("grep a\x00b", "NUL"),
         ('grep "open', "a quote is not closed"),
