@@ -218,7 +218,9 @@ def _admin_only(
     if (invocation.name, invocation.sub) in ADMIN_SUBS:
         return _ADMIN_WHY[(invocation.name, invocation.sub or "")]
     if effects is not None and effects.pins_baseline:
-        return f"runs playbook {effects.playbook}, which replaces the target's baseline (as `baseline pin` does)"
+        return (
+            f"runs playbook {effects.playbook}, which replaces the target's baseline (as `baseline pin` does)"
+        )
     if production and effects is not None and effects.forces:
         return (
             f"runs playbook {effects.playbook}, which writes over a hand edit (force) on a production "

@@ -23,7 +23,7 @@ from bot.target.rollback import StartOutcome, ensure_ready
 from bot.target.session import TargetSession
 
 
-class HealNeedsApproval(TargetError):
+class HealApprovalError(TargetError):
     """A diverged target whose policy has `require_approval`, healed by a run nobody approved to
     restart it (a `verify`, a `baseline pin`): refused, nothing restarted."""
 
@@ -77,7 +77,7 @@ async def heal_if_diverged(
     """None when the target is not diverged; else reconcile, wait ready, observe (or roll back).
 
     Reconciling restarts the target: on a target whose policy has `require_approval` it is done
-    only for a run whose restart was approved (`restart_approved`); otherwise `HealNeedsApproval`,
+    only for a run whose restart was approved (`restart_approved`); otherwise `HealApprovalError`,
     and nothing is touched.
 
     A node still unreachable raises `RestartError` from `reconcile`: the target stays diverged
@@ -89,7 +89,7 @@ async def heal_if_diverged(
     if divergence is None:
         return None
     if ts.target.policy.require_approval and not restart_approved:
-        raise HealNeedsApproval(ts.name, divergence.nodes, divergence.reason)
+        raise HealApprovalError(ts.name, divergence.nodes, divergence.reason)
     report = await reconcile(ts)
     previous = {node.node: node.old_invocation for node in report.nodes}
     start = await ensure_ready(

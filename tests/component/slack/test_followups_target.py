@@ -97,7 +97,9 @@ def card_with_buttons(bot: RunningBot, experiment_id: int) -> Message:
         for action in ("revert", "keep", "cancel")
     ]
     return bot.standin.workspace.post(
-        CHANNEL, text=f"try #{experiment_id} on prod: improved", blocks=[{"type": "actions", "elements": buttons}]
+        CHANNEL,
+        text=f"try #{experiment_id} on prod: improved",
+        blocks=[{"type": "actions", "elements": buttons}],
     )
 
 
@@ -126,7 +128,9 @@ async def dev_untouched(bot: RunningBot) -> None:
 
 
 async def the_request(bot: RunningBot, card: Message) -> Any:
-    value = next(e["value"] for b in card.blocks for e in b.get("elements", []) if "approve" in str(e.get("action_id")))
+    value = next(
+        e["value"] for b in card.blocks for e in b.get("elements", []) if "approve" in str(e.get("action_id"))
+    )
     request_id = int(json.loads(value)["experiment_id"])
     return await bot.services.store.run(get_request, bot.services.store.store, request_id)
 
@@ -149,7 +153,9 @@ async def test_the_revert_button_of_a_production_experiment_asks_approval_for_pr
     await bot.services.drain()
     store = bot.services.store
     reverts = [e for e in await store.run(list_experiments, store.store, "prod") if e.playbook == "revert"]
-    assert len(reverts) == 1 and reverts[0].params["what"] == str(experiment_id)  # ran on prod (its host is down)
+    assert len(reverts) == 1 and reverts[0].params["what"] == str(
+        experiment_id
+    )  # ran on prod (its host is down)
     await dev_untouched(bot)
 
 
@@ -185,7 +191,11 @@ async def test_revert_of_a_production_experiment_on_dev_is_refused_before_anythi
     bot: RunningBot,
 ) -> None:
     experiment_id = await production_try(bot)
-    for text in (f"revert {experiment_id} target=dev", f"revert {experiment_id}", f"run revert what={experiment_id}"):
+    for text in (
+        f"revert {experiment_id} target=dev",
+        f"revert {experiment_id}",
+        f"run revert what={experiment_id}",
+    ):
         answer = await bot.standin.slash(text, user=OPERATOR, channel=CHANNEL)
         body = answer.json()
         assert body["response_type"] == "ephemeral", body
@@ -207,7 +217,9 @@ async def test_a_diverged_production_target_is_not_healed_by_a_command_nobody_ap
 ) -> None:
     store = bot.services.store
     await Ledger("prod", store).mark_diverged(["127.0.0.1"], "a node missed the last restart")
-    answer = await bot.standin.slash("verify max_running_requests>=48 target=prod", user=OPERATOR, channel=CHANNEL)
+    answer = await bot.standin.slash(
+        "verify max_running_requests>=48 target=prod", user=OPERATOR, channel=CHANNEL
+    )
     assert "starting `verify`" in answer.json()["text"], answer.json()
     await bot.services.drain()
     [verify] = [e for e in await store.run(list_experiments, store.store, "prod") if e.playbook == "verify"]

@@ -32,7 +32,9 @@ def test_a_thread_is_about_the_targets_recorded_in_it_and_nothing_else(store: St
     record_thread(store, experiment_id=None, target="dev", channel="C1", thread_ts="200.2")
     record_thread(store, experiment_id=None, target="dev", channel="C2", thread_ts="100.1")
     audit(store, actor="x", target="dev", action="slack:try", detail={"channel": "C1", "thread_ts": "100.1"})
-    assert targets(store, "C1", "100.1") == {"prod"}  # another action with the same detail is no thread record
+    assert targets(store, "C1", "100.1") == {
+        "prod"
+    }  # another action with the same detail is no thread record
     assert targets(store, "C1", "200.2") == {"dev"}
     assert targets(store, "C2", "100.1") == {"dev"}
     assert targets(store, "C1", "999.9") == set()

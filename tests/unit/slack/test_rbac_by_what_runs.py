@@ -105,7 +105,9 @@ def test_run_revert_needs_what_revert_needs(settings: Settings) -> None:
         assert decided(settings, text.replace("prod", "careful"), OPERATOR).needs == "confirmation"
 
 
-@pytest.mark.parametrize("text", ["revert 3 target=prod force=yes", "run revert what=3 force=yes target=prod"])
+@pytest.mark.parametrize(
+    "text", ["revert 3 target=prod force=yes", "run revert what=3 force=yes target=prod"]
+)
 def test_a_forced_revert_on_production_is_an_admins(settings: Settings, text: str) -> None:
     refused = decided(settings, text, OPERATOR)
     assert not refused.allowed and refused.role == "admin", refused.reason

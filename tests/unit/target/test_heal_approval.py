@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config.schema import TargetPolicy
-from bot.target.heal import HealNeedsApproval, heal_if_diverged
+from bot.target.heal import HealApprovalError, heal_if_diverged
 from bot.target.restart import RestartError
 from bot.target.session import TargetSession
 from tests.unit.target.conftest import FakeTarget
@@ -16,7 +16,9 @@ PRODUCTION = TargetPolicy(require_approval=True)
 
 def production_session(fake_target: FakeTarget) -> TargetSession:
     target = fake_target.target.model_copy(update={"policy": PRODUCTION})
-    return TargetSession.build("prod", target, audit=lambda node, text: fake_target.audit.append((node, text)))
+    return TargetSession.build(
+        "prod", target, audit=lambda node, text: fake_target.audit.append((node, text))
+    )
 
 
 async def test_an_unapproved_heal_of_a_production_target_is_refused_and_touches_no_node(
@@ -24,7 +26,7 @@ async def test_an_unapproved_heal_of_a_production_target_is_refused_and_touches_
 ) -> None:
     ts = production_session(fake_target)
     await ts.ledger.mark_diverged([ts.nodes[1].name], "a node missed the last restart")
-    with pytest.raises(HealNeedsApproval) as refused:
+    with pytest.raises(HealApprovalError) as refused:
         await heal_if_diverged(ts, restart_approved=False)
     message = str(refused.value)
     assert "prod's policy has require_approval" in message and "`reconcile target=prod`" in message
