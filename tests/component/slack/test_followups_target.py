@@ -229,3 +229,17 @@ async def test_a_diverged_production_target_is_not_healed_by_a_command_nobody_ap
     assert await Ledger("prod", store).divergence() is not None  # still diverged: nothing restarted
     events = [e.action for e in await store.run(audit_events, store.store, "prod")]
     assert "reconcile" not in " ".join(events)
+
+
+async def test_an_approved_restart_may_heal_the_diverged_production_target(bot: RunningBot) -> None:
+    store = bot.services.store
+    await Ledger("prod", store).mark_diverged(["127.0.0.1"], "a node missed the last restart")
+    await bot.standin.slash("try add --enable-metrics target=prod", user=OPERATOR, channel=CHANNEL)
+    [approval] = await bot.standin.wait_for(lambda: approval_cards(bot))
+    await bot.standin.click(CHANNEL, approval.ts, "flagbot_approve", user=APPROVER)
+    await bot.standin.wait_for(lambda: "approved" in bot.standin.message(CHANNEL, approval.ts).text)
+    await bot.services.drain()
+    [tried] = [e for e in await store.run(list_experiments, store.store, "prod") if e.playbook == "try"]
+    assert tried.status == "failed"  # the reconcile was tried: the host listens nowhere
+    assert "require_approval" not in (tried.summary or ""), tried.summary
+    assert "127.0.0.1" in (tried.summary or ""), tried.summary
