@@ -45,6 +45,7 @@ from bot.slack.services import SlackServices
 from bot.slack.text import typed_text
 from bot.slack.threads import Where, thread_target
 from bot.store.experiments import get_experiment
+from bot.store.loop_models import Experiment
 from bot.store.records import audit
 from bot.store.snapshots import get_snapshot
 from bot.target.errors import TargetError
@@ -342,6 +343,7 @@ async def _clicked(
         if not decision.allowed:
             await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=decision.reason)
             return
+    kept = await _kept_experiment(services, value.experiment_id) if value.action == "keep" else None
     if not await services.first_time(f"click:{value.nonce}", user):
         return
     when = datetime.now(UTC).strftime("%H:%M:%S UTC")
@@ -358,7 +360,8 @@ async def _clicked(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
     if value.action == "keep":
-        await _record_keep(services, value.experiment_id, user)
+        assert kept is not None
+        await _record_keep(services, kept, user)
     if invocation is None or words is None or decision is None:
         return
     await _start(
@@ -427,21 +430,25 @@ async def _mark_tested(client: AsyncWebClient, channel: str, message: dict[str, 
     )
 
 
-async def _record_keep(services: SlackServices, experiment_id: int, user: str) -> None:
-    """Keep changes nothing on the target: it is the team's decision, recorded for the log (with
-    the experiment's target; a Keep of an experiment that is gone is refused)."""
+async def _kept_experiment(services: SlackServices, experiment_id: int) -> Experiment:
+    """The experiment a Keep names; LookupError (before the click is used up) when it is gone."""
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     if row is None:
         raise LookupError(f"no experiment #{experiment_id}: nothing to keep")
-    target = row.target
+    return row
+
+
+async def _record_keep(services: SlackServices, row: Experiment, user: str) -> None:
+    """Keep changes nothing on the target: it is the team's decision, recorded for the log, with
+    the experiment's own target."""
     await services.store.run(
         audit,
         services.store.store,
         actor=f"slack:{user}",
-        target=target,
+        target=row.target,
         action="slack:keep",
-        experiment_id=experiment_id,
-        detail={"decision": "keep", "experiment_id": experiment_id},
+        experiment_id=row.id,
+        detail={"decision": "keep", "experiment_id": row.id},
     )
 
 
