@@ -15,8 +15,8 @@ from bot.app.targets import resolve_target, target_of
 from bot.commands import CommandError, Invocation
 from bot.commands.target_catalog import catalog_for
 from bot.config import Settings
-from bot.loop.params import ParamError, parse_params
-from bot.loop.playbook import Playbook, PlaybookError, load_playbooks, playbook_dirs
+from bot.loop.params import ParamError, complete_params, parse_params
+from bot.loop.playbook import Playbook, PlaybookError, StepSpec, load_playbooks, playbook_dirs
 
 BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
 """Chat commands that are their built-in playbook of the same name (and `baseline pin|set`)."""
@@ -75,7 +75,11 @@ def builtin_params(invocation: Invocation) -> tuple[str, dict[str, Any]]:
         return "try", params
     if name == "revert":
         what = invocation.positionals.get("what")
-        return "revert", {"what": None if what is None else str(what), "flags": options.get("flags")}
+        return "revert", {
+            "what": None if what is None else str(what),
+            "flags": options.get("flags"),
+            "force": options.get("force") == "yes",
+        }
     if name == "verify":
         return "verify", {
             "expect": expect,
@@ -140,6 +144,91 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             str(exc), usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params)
         ) from None
     return PlaybookCall(book, params, target, books)
+
+
+RESTARTING_ACTIONS = frozenset({"apply", "isolate", "restore", "decide"})
+"""Steps that write a drop-in and restart the ranks (`decide` reverts a change it does not keep,
+`restore` puts back the flags a run started from). `heal` restarts only a diverged target; it
+asks for its own approval when it has to (`bot.target.heal.heal_if_diverged`)."""
+EXECUTING_ACTIONS = frozenset({"preflight"})
+"""Steps that run code on a node beyond reading it: the preflight's dry run runs SGLang's own
+argument resolution (`prepare_server_args`) on node 0 with the requested flags."""
+PINNING_ACTIONS = frozenset({"pin"})
+"""Steps that replace the target's baseline (what `baseline pin` needs an admin for)."""
+_TRUE = frozenset({"yes", "true", "1", "on"})
+
+
+@dataclass(frozen=True)
+class PlaybookEffects:
+    """What a playbook run does to its target, read from its steps and parameters (not from the
+    word typed): Slack's RBAC asks for the role and the approval these call for."""
+
+    playbook: str
+    restarts: bool = False
+    executes: bool = False
+    """Runs SGLang's argument code on a node (the preflight's dry run), with or without a restart."""
+    pins_baseline: bool = False
+    forces: bool = False
+    """Writes the drop-in over a hand edit (`apply` with `force` true)."""
+    mutating: bool = False
+
+    def why(self) -> str:
+        """What the run does, in words for a refusal or an approval card."""
+        parts = [
+            what
+            for what, present in (
+                ("restarts the target", self.restarts),
+                ("runs SGLang's argument code on node 0 (the dry run)", self.executes),
+                ("pins the target's baseline", self.pins_baseline),
+                ("writes over a hand edit (force)", self.forces),
+            )
+            if present
+        ]
+        return ", ".join(parts) if parts else "changes nothing on the target's configuration"
+
+
+def effects_of(book: Playbook, params: Mapping[str, Any]) -> PlaybookEffects:
+    """What running `book` with `params` does, step by step. A `preflight` whose `dry_run` is
+    true ends the run (it stops after the preflight), so the steps after it do not count."""
+    try:
+        values = complete_params(book, params)
+    except ParamError:
+        values = dict(params)
+    restarts = executes = pins = forces = False
+    handlers: list[StepSpec] = [*book.on_failure, *book.on_cancel]
+    for step in book.steps:
+        args = step.resolve(values)
+        executes = executes or step.action in EXECUTING_ACTIONS
+        pins = pins or step.action in PINNING_ACTIONS
+        if step.action in RESTARTING_ACTIONS:
+            restarts = True
+            forces = forces or (step.action == "apply" and _true(args.get("force")))
+        if step.action == "preflight" and _true(args.get("dry_run")):
+            handlers = []  # nothing was changed: no failure handler has anything to undo
+            break
+    for step in handlers:
+        restarts = restarts or step.action in RESTARTING_ACTIONS
+    return PlaybookEffects(
+        book.name,
+        restarts=restarts,
+        executes=executes,
+        pins_baseline=pins,
+        forces=forces,
+        mutating=book.mutating or restarts or executes or pins,
+    )
+
+
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in _TRUE)
+
+
+def playbook_effects(settings: Settings, invocation: Invocation) -> PlaybookEffects | None:
+    """What the command's playbook run does; None for a command that runs no playbook.
+    CommandError as `resolve_playbook` raises it (no such playbook, a bad parameter)."""
+    if not runs_playbook(invocation):
+        return None
+    call = resolve_playbook(settings, invocation)
+    return effects_of(call.book, call.params)
 
 
 def describe(book: Playbook) -> dict[str, Any]:

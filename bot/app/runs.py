@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.playbooks import PlaybookCall, load_all
+from bot.commands import CommandError
 from bot.loop.engine import Engine
 from bot.loop.playbook import Playbook
 from bot.loop.report import MemoryReporter, Reporter, RunOutcome
@@ -75,6 +76,35 @@ class PlaybookRun:
         return {"reconciled": [item.to_json() for item in self.settled], **self.outcome.to_json()}
 
 
+REVERTING_ACTIONS = frozenset({"plan_revert"})
+"""Steps that take back a named experiment's change (their `what` is the experiment id)."""
+
+
+def reverted_experiment(call: PlaybookCall) -> int | None:
+    """The experiment id the run takes back (`revert 12`, `run revert what=12`), else None."""
+    for step in call.book.steps:
+        if step.action in REVERTING_ACTIONS:
+            what = str(step.resolve(call.params).get("what") or "")
+            if what.isdigit():
+                return int(what)
+    return None
+
+
+async def check_experiment_target(ctx: AppContext, call: PlaybookCall) -> None:
+    """A revert of an experiment that ran on another target is refused (CommandError naming both):
+    it would write the other target's flags, forced or not, onto this one. Nothing has run yet."""
+    experiment_id = reverted_experiment(call)
+    if experiment_id is None:
+        return
+    row = await ctx.store.run(get_experiment, ctx.store.store, experiment_id)
+    if row is not None and row.target != call.target:
+        raise CommandError(
+            f"experiment #{experiment_id} ran on target {row.target}, not {call.target}: a revert acts "
+            f"only on the experiment's own target (`revert {experiment_id} target={row.target}`)",
+            usage="revert [EXPERIMENT|baseline] [flags=--X,--Y] [target=NAME] [force=yes]",
+        )
+
+
 async def run_playbook(
     ctx: AppContext,
     call: PlaybookCall,
@@ -82,21 +112,34 @@ async def run_playbook(
     *,
     actor: str,
     admin: bool,
+    restart_approved: bool,
     hypothesis_id: int | None = None,
     on_settled: Callable[[RunOutcome], Awaitable[None]] | None = None,
 ) -> PlaybookRun:
     """Settle what a dead run left on the target (mutating playbooks; each told to `on_settled`),
     then run this one. LeaseHeld when another holder has the target; ChangeRefusedError (nothing
     runs) when it asks for a change the target's policy does not allow `actor` (`admin`: whether
-    the actor is an admin, `bot.app.change_rights`)."""
+    the actor is an admin, `bot.app.change_rights`); CommandError (nothing run) for a revert of
+    another target's experiment.
+
+    `restart_approved`: whoever asked may restart this target (the CLI, whose user holds the bot
+    host; in Slack, a request an approver approved). Without it, `heal` refuses to restart a
+    diverged target whose policy has `require_approval` (`bot.target.heal`)."""
     check_call(ctx.settings, call, admin=admin)
+    await check_experiment_target(ctx, call)
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
         for outcome in settled:
             await on_settled(outcome)
     outcome = await engine.run(
-        call.book, call.params, target=call.target, actor=actor, admin=admin, hypothesis_id=hypothesis_id
+        call.book,
+        call.params,
+        target=call.target,
+        actor=actor,
+        admin=admin,
+        hypothesis_id=hypothesis_id,
+        restart_approved=restart_approved,
     )
     return PlaybookRun(outcome, settled)
 

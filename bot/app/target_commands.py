@@ -275,7 +275,9 @@ async def change_target(ctx: AppContext, target: str, command: str) -> TargetCha
     """`reconcile` (every node back on the flags flagbot meant) or `rollback` (that, then back to
     the last verified start). The caller holds the target's lease."""
     async with _session(ctx, target) as ts:
-        healed = await heal_if_diverged(ts, cache_dir=ctx.cache_dir)
+        # rollback and reconcile are restarts themselves: a front end runs them on a production
+        # target only once approved (Slack), or for the bot host's own user (the CLI)
+        healed = await heal_if_diverged(ts, cache_dir=ctx.cache_dir, restart_approved=True)
         if command == "reconcile":
             if healed is not None:
                 return TargetChange(command, target, healed)

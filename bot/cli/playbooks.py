@@ -100,13 +100,18 @@ def execute_playbook(
     reporter: Reporter = MemoryReporter() if json_output else ConsoleReporter()
 
     async def work(ctx: AppContext) -> dict[str, Any]:
-        done = await run_playbook(ctx, call, reporter, actor=console_actor(), admin=CONSOLE_IS_ADMIN)
+        # the CLI has no approvals: its user holds the bot host (docs/security.md)
+        done = await run_playbook(
+            ctx, call, reporter, actor=console_actor(), admin=CONSOLE_IS_ADMIN, restart_approved=True
+        )
         return done.to_json()
 
     try:
         document = run_in_context(config, work)
     except LeaseHeld as exc:
         raise fail(f"error: {exc}", 1) from None
+    except CommandError as exc:  # a revert of another target's experiment: nothing ran
+        raise fail(f"error: {exc.message}") from None
     except OSError as exc:
         raise fail(f"error: run {call.book.name}: {exc}", 1) from None
     return (0 if document["status"] == "succeeded" else 1), document

@@ -187,7 +187,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "revert",
         "Undo a change (default: the latest kept try), then verify the effective values are the baseline's.",
         "mutating",
-        "revert [EXPERIMENT|baseline] [flags=--X,--Y] [target=NAME]",
+        "revert [EXPERIMENT|baseline] [flags=--X,--Y] [target=NAME] [force=yes]",
         ("revert", "revert 12", "revert baseline", "revert flags=--enable-flashinfer-allreduce-fusion"),
         positionals=(
             Positional(
@@ -201,6 +201,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(
             TARGET,
             Option("flags", "flags", "comma-separated flags to take out (their baseline value returns)"),
+            Option(
+                "force",
+                "choice",
+                "write the drop-in even though the unit was changed by hand (admin on a production "
+                "target; `--force` on the CLI)",
+                ("yes", "no"),
+            ),
         ),
     ),
     CommandSpec(
@@ -285,6 +292,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
             Sub(
                 "add",
                 "record a falsifiable statement",
+                tier="mutating",
                 positionals=(Positional("text", "the statement", raw=True),),
                 expectations=True,
             ),
@@ -297,6 +305,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
             Sub(
                 "close",
                 "record the outcome",
+                tier="mutating",
                 positionals=(
                     Positional("id", "hypothesis id", kind="id"),
                     Positional(

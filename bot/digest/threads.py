@@ -25,14 +25,18 @@ THREAD_ACTION = "slack-thread"
 def record_thread(
     store: Store,
     *,
-    experiment_id: int,
+    experiment_id: int | None,
     target: str,
     channel: str,
     thread_ts: str,
     permalink: str | None = None,
     actor: str = "flagbot",
 ) -> None:
-    """Remember that experiment #N is discussed in this Slack thread (the newest record wins)."""
+    """Remember that experiment #N is discussed in this Slack thread (the newest record wins).
+
+    `experiment_id` None: a thread opened for a command on `target` before (or without) an
+    experiment (a status card just posted, a rollback, a bench); a mention in the thread then
+    acts on that target (`bot.store.records.thread_targets`)."""
     detail: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts}
     if permalink:
         detail["permalink"] = permalink

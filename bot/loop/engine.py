@@ -155,12 +155,14 @@ class Engine:
         hypothesis_id: int | None = None,
         investigation_id: int | None = None,
         ts: TargetSession | None = None,
+        restart_approved: bool = False,
     ) -> RunOutcome:
         """Run a playbook to its end; LeaseHeld (nothing written) when the target is busy.
 
         `params` are in JSON form (see `parse_params`); missing ones get their defaults. `admin`:
         whether `actor` is an admin, for the target's change rules (`StepContext.admin`); a run
         resumed after a crash is resumed as no admin (what it wrote before stays checked).
+        `restart_approved`: the requester may restart the target (see `RunState.restart_approved`).
         """
         book = self.playbook(playbook) if isinstance(playbook, str) else playbook
         values = complete_params(book, params)
@@ -186,7 +188,7 @@ class Engine:
                 await held.attach(row.id)
             opener = None if ts is not None else self._session(target)
             session = ts if opener is None else await stack.enter_async_context(opener)
-            ctx = self._context(book, row, session, RunState(), held)
+            ctx = self._context(book, row, session, RunState(restart_approved=restart_approved), held)
             ctx.admin = admin
             runner = Run(book, ctx, lease=held)
             start = {"playbook": book.name, "params": values, "holder": None if held is None else held.holder}

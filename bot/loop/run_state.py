@@ -214,6 +214,10 @@ class RunState(_Record):
     hypothesis_id: int | None = None
     conclusion: Conclusion = Field(default_factory=Conclusion)
     isolate: IsolateOutcome | None = None
+    restart_approved: bool = False
+    """Whoever started the run may restart the target (the CLI; in Slack, an approved request):
+    `heal` restarts a diverged `require_approval` target only then. Kept with the state, so a
+    resumed run keeps its approval."""
     custom: dict[str, StoredJson] = Field(default_factory=dict)
     """What actions outside `bot.loop.steps` pass each other (a site's plugins, the tests' actions)."""
 

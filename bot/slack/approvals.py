@@ -121,7 +121,13 @@ async def decide(
         invocation = parse(services.settings, decided.command)
         services.spawn(
             start_thread(
-                services, client, invocation, text=decided.command, user=decided.requester, where=where
+                services,
+                client,
+                invocation,
+                text=decided.command,
+                user=decided.requester,
+                where=where,
+                restart_approved=decided.needs == "approval",
             )
         )
     if decided.card_ts:

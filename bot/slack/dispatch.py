@@ -19,7 +19,7 @@ from bot.app.checks_command import checks_command
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
 from bot.app.records import read_records
-from bot.app.runs import run_playbook, settled_text
+from bot.app.runs import check_experiment_target, run_playbook, settled_text
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
 from bot.commands import CommandError, Invocation, help_text, parse_command
@@ -90,6 +90,13 @@ async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -
     return "admin" in roles_of(user, await groups_of(client, user, rbac.group_ids()), rbac)
 
 
+async def check_stored(services: SlackServices, invocation: Invocation) -> None:
+    """What the store says the user must fix, answered before the ack like `check` (CommandError):
+    a revert of an experiment that ran on another target."""
+    if runs_playbook(invocation):
+        await check_experiment_target(services.context, resolve_playbook(services.settings, invocation))
+
+
 async def start_thread(
     services: SlackServices,
     client: AsyncWebClient,
@@ -99,11 +106,22 @@ async def start_thread(
     user: str,
     where: Where,
     hypothesis_id: int | None = None,
+    restart_approved: bool = False,
 ) -> object:
-    """Run a threaded command: a playbook, or rollback / reconcile / bench (`bot.slack.thread_commands`)."""
+    """Run a threaded command: a playbook, or rollback / reconcile / bench (`bot.slack.thread_commands`).
+
+    `restart_approved`: an approver approved this request (a production restart), so `heal` may
+    restart the target when it is diverged; a command that needed no approval may not."""
     if runs_playbook(invocation):
         return await run_in_thread(
-            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+            services,
+            client,
+            invocation,
+            text=text,
+            user=user,
+            where=where,
+            hypothesis_id=hypothesis_id,
+            restart_approved=restart_approved,
         )
     if invocation.name == "bench":
         return await run_bench(services, client, invocation, text=text, user=user, where=where)
@@ -119,6 +137,7 @@ async def run_in_thread(
     user: str,
     where: Where,
     hypothesis_id: int | None = None,
+    restart_approved: bool = False,
 ) -> RunOutcome | None:
     """Post the status card (a new thread, or a reply in the given one) and run the playbook;
     after a regression, the ranked hypotheses follow with their buttons."""
@@ -134,7 +153,7 @@ async def run_in_thread(
         steps=[(step.name, "pending") for step in call.book.steps],
         status="pending",
     )
-    reporter = await open_thread(client, where, card, hypothesis_id=hypothesis_id)
+    reporter = await open_thread(client, where, card, hypothesis_id=hypothesis_id, store=services.store)
 
     async def say_settled(outcome: RunOutcome) -> None:  # what a flagbot that stopped left
         await reporter.note(settled_text(outcome))
@@ -146,6 +165,7 @@ async def run_in_thread(
             reporter,
             actor=f"slack:{user}",
             admin=admin,
+            restart_approved=restart_approved,
             hypothesis_id=hypothesis_id,
             on_settled=say_settled,
         )
@@ -232,6 +252,7 @@ __all__ = [
     "Where",
     "answer",
     "check",
+    "check_stored",
     "checks_answer",
     "open_thread",
     "parse",

@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.change_rights import invocation_refusal
 from bot.app.errors import AppError
+from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
@@ -31,7 +32,7 @@ from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
 from bot.slack.card import ActionValue
-from bot.slack.dispatch import answer, check, parse, start_thread, threaded
+from bot.slack.dispatch import answer, check, check_stored, parse, start_thread, threaded
 from bot.slack.proposals import proposal
 from bot.slack.proposals import record as record_hypothesis
 from bot.slack.rate_limit import limit_reads
@@ -49,8 +50,9 @@ from bot.slack.render import messages, parse_action_value, render_block
 from bot.slack.render_tables import context as context_block
 from bot.slack.services import SlackServices
 from bot.slack.text import typed_text
-from bot.slack.threads import Where
+from bot.slack.threads import Where, thread_target
 from bot.store.experiments import get_experiment
+from bot.store.loop_models import Experiment
 from bot.store.records import audit
 from bot.store.snapshots import get_snapshot
 from bot.target.errors import TargetError
@@ -72,7 +74,8 @@ async def _decide(
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
     A read over the user's `read_commands_per_minute` is refused here too (bot.slack.rate_limit).
 
-    A `cancel` is decided with the owner of the run it names (someone else's needs an admin)."""
+    A `cancel` is decided with the owner of the run it names (someone else's needs an admin); a
+    playbook run by what its steps do (`run NAME` needs what the command behind it needs)."""
     roles = await _roles(services, client, user)
     target = requested_target(services.settings, invocation)
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
@@ -87,6 +90,7 @@ async def _decide(
         actor=user,
         target_policy=policy,
         run_owner=owner,
+        effects=_effects(services, invocation),
     )
     if decision.allowed:  # the target's change rules: protected flags, environment allow-list
         decision = _change_rules(services, invocation, roles, decision)
@@ -175,6 +179,16 @@ async def _dispatch(
         await _post_answer(client, await answer(services, client, invocation, user=user, where=where), where)
 
 
+def _effects(services: SlackServices, invocation: Invocation) -> PlaybookEffects | None:
+    """What the command's playbook does; None (decided by the command's name) when it runs none."""
+    if not runs_playbook(invocation):
+        return None
+    try:
+        return playbook_effects(services.settings, invocation)
+    except CommandError:  # `check` answered it before; the name-based rules are the stricter
+        return None
+
+
 def _owner(actor: str) -> str:
     """Who started a run, comparable with a Slack user id: `slack:U123` is U123; any other actor
     (`cli:alice@host`, the scheduler) is someone else than every Slack user."""
@@ -257,6 +271,7 @@ async def on_command(
     try:
         invocation = parse(services.settings, text)
         check(services.settings, invocation)
+        await check_stored(services, invocation)
     except CommandError as exc:
         await ack(response_type="ephemeral", text=exc.render())
         return
@@ -303,7 +318,10 @@ async def _mentioned(
     text = typed_text(MENTION.sub("", event.get("text", ""), count=1))
     try:
         invocation = parse(services.settings, text)
+        if event.get("thread_ts"):  # a follow-up in a thread acts on the thread's target
+            text, invocation = await _in_thread(services, text, invocation, channel, str(event["thread_ts"]))
         check(services.settings, invocation)
+        await check_stored(services, invocation)
     except CommandError as exc:
         await client.chat_postEphemeral(
             channel=channel, user=user, thread_ts=where.thread_ts, text=exc.render()
@@ -316,6 +334,21 @@ async def _mentioned(
         )
         return
     await _start(services, client, invocation, decision, text=text, user=user, where=where)
+
+
+async def _in_thread(
+    services: SlackServices, text: str, invocation: Invocation, channel: str, thread_ts: str
+) -> tuple[str, Invocation]:
+    """The text and invocation a mention in a thread stands for: without `target=`, the target of
+    the thread's runs (never the default target in a thread flagbot opened for another one)."""
+    spec = invocation.spec
+    if "target" in invocation.options or (spec.option("target") is None and not spec.free_options):
+        return text, invocation
+    target = await thread_target(services.store, channel, thread_ts)
+    if target is None:  # not a thread flagbot opened: as typed in the channel
+        return text, invocation
+    text = f"{text} target={target}"
+    return text, parse(services.settings, text)
 
 
 async def on_action(
@@ -368,10 +401,12 @@ async def _clicked(
     invocation = parse(services.settings, words) if words is not None else None
     decision = None
     if invocation is not None:
+        await check_stored(services, invocation)
         decision = await _decide(services, client, invocation, user, channel)
         if not decision.allowed:
             await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=decision.reason)
             return
+    kept = await _kept_experiment(services, value.experiment_id) if value.action == "keep" else None
     if not await services.first_time(f"click:{value.nonce}", user):
         return
     when = datetime.now(UTC).strftime("%H:%M:%S UTC")
@@ -388,7 +423,8 @@ async def _clicked(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
     if value.action == "keep":
-        await _record_keep(services, value.experiment_id, user)
+        assert kept is not None
+        await _record_keep(services, kept, user)
     if invocation is None or words is None or decision is None:
         return
     await _start(
@@ -413,12 +449,13 @@ async def _may_click(
     decision = decide_click(value.action, roles, actor=user)
     if decision.allowed:
         return True
+    row = await services.store.run(get_experiment, services.store.store, value.experiment_id)
     services.spawn(
         audit_decision(
             services.store,
             decision,
             actor=f"slack:{user}",
-            target=services.settings.default_target,
+            target=row.target if row is not None else None,
             command=value.action,
             roles=roles,
             channel=where.channel,
@@ -456,39 +493,45 @@ async def _mark_tested(client: AsyncWebClient, channel: str, message: dict[str, 
     )
 
 
-async def _record_keep(services: SlackServices, experiment_id: int, user: str) -> None:
-    """Keep changes nothing on the target: it is the team's decision, recorded for the log."""
+async def _kept_experiment(services: SlackServices, experiment_id: int) -> Experiment:
+    """The experiment a Keep names; LookupError (before the click is used up) when it is gone."""
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
-    target = row.target if row is not None else (services.settings.default_target or "")
+    if row is None:
+        raise LookupError(f"no experiment #{experiment_id}: nothing to keep")
+    return row
+
+
+async def _record_keep(services: SlackServices, row: Experiment, user: str) -> None:
+    """Keep changes nothing on the target: it is the team's decision, recorded for the log, with
+    the experiment's own target."""
     await services.store.run(
         audit,
         services.store.store,
         actor=f"slack:{user}",
-        target=target,
+        target=row.target,
         action="slack:keep",
-        experiment_id=experiment_id if row is not None else None,
-        detail={"decision": "keep", "experiment_id": experiment_id},
+        experiment_id=row.id,
+        detail={"decision": "keep", "experiment_id": row.id},
     )
 
 
 async def _button_words(services: SlackServices, action_id: str, value: ActionValue) -> str | None:
-    """The command a button stands for (Keep only records the decision). Isolate and re-run
-    check the capacity the experiment started from; a proposed hypothesis runs the command the
-    ranking proposed, on the experiment's target."""
+    """The command a button stands for (Keep only records the decision), always on the
+    experiment's own target (never the default one). Isolate and re-run check the capacity the
+    experiment started from; a proposed hypothesis runs the command the ranking proposed."""
     experiment_id = value.experiment_id
-    if action_id == "flagbot_revert":
-        return f"revert {experiment_id}"
-    if action_id == "flagbot_cancel":
-        return f"cancel {experiment_id}"
     if action_id == "flagbot_test_hypothesis":
         row, chosen = await proposal(services, experiment_id, value.item or 0)
         return f"{chosen.command} target={row.target}"
-    if action_id not in ("flagbot_isolate", "flagbot_rerun"):
+    if action_id not in ("flagbot_revert", "flagbot_cancel", "flagbot_isolate", "flagbot_rerun"):
         return None
-
     found = await services.store.run(get_experiment, services.store.store, experiment_id)
     if found is None:
         raise LookupError(f"no experiment #{experiment_id}")
+    if action_id == "flagbot_revert":
+        return f"revert {experiment_id} target={found.target}"
+    if action_id == "flagbot_cancel":
+        return f"cancel {experiment_id} target={found.target}"
     before_id = RunState.load(found.state).before.snapshot_id
     before = await services.store.run(get_snapshot, services.store.store, before_id)
     want = snapshot_value(before, "max_running_requests")

@@ -12,8 +12,11 @@ registered:
   production target (one whose policy has `require_approval = true`).
 
 A restart of a production target needs an approval (`needs="approval"`, for admins too: four
-eyes), a restart of a target with `confirm_restart = true` the requester's own click
-(`needs="confirmation"`). Every decision, allowed or refused, is written to the audit trail
+eyes), and so does a dry run there (`try ... dry-run=yes`: the preflight runs SGLang's own
+argument code on node 0); a restart of a target with `confirm_restart = true` the requester's own
+click (`needs="confirmation"`). A command that runs a playbook is decided by what the playbook's
+steps do (`PlaybookEffects`: restarts, runs the dry run, pins the baseline, forces the write),
+so `run NAME` needs what the command behind it needs. Every decision, allowed or refused, is written to the audit trail
 with `audit_decision`.
 """
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from bot.app.playbooks import PlaybookEffects
 from bot.commands.grammar import Invocation
 from bot.config.schema import SlackRBAC, TargetPolicy
 from bot.store import AsyncStore
@@ -104,12 +108,15 @@ def decide(
     actor: str,
     target_policy: TargetPolicy | None,
     run_owner: str | None = None,
+    effects: PlaybookEffects | None = None,
 ) -> Decision:
     """May `actor` (with `roles`) run `invocation` on a target with `target_policy`?
 
     `target_policy` is None for commands about no target; `run_owner` is who started the run a
     `cancel` names: a Slack user id, or the actor of a run started elsewhere (`cli:alice@host`,
     someone else's for every Slack user); None when no such run exists (nothing to protect).
+    `effects` is what the command's playbook does (`bot.app.playbooks.playbook_effects`); None
+    for a command that runs no playbook, when the command's name decides (`RESTARTS`).
     """
     label = command_label(invocation)
     production = target_policy is not None and target_policy.require_approval
@@ -118,7 +125,9 @@ def decide(
             return _refuse(label, "is read-only", "viewer", actor, roles)
         return Decision(True, f"`{label}` is read-only; you ({actor}) have {_have(roles)}.", role="viewer")
 
-    admin_why = _admin_only(invocation, actor=actor, production=production, run_owner=run_owner)
+    admin_why = _admin_only(
+        invocation, actor=actor, production=production, run_owner=run_owner, effects=effects
+    )
     if admin_why is not None:
         if "admin" not in roles:
             return _refuse(label, admin_why, "admin", actor, roles)
@@ -126,17 +135,23 @@ def decide(
         return _refuse(label, "changes the target", "operator", actor, roles)
     role: Role = "admin" if admin_why is not None else "operator"
 
-    if _restarts(invocation) and target_policy is not None:
-        if target_policy.require_approval:
+    restarts, executes = _restarts(invocation, effects), _executes(invocation, effects)
+    if target_policy is not None:
+        if target_policy.require_approval and (restarts or executes):
             expiry = _duration(target_policy.approval_expiry)
+            what = (
+                "restarts a production target"
+                if restarts
+                else "runs SGLang's argument code on node 0 of a production target (the dry run)"
+            )
             return Decision(
                 True,
-                f"`{label}` restarts a production target: someone with the approver role other than "
+                f"`{label}` {what}: someone with the approver role other than "
                 f"you ({actor}) must approve it within {expiry}.",
                 needs="approval",
                 role=role,
             )
-        if target_policy.confirm_restart:
+        if target_policy.confirm_restart and restarts:
             return Decision(
                 True,
                 f"`{label}` restarts the target: confirm it with the button (the target's policy "
@@ -191,10 +206,26 @@ def decide_click(action: str, roles: frozenset[Role], *, actor: str) -> Decision
     return _refuse(f"{action} button", "acts on the target for the team", "operator", actor, roles)
 
 
-def _admin_only(invocation: Invocation, *, actor: str, production: bool, run_owner: str | None) -> str | None:
+def _admin_only(
+    invocation: Invocation,
+    *,
+    actor: str,
+    production: bool,
+    run_owner: str | None,
+    effects: PlaybookEffects | None = None,
+) -> str | None:
     """Why this mutating invocation needs an admin, or None when an operator may run it."""
     if (invocation.name, invocation.sub) in ADMIN_SUBS:
         return _ADMIN_WHY[(invocation.name, invocation.sub or "")]
+    if effects is not None and effects.pins_baseline:
+        return (
+            f"runs playbook {effects.playbook}, which replaces the target's baseline (as `baseline pin` does)"
+        )
+    if production and effects is not None and effects.forces:
+        return (
+            f"runs playbook {effects.playbook}, which writes over a hand edit (force) on a production "
+            "target: that overrides a safety check"
+        )
     if invocation.name == "cancel" and run_owner is not None and run_owner != actor:
         return f"stops a run {run_owner} started"
     if production:
@@ -206,10 +237,21 @@ def _admin_only(invocation: Invocation, *, actor: str, production: bool, run_own
     return None
 
 
-def _restarts(invocation: Invocation) -> bool:
-    if invocation.name not in RESTARTS:
-        return False
-    return invocation.options.get("dry-run", "no").lower() not in ("yes", "true", "1")
+def _dry_run(invocation: Invocation) -> bool:
+    return invocation.options.get("dry-run", "no").lower() in ("yes", "true", "1")
+
+
+def _restarts(invocation: Invocation, effects: PlaybookEffects | None) -> bool:
+    if effects is not None:
+        return effects.restarts
+    return invocation.name in RESTARTS and not _dry_run(invocation)
+
+
+def _executes(invocation: Invocation, effects: PlaybookEffects | None) -> bool:
+    """Runs code on a node without restarting it: the preflight's dry run (`try dry-run=yes`)."""
+    if effects is not None:
+        return effects.executes
+    return invocation.name in RESTARTS and _dry_run(invocation)
 
 
 def _refuse(label: str, what: str, role: Role, actor: str, roles: frozenset[Role]) -> Decision:

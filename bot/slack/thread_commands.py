@@ -132,7 +132,9 @@ async def run_target_change(
     (every node back on the flags flagbot meant), in a thread."""
     name = invocation.name
     target = target_of(services.settings, invocation)
-    reporter = await open_thread(client, where, _card(name, target, user, text, change_steps(name)))
+    reporter = await open_thread(
+        client, where, _card(name, target, user, text, change_steps(name)), store=services.store
+    )
     progress = CardProgress(services, reporter, target)
 
     async def work() -> TargetChange:
@@ -167,7 +169,10 @@ async def run_bench(
     setup = plan_bench(settings, request)
     plan = setup.plan
     reporter = await open_thread(
-        client, where, _card("bench", plan.target, user, text, setup.steps(request.compare_to))
+        client,
+        where,
+        _card("bench", plan.target, user, text, setup.steps(request.compare_to)),
+        store=services.store,
     )
     progress = CardProgress(services, reporter, plan.target)
 

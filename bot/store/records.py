@@ -8,10 +8,11 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from bot.store.loop_models import AuditEvent, EvidenceRecord
+from bot.store.loop_models import AuditEvent, EvidenceRecord, Investigation
+from bot.store.slack_models import ApprovalRequest
 from bot.store.store import Store
 
-__all__ = ["add_evidence", "audit", "audit_events", "evidence_of"]
+__all__ = ["add_evidence", "audit", "audit_events", "evidence_of", "thread_targets"]
 
 
 def add_evidence(
@@ -75,3 +76,28 @@ def audit_events(
     query = query.order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc()).limit(limit)
     with Session(store.engine, expire_on_commit=False) as session:
         return list(session.exec(query).all())
+
+
+def thread_targets(store: Store, channel: str, thread_ts: str, *, action: str) -> set[str]:
+    """The targets a Slack thread is about: of the runs recorded in it (audit events `action`
+    whose detail names this channel and thread), of an approval request whose card roots it, of
+    an investigation discussed in it. Empty for a thread flagbot did not open."""
+    detail = col(AuditEvent.detail)
+    events = (
+        select(AuditEvent.target)
+        .where(
+            col(AuditEvent.action) == action,
+            detail["channel"].as_string() == channel,
+            detail["thread_ts"].as_string() == thread_ts,
+        )
+        .distinct()
+    )
+    requests = select(ApprovalRequest.target).where(
+        col(ApprovalRequest.channel) == channel, col(ApprovalRequest.card_ts) == thread_ts
+    )
+    investigations = select(Investigation.target).where(
+        col(Investigation.channel) == channel, col(Investigation.thread_ts) == thread_ts
+    )
+    with Session(store.engine, expire_on_commit=False) as session:
+        found = {str(t) for query in (events, requests, investigations) for t in session.exec(query).all()}
+    return {target for target in found if target}

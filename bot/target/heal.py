@@ -15,11 +15,26 @@ from typing import Any
 
 import httpx
 
+from bot.target.errors import TargetError
 from bot.target.evidence import Evidence, TextBlock
 from bot.target.readiness import Progress
 from bot.target.restart import RestartReport, reconcile
 from bot.target.rollback import StartOutcome, ensure_ready
 from bot.target.session import TargetSession
+
+
+class HealApprovalError(TargetError):
+    """A diverged target whose policy has `require_approval`, healed by a run nobody approved to
+    restart it (a `verify`, a `baseline pin`): refused, nothing restarted."""
+
+    def __init__(self, target: str, nodes: list[str], reason: str | None) -> None:
+        super().__init__(
+            f"target {target} is diverged ({', '.join(nodes) or '?'}: {reason or 'reason not recorded'}); "
+            f"healing it restarts every rank, and {target}'s policy has require_approval, which this "
+            f"command did not go through: run `reconcile target={target}` (it asks an approver), "
+            "then this command again"
+        )
+        self.target = target
 
 
 @dataclass
@@ -57,8 +72,13 @@ async def heal_if_diverged(
     client: httpx.AsyncClient | None = None,
     timeout: float | None = None,
     on_progress: Progress | None = None,
+    restart_approved: bool = True,
 ) -> HealResult | None:
     """None when the target is not diverged; else reconcile, wait ready, observe (or roll back).
+
+    Reconciling restarts the target: on a target whose policy has `require_approval` it is done
+    only for a run whose restart was approved (`restart_approved`); otherwise `HealApprovalError`,
+    and nothing is touched.
 
     A node still unreachable raises `RestartError` from `reconcile`: the target stays diverged
     and the caller's command is refused with that message. The reconciled start is observed
@@ -68,6 +88,8 @@ async def heal_if_diverged(
     divergence = await ts.ledger.divergence()
     if divergence is None:
         return None
+    if ts.target.policy.require_approval and not restart_approved:
+        raise HealApprovalError(ts.name, divergence.nodes, divergence.reason)
     report = await reconcile(ts)
     previous = {node.node: node.old_invocation for node in report.nodes}
     start = await ensure_ready(

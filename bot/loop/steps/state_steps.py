@@ -138,6 +138,11 @@ async def plan_revert(
         )
         if experiment is None or experiment.playbook != "try":
             raise LookupError(f"no try experiment {'#' + what if what else 'on ' + ctx.target} to revert")
+        if experiment.target != ctx.target:  # its flags are another target's: never written here
+            raise ValueError(
+                f"experiment #{experiment.id} ran on target {experiment.target}, not {ctx.target}: a revert "
+                f"acts only on the experiment's own target (`revert {experiment.id} target={experiment.target}`)"
+            )
         tried = RunState.load(experiment.state)
         if not tried.conclusion.kept:
             raise ValueError(f"experiment #{experiment.id}'s change was not kept; nothing to revert")

@@ -38,7 +38,9 @@ from bot.target.unit import read_unit
     "heal", summary="Reconcile a diverged target (every node back on the flags flagbot meant)", mutating=True
 )
 async def heal(ctx: StepContext) -> dict[str, Any]:
-    healed = await heal_if_diverged(ctx.session(), cache_dir=ctx.cache_dir)
+    healed = await heal_if_diverged(
+        ctx.session(), cache_dir=ctx.cache_dir, restart_approved=ctx.state.restart_approved
+    )
     if healed is None:
         return {"diverged": False}
     for block in healed.evidence:

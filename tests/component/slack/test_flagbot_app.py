@@ -69,12 +69,13 @@ async def test_a_viewer_may_not_try_and_the_refusal_is_audited(bot: RunningBot) 
     assert not bot.standin.messages(CHANNEL)  # nothing was started
 
 
-async def test_a_hypothesis_is_recorded_from_slack(bot: RunningBot) -> None:
-    answer = await bot.standin.slash(
-        'hypothesis add "fused MoE sum costs KV memory" max_running_requests>=48',
-        user="U0VIEW",
-        channel=CHANNEL,
-    )
+async def test_a_hypothesis_is_recorded_from_slack_by_an_operator_not_a_viewer(bot: RunningBot) -> None:
+    text = 'hypothesis add "fused MoE sum costs KV memory" max_running_requests>=48'
+    refused = await bot.standin.slash(text, user="U0VIEW", channel=CHANNEL)
+    assert refused.json()["response_type"] == "ephemeral"
+    assert "`hypothesis add` changes the target: it needs the operator role" in refused.json()["text"]
+    assert await bot.services.store.run(list_hypotheses, bot.services.store.store, "lab") == []
+    answer = await bot.standin.slash(text, user="U0OPER", channel=CHANNEL)
     assert answer.status == 200
     await bot.standin.wait_for(
         lambda: [m for m in bot.standin.messages(CHANNEL) if "recorded" in str(m.blocks)]
@@ -128,9 +129,12 @@ async def test_a_broken_button_gets_a_specific_ephemeral_error(bot: RunningBot) 
 
 async def test_keep_is_recorded_once_even_after_a_restart(bot: RunningBot) -> None:
     from bot.slack.render import action_value
+    from bot.store.experiments import create_experiment
 
+    store = bot.services.store
+    row = await store.run(create_experiment, store.store, target="lab", playbook="try", params={}, actor="x")
     button = {"type": "button", "action_id": "flagbot_keep", "text": {"type": "plain_text", "text": "Keep"}}
-    value = action_value(7, "keep", "n7keep")
+    value = action_value(row.id or 0, "keep", "n7keep")
     blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": value}]}]
     message = bot.standin.workspace.post(CHANNEL, text="a finished card", blocks=blocks)
     await bot.standin.click(CHANNEL, message.ts, "flagbot_keep", user="U0OPER")
@@ -142,6 +146,6 @@ async def test_keep_is_recorded_once_even_after_a_restart(bot: RunningBot) -> No
     await bot.standin.click(CHANNEL, message.ts, "flagbot_keep", user="U0OPER")
     await bot.services.drain()
     events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
-    assert [e.detail["experiment_id"] for e in events if e.action == "slack:keep"] == [7]
+    assert [e.detail["experiment_id"] for e in events if e.action == "slack:keep"] == [row.id]
     clicked = [m for m in bot.standin.messages(CHANNEL, message.ts) if "clicked" in m.text]
     assert len(clicked) == 1

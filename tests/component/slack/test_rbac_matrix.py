@@ -183,7 +183,7 @@ async def test_a_viewer_is_refused_every_card_button(bot: RunningBot) -> None:
     assert len(shown) == len(buttons) and all("operator role" in text for text in shown), shown
     for button in buttons:
         action = str(button["action_id"]).removeprefix("flagbot_")
-        refused = await _refusals(bot, "lab", action)
+        refused = await _refusals(bot, "", action)  # experiment #7 does not exist: no target, not the default
         assert [d["allowed"] for d in refused] == [False], (action, refused)
     assert [m.ts for m in _bot_posts(bot, channel)] == [card.ts], "a viewer's click posted in the channel"
     assert not bot.standin.calls("chat.update")

@@ -238,9 +238,12 @@ async def test_a_mention_in_a_thread_is_answered_there(bot: RunningBot) -> None:
 
 async def test_a_click_is_delivered_and_acted_on_once(bot: RunningBot) -> None:
     from bot.slack.render import action_value
+    from bot.store.experiments import create_experiment
 
+    store = bot.services.store
+    row = await store.run(create_experiment, store.store, target="lab", playbook="try", params={}, actor="x")
     button = {"type": "button", "action_id": "flagbot_keep", "text": {"type": "plain_text", "text": "Keep"}}
-    value = action_value(9, "keep", "n9keep")
+    value = action_value(row.id or 0, "keep", "n9keep")
     blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": value}]}]
     card = bot.standin.workspace.post(CHANNEL, text="a finished card", blocks=blocks)
     first, second = await asyncio.gather(
@@ -249,7 +252,7 @@ async def test_a_click_is_delivered_and_acted_on_once(bot: RunningBot) -> None:
     )
     assert (first.status, second.status) == (200, 200)
     await bot.standin.wait_for(lambda: posted(bot, "clicked", card.ts))
-    assert await kept(bot) == [9]  # the listener records Keep after its ack: polled
+    assert await kept(bot) == [row.id]  # the listener records Keep after its ack: polled
     assert len(posted(bot, "clicked", card.ts)) == 1
 
 

@@ -185,7 +185,15 @@ def test_commands_that_do_not_restart_need_no_approval() -> None:
         decision = decide(parse_command(text), ADMIN, actor=ME, target_policy=PRODUCTION)
         assert decision.allowed and decision.needs == "none", text
     dry = parse_command("try add --enable-fused-moe-sum-all-reduce dry-run=yes")
-    assert decide(dry, OPERATOR, actor=ME, target_policy=PRODUCTION).needs == "none"
+    assert decide(dry, OPERATOR, actor=ME, target_policy=CONFIRMED).needs == "none"  # no restart
+
+
+def test_a_dry_run_on_production_needs_an_approval_it_runs_sglangs_code_there() -> None:
+    dry = parse_command("try add --enable-fused-moe-sum-all-reduce dry-run=yes")
+    decision = decide(dry, OPERATOR, actor=ME, target_policy=PRODUCTION)
+    assert decision.allowed and decision.needs == "approval"
+    assert "runs SGLang's argument code on node 0 of a production target" in decision.reason
+    assert decide(dry, OPERATOR, actor=ME, target_policy=PLAIN).needs == "none"
 
 
 # --- approvals --------------------------------------------------------------------------------
