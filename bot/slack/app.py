@@ -25,8 +25,10 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.commands import CommandError
+from bot.config.redaction import redact, redact_data
 from bot.slack.dispatch import preload
 from bot.slack.handlers import on_action, on_command, on_mention
 from bot.slack.services import SlackServices, error_id
@@ -34,9 +36,53 @@ from bot.slack.services import SlackServices, error_id
 EVENTS_PATH = "/slack/events"
 
 
+class RedactingWebClient(AsyncWebClient):
+    """The Web API client every Slack message and file of flagbot's goes through: the one place
+    secrets are masked on the way to Slack (`bot.config.redaction`, docs/security.md#secrets)."""
+
+    async def api_call(
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict[str, Any] | None = None,
+        data: Any = None,
+        params: dict[str, Any] | None = None,
+        json: dict[str, Any] | None = None,
+        headers: dict[str, Any] | None = None,
+        auth: dict[str, Any] | None = None,
+    ) -> AsyncSlackResponse:
+        return await super().api_call(
+            api_method,
+            http_verb=http_verb,
+            files=files,
+            data=redact_data(data) if isinstance(data, dict) else data,
+            params=redact_data(params) if params is not None else None,
+            json=redact_data(json) if json is not None else None,
+            headers=headers,
+            auth=auth,
+        )
+
+    async def files_upload_v2(self, **kwargs: Any) -> AsyncSlackResponse:
+        for key in ("content", "title", "initial_comment", "filename"):
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = redact(kwargs[key])
+        return await super().files_upload_v2(**kwargs)
+
+
+def redacting(client: AsyncWebClient) -> RedactingWebClient:
+    """`client` as a RedactingWebClient (the same token, address and retry handlers)."""
+    if isinstance(client, RedactingWebClient):
+        return client
+    wrapped = RedactingWebClient(token=client.token, base_url=client.base_url)
+    wrapped.retry_handlers = client.retry_handlers
+    return wrapped
+
+
 def web_client(token: str, *, base_url: str | None = None) -> AsyncWebClient:
-    """A Web API client that waits out 429s (Slack's rate limits) instead of failing the run."""
-    client = AsyncWebClient(token=token, base_url=base_url or AsyncWebClient.BASE_URL)
+    """A Web API client that waits out 429s (Slack's rate limits) instead of failing the run,
+    and masks secrets in whatever it sends."""
+    client = RedactingWebClient(token=token, base_url=base_url or AsyncWebClient.BASE_URL)
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
     return client
 
@@ -48,7 +94,7 @@ def build_app(
     app = AsyncApp(
         token=token,
         signing_secret=signing_secret,
-        client=client or web_client(token),
+        client=redacting(client) if client is not None else web_client(token),
         # the listeners ack and hand their work to tasks, so the answer can go as they return
         # (without it Bolt polls for the ack every 10 ms, behind every task that is ready)
         process_before_response=True,

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
+from bot.config.redaction import redact
 from bot.loop.run_state import RunState
 from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
@@ -200,11 +201,11 @@ async def on_command(
         invocation = parse(services.settings, text)
         check(services.settings, invocation)
     except CommandError as exc:
-        await ack(response_type="ephemeral", text=exc.render())
+        await ack(response_type="ephemeral", text=redact(exc.render()))
         return
     decision = await _decide(services, client, invocation, user, channel)
     if not decision.allowed:
-        await ack(response_type="ephemeral", text=decision.reason)
+        await ack(response_type="ephemeral", text=redact(decision.reason))
         return
     where = Where(channel)
     # before the ack: once Slack has its answer, the run is already registered
