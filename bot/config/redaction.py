@@ -30,7 +30,9 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar, cast
+
+_T = TypeVar("_T")
 
 MASK = "********"
 """What a secret value is replaced by (as pydantic's `SecretStr` shows one)."""
@@ -152,9 +154,12 @@ class Redactor:
             secret_next = not eq and flag.startswith("--") and self.is_secret_flag(flag)
         return out
 
-    def redact_data(self, value: Any) -> Any:
+    def redact_data(self, value: _T) -> _T:
         """A JSON-like value with secrets masked: values under secret names or flags, a flag
         item `{"flag": "--api-key", "value": ...}`, and every string by `redact`."""
+        return cast(_T, self._data(value))
+
+    def _data(self, value: object) -> object:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
@@ -165,20 +170,20 @@ class Redactor:
                 secret = (secret_item and key == "value") or (
                     isinstance(key, str) and (self.is_secret_name(key) or self.is_secret_flag(key))
                 )
-                out[key] = self._mask_value(item) if secret else self.redact_data(item)
+                out[key] = self._mask_value(item) if secret else self._data(item)
             return out
         if isinstance(value, list | tuple):
-            items = [self.redact_data(item) for item in value]
+            items = [self._data(item) for item in value]
             return items if isinstance(value, list) else tuple(items)
         return value
 
-    def _mask_value(self, value: Any) -> Any:
+    def _mask_value(self, value: object) -> object:
         if value is None or isinstance(value, bool) or (isinstance(value, str) and _shown(value)):
             return value
         if isinstance(value, list | tuple):
             return [self._mask_value(item) for item in value]
         if isinstance(value, Mapping):
-            return self.redact_data(value)
+            return self._data(value)
         self.remember([str(value)])
         return MASK
 
@@ -237,7 +242,7 @@ def redact(text: str) -> str:
     return _redactor.redact(text)
 
 
-def redact_data(value: Any) -> Any:
+def redact_data(value: _T) -> _T:
     return _redactor.redact_data(value)
 
 
@@ -260,10 +265,10 @@ class _RedactingFactory:
     """A log record factory: each record's message (and its traceback) is redacted as it is made,
     so every handler, the test's caplog included, sees only the redacted text."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Callable[..., logging.LogRecord]) -> None:
         self.inner = inner
 
-    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+    def __call__(self, *args: object, **kwargs: object) -> logging.LogRecord:
         record: logging.LogRecord = self.inner(*args, **kwargs)
         try:
             message = record.getMessage()

@@ -40,34 +40,20 @@ class RedactingWebClient(AsyncWebClient):
     """The Web API client every Slack message and file of flagbot's goes through: the one place
     secrets are masked on the way to Slack (`bot.config.redaction`, docs/security.md#secrets)."""
 
-    async def api_call(
-        self,
-        api_method: str,
-        *,
-        http_verb: str = "POST",
-        files: dict[str, Any] | None = None,
-        data: Any = None,
-        params: dict[str, Any] | None = None,
-        json: dict[str, Any] | None = None,
-        headers: dict[str, Any] | None = None,
-        auth: dict[str, Any] | None = None,
-    ) -> AsyncSlackResponse:
-        return await super().api_call(
-            api_method,
-            http_verb=http_verb,
-            files=files,
-            data=redact_data(data) if isinstance(data, dict) else data,
-            params=redact_data(params) if params is not None else None,
-            json=redact_data(json) if json is not None else None,
-            headers=headers,
-            auth=auth,
-        )
+    async def _send(self, http_verb: str, api_url: str, req_args: dict[str, Any]) -> AsyncSlackResponse:
+        """Every Web API call passes here (slack_sdk's `api_call` builds `req_args`, then sends)."""
+        masked = dict(req_args)
+        for key in ("json", "data", "params"):
+            if isinstance(masked.get(key), dict):
+                masked[key] = redact_data(masked[key])
+        return await super()._send(http_verb, api_url, masked)
 
-    async def files_upload_v2(self, **kwargs: Any) -> AsyncSlackResponse:
+    async def files_upload_v2(self, **kwargs: object) -> AsyncSlackResponse:
+        args: dict[str, Any] = dict(kwargs)
         for key in ("content", "title", "initial_comment", "filename"):
-            if isinstance(kwargs.get(key), str):
-                kwargs[key] = redact(kwargs[key])
-        return await super().files_upload_v2(**kwargs)
+            if isinstance(args.get(key), str):
+                args[key] = redact(args[key])
+        return await super().files_upload_v2(**args)
 
 
 def redacting(client: AsyncWebClient) -> RedactingWebClient:

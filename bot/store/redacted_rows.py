@@ -23,7 +23,7 @@ KEPT_AS_WRITTEN = frozenset({("dropin_backup", "content")})
 """(table, column) pairs not redacted: what flagbot must restore exactly."""
 
 
-def redact_row(mapper: Mapper[Any], target: Any) -> None:
+def redact_row(mapper: Mapper[Any], target: object) -> None:
     table = getattr(mapper.local_table, "name", "")
     for attribute in mapper.column_attrs:
         key = attribute.key
@@ -31,7 +31,7 @@ def redact_row(mapper: Mapper[Any], target: Any) -> None:
             continue
         value = target.__dict__.get(key)
         if isinstance(value, str):
-            redacted: Any = redact(value)
+            redacted: object = redact(value)
         elif isinstance(value, dict | list):
             redacted = redact_data(value)
         else:
@@ -40,7 +40,7 @@ def redact_row(mapper: Mapper[Any], target: Any) -> None:
             setattr(target, key, redacted)
 
 
-def _before_write(mapper: Mapper[Any], connection: Any, target: Any) -> None:
+def _before_write(mapper: Mapper[Any], connection: object, target: object) -> None:
     redact_row(mapper, target)
 
 
