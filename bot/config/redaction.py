@@ -125,6 +125,10 @@ class Redactor:
                 values.append(argv[index + 1])
         self.remember(values)
 
+    def remember_mapping(self, mapping: Mapping[str, object]) -> None:
+        """The values under secret names (`api_key` of SGLang's printed `server_args`, `HF_TOKEN`)."""
+        self.remember(str(value) for key, value in mapping.items() if value is not None and self.is_secret_name(key))
+
     # --- redaction -----------------------------------------------------------------------
 
     def redact(self, text: str) -> str:

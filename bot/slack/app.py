@@ -45,6 +45,7 @@ class RedactingWebClient(AsyncWebClient):
         masked = dict(req_args)
         for key in ("json", "data", "params"):
             if isinstance(masked.get(key), dict):
+                redact_data(masked[key])  # first learn every secret the message names, in any part
                 masked[key] = redact_data(masked[key])
         return await super()._send(http_verb, api_url, masked)
 
@@ -56,13 +57,12 @@ class RedactingWebClient(AsyncWebClient):
         return await super().files_upload_v2(**args)
 
 
-def redacting(client: AsyncWebClient) -> RedactingWebClient:
-    """`client` as a RedactingWebClient (the same token, address and retry handlers)."""
-    if isinstance(client, RedactingWebClient):
-        return client
-    wrapped = RedactingWebClient(token=client.token, base_url=client.base_url)
-    wrapped.retry_handlers = client.retry_handlers
-    return wrapped
+def redacting(client: AsyncWebClient) -> AsyncWebClient:
+    """`client`, made a RedactingWebClient in place (it adds no state, only the masking), so
+    every setting Bolt gave it (token, address, session, retry handlers) stays."""
+    if not isinstance(client, RedactingWebClient) and type(client) is AsyncWebClient:
+        client.__class__ = RedactingWebClient
+    return client
 
 
 def web_client(token: str, *, base_url: str | None = None) -> AsyncWebClient:
@@ -98,6 +98,7 @@ def register_listeners(app: AsyncApp, services: SlackServices) -> None:
         context: AsyncBoltContext, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
         context["flagbot"] = services
+        redacting(context.client)  # Bolt builds a client per request: it masks secrets too
         return await next()
 
     app.command("/flagbot")(on_command)
