@@ -127,7 +127,9 @@ class Redactor:
 
     def remember_mapping(self, mapping: Mapping[str, object]) -> None:
         """The values under secret names (`api_key` of SGLang's printed `server_args`, `HF_TOKEN`)."""
-        self.remember(str(value) for key, value in mapping.items() if value is not None and self.is_secret_name(key))
+        self.remember(
+            str(value) for key, value in mapping.items() if value is not None and self.is_secret_name(key)
+        )
 
     # --- redaction -----------------------------------------------------------------------
 
@@ -217,8 +219,8 @@ def _scan(
 
 
 def _shown(value: str) -> bool:
-    """A value shown as it is: empty, already masked, or a `${NAME}` reference."""
-    return not value or value == MASK or REFERENCE.fullmatch(value) is not None
+    """A value shown as it is: empty, unset (`None`, `null`), already masked, or a `${NAME}` reference."""
+    return not value or value in (MASK, "None", "null") or REFERENCE.fullmatch(value) is not None
 
 
 _redactor = Redactor()
