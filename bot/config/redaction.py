@@ -48,6 +48,9 @@ DEFAULT_SECRET_FLAGS: tuple[str, ...] = (
 )
 MIN_REMEMBERED = 6
 """Shorter values are not replaced wherever they appear (a key of `1` would mask every digit)."""
+_PLAIN = re.compile(r"[0-9.eE+-]+|true|false|True|False|/\S*")
+"""Nor numbers, booleans and paths: `SGLANG_MAX_TOKENS=1833679` matches `*TOKEN*`, and masking
+1833679 everywhere would hide the capacity tables; such a value is masked where it is assigned."""
 
 REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 """`${NAME}`: a reference systemd expands at start (from `Environment=` or `EnvironmentFile=`)."""
@@ -97,7 +100,8 @@ class Redactor:
     # --- values seen ---------------------------------------------------------------------
 
     def remember(self, values: Iterable[str]) -> None:
-        """Mask these values wherever they appear from now on (references and short values are skipped)."""
+        """Mask these values wherever they appear from now on (references, short values, numbers,
+        booleans and absolute paths are skipped: see `_PLAIN`)."""
         fresh = {
             value
             for value in values
@@ -105,6 +109,7 @@ class Redactor:
             and len(value) >= MIN_REMEMBERED
             and value != MASK
             and not REFERENCE.fullmatch(value)
+            and not _PLAIN.fullmatch(value)
         }
         with self._lock:
             if fresh - self._known:

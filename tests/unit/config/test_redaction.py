@@ -65,6 +65,11 @@ def test_a_value_once_seen_is_masked_wherever_it_appears(names: Redactor) -> Non
     assert names.redact("adminsecret hf_tok123 ${K}") == f"{MASK} {MASK} ${{K}}"
     names.remember(["abc"])  # too short to mask everywhere: would mask every 'abc'
     assert names.redact("abc") == "abc"
+    names.remember_launch([], {"SGLANG_MAX_TOKENS": "1833679", "MODEL_KEY": "/models/qwen"})  # *TOKEN*, *_KEY
+    assert names.redact("max_total_num_tokens=1833679 --model-path /models/qwen") == (
+        "max_total_num_tokens=1833679 --model-path /models/qwen"  # numbers and paths: only where assigned
+    )
+    assert names.redact("SGLANG_MAX_TOKENS=1833679") == f"SGLANG_MAX_TOKENS={MASK}"
 
 
 def test_argv_and_json_values(names: Redactor) -> None:
