@@ -3,7 +3,8 @@
 Why not `shlex.quote`: the layer that parses a drop-in is systemd, not a shell. systemd expands
 `%` specifiers in both settings (so a literal `%` is `%%`), substitutes `$VAR`/`${VAR}` in
 `ExecStart=` words at exec time (so a literal `$` is `$$` there, but *not* in `Environment=`,
-whose values are taken as written), and reads C-style escapes inside double quotes. A newline
+whose values are taken as written; a word that is exactly `${NAME}` or `--flag=${NAME}` is a
+reference and written as it is, see `is_reference_word`), and reads C-style escapes inside double quotes. A newline
 or another control character cannot be written safely (a newline would end the setting and
 start a new one: an injection), so it is refused with the offending value named.
 

@@ -11,8 +11,10 @@ Three views are combined, each for what it is exact at:
   prints it joined by spaces, which cannot tell `--x "a b"` from `--x a b`.
 
 The flags flagbot reports and edits are the words the process receives: `$$` is a `$`, and a
-`$VAR` reference is replaced by the unit's `Environment=` value (a reference to a variable
-flagbot cannot see, from `EnvironmentFile=`, is refused with its name).
+`$VAR` reference is replaced by the unit's `Environment=` value. A reference to a variable
+flagbot cannot see (from `EnvironmentFile=`) is kept as written when it is a whole word,
+`${NAME}` or `--flag=${NAME}` (how a secret such as `--api-key` stays on the node), and refused
+with its name in any other form (docs/security.md#secrets).
 """
 
 from __future__ import annotations
