@@ -43,15 +43,15 @@ def literal_secrets(view: UnitView) -> list[str]:
         if not all(REFERENCE.fullmatch(value) for value in values):
             variable = item.flag.lstrip("-").replace("-", "_").upper()
             found.append(
-                f"{item.flag} has a literal value in {view.unit}'s ExecStart=: it is copied into "
-                f"flagbot's drop-in and its backups. Keep it on the node: put {variable}=... in a "
-                f"root-only file named by EnvironmentFile= and write {item.flag} ${{{variable}}}"
+                f"`{item.flag}` has a literal value in {view.unit}'s ExecStart=: it is copied into "
+                f"flagbot's drop-in and its backups. Keep it on the node: put the value in a root-only file "
+                f"named by EnvironmentFile= as the variable {variable}, and write `{item.flag} ${{{variable}}}`"
             )
     for name in view.environment:
         if names.is_secret_name(name):
             found.append(
-                f"Environment={name}=... is a secret written into {view.unit}: move it to a root-only "
-                "file named by EnvironmentFile= (flagbot does not read that file)"
+                f"the environment variable {name} is a secret written into {view.unit} (Environment=): move "
+                "it to a root-only file named by EnvironmentFile= (flagbot does not read that file)"
             )
     return found
 

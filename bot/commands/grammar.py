@@ -300,9 +300,9 @@ class _Parser:
         if all(REFERENCE.fullmatch(item) for item in values):
             return
         raise self.fail(
-            f"{flag} is a secret flag ([redaction] secret_flags): flagbot does not take its value in a "
+            f"`{flag}` is a secret flag ([redaction] secret_flags): flagbot does not take its value in a "
             "command (it would be posted and stored); put the value in the unit's EnvironmentFile= on "
-            f"the node and write a reference, e.g. {flag}=${{SGLANG_API_KEY}}"
+            f"the node and write a reference, e.g. `{flag}=${{SGLANG_API_KEY}}`"
         )
 
     def _resolve(self, written: str) -> FlagSpec:

@@ -166,8 +166,8 @@ class UnitView:
 
 def _masked_gone(node: str, what: str) -> str:
     return (
-        f"{node}: the value of {what} was redacted in flagbot's records and the unit no longer has it; "
-        f"flagbot cannot write it back: set {what} on the node (best as a ${{VAR}} reference to an "
+        f"{node}: the value of `{what}` was redacted in flagbot's records and the unit no longer has it; "
+        f"flagbot cannot write it back: set `{what}` on the node (best as a ${{VAR}} reference to an "
         "EnvironmentFile= variable)"
     )
 

@@ -244,3 +244,18 @@ async def test_secrets_planted_in_unit_environment_and_journal_are_never_posted_
         store.close()
     assert leaks == []
     assert rows > 10, "the scan saw the store's rows"
+
+
+async def test_config_check_units_warns_about_the_literal_secrets_without_showing_them(
+    tmp_path: Path,
+) -> None:
+    async with _node(tmp_path) as (node, keys):
+        config = _config(tmp_path, node, keys)
+        plain = await _cli(config, "config", "check")
+        checked = await _cli(config, "config", "check", "--units")
+    assert "warning:" not in plain  # the file alone: no unit read
+    warnings = [line for line in checked.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 2, checked
+    assert "`--admin-api-key` has a literal value" in warnings[0] and "${ADMIN_API_KEY}" in warnings[0]
+    assert "the environment variable HF_TOKEN is a secret" in warnings[1]
+    assert _leaks("config check --units", checked) == []

@@ -29,6 +29,7 @@ def test_a_literal_secret_flag_value_is_refused_naming_the_rule(text: str) -> No
     assert "is a secret flag ([redaction] secret_flags)" in message
     assert "EnvironmentFile=" in message and "${SGLANG_API_KEY}" in message
     assert "sk-typed123" not in redact(message)
+    assert "is a secret flag" in redact(message)  # the rule survives the masking of what is shown
 
 
 @pytest.mark.parametrize("text", ["try --api-key=${SGLANG_API_KEY}", "try --admin-api-key ${ADMIN_KEY}"])

@@ -49,6 +49,7 @@ def test_secret_values_are_masked_in_every_written_form(names: Redactor, text: s
         "--max-total-tokens 100 --tokenizer-path /m --kv-cache-dtype fp8",
         "--api-key --port 30000",  # no value to mask
         "api_key=None",
+        "`--api-key` is a secret flag; write `--api-key=${SGLANG_API_KEY}`",  # prose names flags in backticks
     ],
 )
 def test_references_and_other_names_are_shown_as_written(names: Redactor, text: str) -> None:

@@ -113,9 +113,11 @@ async def test_config_check_units_warns_about_literal_secrets_only(tmp_path: Pat
         settings = Settings.model_validate({"targets": {"lab": fake.target.model_dump()}})
         findings = await unit_findings(settings)
     assert len(warnings) == 2
-    assert warnings[0].startswith("--admin-api-key has a literal value") and "${ADMIN_API_KEY}" in warnings[0]
-    assert warnings[1].startswith("Environment=HF_TOKEN=... is a secret")
-    assert not any("--api-key has" in text for text in warnings)  # the reference is what is wanted
+    assert (
+        warnings[0].startswith("`--admin-api-key` has a literal value") and "${ADMIN_API_KEY}" in warnings[0]
+    )
+    assert warnings[1].startswith("the environment variable HF_TOKEN is a secret")
+    assert not any("`--api-key` has" in text for text in warnings)  # the reference is what is wanted
     assert [f.kind for f in findings] == ["warning", "warning"]
     assert all(LITERAL not in f.render() for f in findings)
 
