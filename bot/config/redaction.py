@@ -57,16 +57,21 @@ REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 _VALUE = r"""(?P<val>(?>\$\{[A-Za-z_][A-Za-z0-9_]*\}|(?<=")(?:[^"\\\n]|\\.)*|(?<=')[^'\n]*|[^\s'",\]\)}]+)(?!['"]?[ \t]*:))"""
 _FLAG_VALUE = re.compile(
-    r"(?P<flag>--[A-Za-z0-9][A-Za-z0-9_.-]*)(?P<sep>['\"]?(?:[ \t]*[=,:][ \t]*|[ \t]+)['\"]?)" + _VALUE
+    r"(?P<flag>--[A-Za-z0-9][A-Za-z0-9_.-]*)"
+    r"(?P<sep>['\"][ \t]*[=,:][ \t]*['\"]?|=['\"]?|[ \t]+['\"]?)" + _VALUE
 )
+"""`--flag VALUE`, `--flag=VALUE`, `'--flag', 'VALUE'`, `"--flag": "VALUE"` (a `,` or `:` only after a quote)."""
 _ITEM_VALUE = re.compile(
     r"""(?P<q>['"])flag(?P=q)[ \t]*:[ \t]*['"](?P<flag>--[A-Za-z0-9][A-Za-z0-9_.-]*)['"][ \t]*,[ \t]*"""
     r"""['"]value['"][ \t]*:[ \t]*['"]""" + _VALUE
 )
 """A flag item as JSON or a Python dict: `{"flag": "--api-key", "value": "..."}`."""
 _NAME_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<sep>['\"]?[ \t]*[=:][ \t]*['\"]?)" + _VALUE
+    r"(?<![A-Za-z0-9_-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?P<sep>['\"][ \t]*[=:][ \t]*['\"]?|[ \t]*:[ \t]*['\"]|[ \t]*=[ \t]*['\"]?)" + _VALUE
 )
+"""`NAME=VALUE`, `"NAME": "VALUE"`, `NAME: 'VALUE'`: a `:` only next to a quote, so prose such as
+`SLACK_BOT_TOKEN: set` is left alone."""
 
 
 class Redactor:

@@ -31,6 +31,8 @@ def names() -> Redactor:
         ("--enable-metrics --api-key sk-abc123", f"--enable-metrics --api-key {MASK}"),
         ("--hf-token hf_abcdef", f"--hf-token {MASK}"),
         ("MY_SECRET_THING=x1", f"MY_SECRET_THING={MASK}"),
+        ("HF_TOKEN: 'hf_abcdef'", f"HF_TOKEN: '{MASK}'"),
+        ('"--api-key": "sk-abc123"', f'"--api-key": "{MASK}"'),
     ],
 )
 def test_secret_values_are_masked_in_every_written_form(names: Redactor, text: str, expected: str) -> None:
@@ -50,6 +52,7 @@ def test_secret_values_are_masked_in_every_written_form(names: Redactor, text: s
         "--api-key --port 30000",  # no value to mask
         "api_key=None",
         "`--api-key` is a secret flag; write `--api-key=${SGLANG_API_KEY}`",  # prose names flags in backticks
+        "SLACK_BOT_TOKEN: set\nSLACK_APP_TOKEN: not set",  # a ':' counts only next to a quote
     ],
 )
 def test_references_and_other_names_are_shown_as_written(names: Redactor, text: str) -> None:
