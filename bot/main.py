@@ -7,10 +7,12 @@ commands are the console's; composing them here keeps `bot.cli` free of the Slac
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from bot.cli.app import app
 from bot.cli.plugins import register_plugins
+from bot.config.redaction import RedactingStream, install_log_redaction
 from bot.diagnostics import install_dump_on_signal
 from bot.serve import register_serve
 
@@ -23,7 +25,14 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Console-script entry point."""
     install_dump_on_signal()  # `kill -USR1 <pid>` prints where a stuck command is
+    install_log_redaction()  # secrets never reach the log (bot/config/redaction.py)
+    sys.stdout = RedactingStream(sys.stdout)  # nor the console: every command's output is masked
+    sys.stderr = RedactingStream(sys.stderr)
     try:
         app()
     except BrokenPipeError:
         sys.exit(0)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()

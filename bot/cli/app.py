@@ -7,6 +7,7 @@ program itself (`--config`) go before the command name.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import typer
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import __version__
+from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
 from bot.cli.checks import register_checks
 from bot.cli.common import catalog_for, fail, set_config_path, settings, split_json
@@ -65,7 +67,14 @@ def main_options(
 
 
 @config_app.command("check")
-def config_check() -> None:
+def config_check(
+    units: Annotated[
+        bool,
+        typer.Option(
+            "--units", help="Also read each target's unit (node 0, over SSH) and warn about literal secrets."
+        ),
+    ] = False,
+) -> None:
     """Validate the config file and print what it defines."""
     config = settings()
     secrets = Secrets()
@@ -74,6 +83,9 @@ def config_check() -> None:
     for name in ("slack_bot_token", "slack_app_token", "slack_signing_secret", "database_url"):
         state = "set" if getattr(secrets, name) is not None else "not set"
         typer.echo(f"{name.upper() if name != 'database_url' else 'FLAGBOT_DATABASE_URL'}: {state}")
+    if units:
+        for finding in asyncio.run(unit_findings(config)):
+            typer.echo(finding.render())
 
 
 def _store() -> Store:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
 from bot.commands.tokens import CommandError, check_words, tokenize, value_problem
 from bot.commands.values import check_option, check_positional
+from bot.config.redaction import REFERENCE, redactor
 from bot.sglang.catalog import (
     AmbiguousFlagError,
     FlagCatalog,
@@ -267,6 +268,12 @@ class _Parser:
             problem = value_problem(value)
             if problem is not None:
                 raise self.fail(f"env set {name}: the value {value!r} {problem}")
+            if redactor().is_secret_name(name):
+                raise self.fail(
+                    f"env set {name}: {name} is a secret name ([redaction] secret_names): flagbot does not "
+                    "take secret values in a command (they would be posted and stored); keep it in the "
+                    "unit's EnvironmentFile= on the node"
+                )
             return Change("env-set", env_name=name, env_value=value)
         if equals:
             raise self.fail(f"env unset {name}: takes a name only, not a value")
@@ -292,11 +299,26 @@ class _Parser:
             raise self.fail(
                 f"set {written}: {spec.name} is a switch; use `add {spec.name}` or `remove {spec.name}`"
             )
+        self._no_literal_secret(spec.name, value)
         try:
             self.catalog.check_value(spec, value)
         except FlagValueError as exc:
             raise self.fail(str(exc)) from None
         return Change("add" if verb == "add" else "set", spec.name, value, written=written)
+
+    def _no_literal_secret(self, flag: str, value: FlagValue) -> None:
+        """A secret flag's value only as a `${NAME}` reference (kept as written in the drop-in;
+        systemd expands it from the unit's `EnvironmentFile=` at start)."""
+        if not redactor().is_secret_flag(flag) or value is None:
+            return
+        values = value if isinstance(value, tuple) else (value,)
+        if all(REFERENCE.fullmatch(item) for item in values):
+            return
+        raise self.fail(
+            f"`{flag}` is a secret flag ([redaction] secret_flags): flagbot does not take its value in a "
+            "command (it would be posted and stored); put the value in the unit's EnvironmentFile= on "
+            f"the node and write a reference, e.g. `{flag}=${{SGLANG_API_KEY}}`"
+        )
 
     def _resolve(self, written: str) -> FlagSpec:
         try:

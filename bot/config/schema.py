@@ -30,6 +30,8 @@ from bot.config.change_rules import (
     ChangeRules,
     ProtectedMode,
 )
+from bot.config.redaction import DEFAULT_SECRET_FLAGS, DEFAULT_SECRET_NAMES, install_log_redaction
+from bot.config.redaction import configure as configure_redaction
 from bot.config.verdicts import Verdicts
 
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -358,6 +360,37 @@ class DatabaseSettings(Strict):
     sqlite_path: Path = Path("state/flagbot.db")
 
 
+def _secret_patterns(what: str, value: list[str]) -> list[str]:
+    for pattern in value:
+        if not pattern or any(char.isspace() for char in pattern):
+            raise ValueError(f"{what} pattern {pattern!r}: give a name or a glob (*, ?) without spaces")
+    return value
+
+
+class RedactionSettings(Strict):
+    """What counts as a secret in flagbot's output (`bot/config/redaction.py`, docs/security.md)."""
+
+    secret_names: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_NAMES))
+    """Environment names (globs, case-sensitive) whose values are secrets: `HF_TOKEN=...`."""
+    secret_flags: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_FLAGS))
+    """Command-line flags (globs, with their dashes) whose values are secrets: `--api-key ...`."""
+
+    @field_validator("secret_names", mode="after")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        return _secret_patterns("secret_names", value)
+
+    @field_validator("secret_flags", mode="after")
+    @classmethod
+    def _flags(cls, value: list[str]) -> list[str]:
+        for pattern in _secret_patterns("secret_flags", value):
+            if not pattern.startswith("-"):
+                raise ValueError(
+                    f"secret_flags pattern {pattern!r}: a flag starts with '--' (e.g. '--api-key')"
+                )
+        return value
+
+
 class Settings(BaseSettings):
     """The whole of `flagbot.toml`.
 
@@ -376,6 +409,7 @@ class Settings(BaseSettings):
     schedules: Schedules = Schedules()
     database: DatabaseSettings = DatabaseSettings()
     verdicts: Verdicts = Verdicts()
+    redaction: RedactionSettings = RedactionSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -409,4 +443,7 @@ class Settings(BaseSettings):
                 raise ValueError(
                     f"targets.{name}.benchmark_profile {target.benchmark_profile!r} is not in [bench]"
                 )
+        # the settings last validated say what is secret in everything the process prints or stores
+        configure_redaction(self.redaction.secret_names, self.redaction.secret_flags)
+        install_log_redaction()
         return self

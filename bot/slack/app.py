@@ -25,8 +25,10 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.commands import CommandError
+from bot.config.redaction import redact, redact_data
 from bot.slack.dispatch import preload
 from bot.slack.handlers import on_action, on_command, on_mention
 from bot.slack.services import SlackServices, error_id
@@ -34,9 +36,39 @@ from bot.slack.services import SlackServices, error_id
 EVENTS_PATH = "/slack/events"
 
 
+class RedactingWebClient(AsyncWebClient):
+    """The Web API client every Slack message and file of flagbot's goes through: the one place
+    secrets are masked on the way to Slack (`bot.config.redaction`, docs/security.md#secrets)."""
+
+    async def _send(self, http_verb: str, api_url: str, req_args: dict[str, Any]) -> AsyncSlackResponse:
+        """Every Web API call passes here (slack_sdk's `api_call` builds `req_args`, then sends)."""
+        masked = dict(req_args)
+        for key in ("json", "data", "params"):
+            if isinstance(masked.get(key), dict):
+                redact_data(masked[key])  # first learn every secret the message names, in any part
+                masked[key] = redact_data(masked[key])
+        return await super()._send(http_verb, api_url, masked)
+
+    async def files_upload_v2(self, **kwargs: object) -> AsyncSlackResponse:
+        args: dict[str, Any] = dict(kwargs)
+        for key in ("content", "title", "initial_comment", "filename"):
+            if isinstance(args.get(key), str):
+                args[key] = redact(args[key])
+        return await super().files_upload_v2(**args)
+
+
+def redacting(client: AsyncWebClient) -> AsyncWebClient:
+    """`client`, made a RedactingWebClient in place (it adds no state, only the masking), so
+    every setting Bolt gave it (token, address, session, retry handlers) stays."""
+    if not isinstance(client, RedactingWebClient) and type(client) is AsyncWebClient:
+        client.__class__ = RedactingWebClient
+    return client
+
+
 def web_client(token: str, *, base_url: str | None = None) -> AsyncWebClient:
-    """A Web API client that waits out 429s (Slack's rate limits) instead of failing the run."""
-    client = AsyncWebClient(token=token, base_url=base_url or AsyncWebClient.BASE_URL)
+    """A Web API client that waits out 429s (Slack's rate limits) instead of failing the run,
+    and masks secrets in whatever it sends."""
+    client = RedactingWebClient(token=token, base_url=base_url or AsyncWebClient.BASE_URL)
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
     return client
 
@@ -48,7 +80,7 @@ def build_app(
     app = AsyncApp(
         token=token,
         signing_secret=signing_secret,
-        client=client or web_client(token),
+        client=redacting(client) if client is not None else web_client(token),
         # the listeners ack and hand their work to tasks, so the answer can go as they return
         # (without it Bolt polls for the ack every 10 ms, behind every task that is ready)
         process_before_response=True,
@@ -66,6 +98,7 @@ def register_listeners(app: AsyncApp, services: SlackServices) -> None:
         context: AsyncBoltContext, next: Callable[[], Awaitable[BoltResponse]]
     ) -> BoltResponse:
         context["flagbot"] = services
+        redacting(context.client)  # Bolt builds a client per request: it masks secrets too
         return await next()
 
     app.command("/flagbot")(on_command)

@@ -27,6 +27,7 @@ from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
+from bot.config.redaction import redact
 from bot.loop.run_state import RunState
 from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
@@ -273,11 +274,11 @@ async def on_command(
         check(services.settings, invocation)
         await check_stored(services, invocation)
     except CommandError as exc:
-        await ack(response_type="ephemeral", text=exc.render())
+        await ack(response_type="ephemeral", text=redact(exc.render()))
         return
     decision = await _decide(services, client, invocation, user, channel)
     if not decision.allowed:
-        await ack(response_type="ephemeral", text=decision.reason)
+        await ack(response_type="ephemeral", text=redact(decision.reason))
         return
     where = Where(channel)
     # before the ack: once Slack has its answer, the run is already registered

@@ -12,9 +12,12 @@ from bot.store.loop_models import (
     Lease,
 )
 from bot.store.models import Measurement, Snapshot
+from bot.store.redacted_rows import install as _install_row_redaction
 from bot.store.schedule_models import CheckRun, DriftEvent, DriftState, VerificationCheck
 from bot.store.slack_models import ApprovalRequest, SeenKey
 from bot.store.store import AsyncStore, Store, StoreNotReadyError
+
+_install_row_redaction()  # every row is redacted as it is written (bot/store/redacted_rows.py)
 
 __all__ = [
     "ApprovalRequest",

@@ -28,7 +28,7 @@ from bot.target.ledger import Ledger, sha256_text
 from bot.target.lines import lines_with_ends
 from bot.target.privileged import dropin_path
 from bot.target.ssh import NodeSession
-from bot.target.systemd_quote import render_environment, render_exec
+from bot.target.systemd_quote import render_environment, render_exec, stored_exec_word
 from bot.target.unit import parse_bus_environment, parse_bus_exec, parse_show, parse_state
 
 HEADER = (
@@ -63,8 +63,9 @@ def render_dropin(spec: DropinSpec | None) -> str:
 
 
 def stored_argv(argv: Sequence[str]) -> list[str]:
-    """The argv as systemd stores it after loading our line: every literal `$` is `$$` there."""
-    return [word.replace("$", "$$") for word in argv]
+    """The argv as systemd stores it after loading our line: every literal `$` is `$$` there
+    (a reference word, `${NAME}` or `--flag=${NAME}`, is stored as written)."""
+    return [stored_exec_word(word) for word in argv]
 
 
 class HandEditError(TargetError):

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from bot.aio import gather_all_or_none, stop_tasks
+from bot.config.redaction import redactor
 from bot.http import async_client
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
@@ -216,6 +217,8 @@ async def _observe(
     if readiness is not None and main is not None:
         ready_line_into(readiness, main)
     report = main.report if main is not None else parse_log_lines([])
+    for journal in journals:  # the expanded secrets SGLang printed (e.g. an EnvironmentFile's key)
+        redactor().remember_mapping(journal.report.server_args or {})
     requested, unknown = requested_values(view.flags, catalog)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog)
     cap = capacity(report, info)

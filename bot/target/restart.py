@@ -208,7 +208,7 @@ def _effective_env(view: UnitView, env: Mapping[str, str] | None) -> Mapping[str
             f"{view.node}: the container's environment is set by `docker run -e`, which flagbot does not "
             "edit; change it in the unit on the host"
         )
-    return dict(env)
+    return view.unmask_env(dict(env))
 
 
 async def _finish_pending_reloads(ts: TargetSession) -> None:

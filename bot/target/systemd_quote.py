@@ -3,7 +3,8 @@
 Why not `shlex.quote`: the layer that parses a drop-in is systemd, not a shell. systemd expands
 `%` specifiers in both settings (so a literal `%` is `%%`), substitutes `$VAR`/`${VAR}` in
 `ExecStart=` words at exec time (so a literal `$` is `$$` there, but *not* in `Environment=`,
-whose values are taken as written), and reads C-style escapes inside double quotes. A newline
+whose values are taken as written; a word that is exactly `${NAME}` or `--flag=${NAME}` is a
+reference and written as it is, see `is_reference_word`), and reads C-style escapes inside double quotes. A newline
 or another control character cannot be written safely (a newline would end the setting and
 start a new one: an injection), so it is refused with the offending value named.
 
@@ -21,6 +22,7 @@ from bot.sglang.launch_unit import parse_unit
 _SAFE_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EXEC_PREFIX = "-@:+!|"
+_REFERENCE_WORD = re.compile(r"(?:--[A-Za-z0-9][A-Za-z0-9_.-]*=)?\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ENV_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -61,10 +63,21 @@ def _escape(value: str, *, dollar: bool) -> str:
     return text.replace("$", "$$") if dollar else text
 
 
+def is_reference_word(word: str) -> bool:
+    """A word flagbot keeps as a reference: exactly `${NAME}`, or `--flag=${NAME}`.
+
+    systemd replaces `${NAME}` at start with the variable's value as one word (from `Environment=`
+    or an `EnvironmentFile=` flagbot does not read), so a secret such as an API key can stay in a
+    root-only file on the node. Every other `$` is a literal and is written as `$$`.
+    """
+    return _REFERENCE_WORD.fullmatch(word) is not None
+
+
 def quote_exec_word(word: str, *, what: str = "argument") -> str:
-    """One `ExecStart=` word: the process will receive exactly `word` as one argument."""
+    """One `ExecStart=` word: the process will receive exactly `word` as one argument, or, for a
+    reference word (`is_reference_word`), the referenced variable's value as one argument."""
     _refuse_control(word, what)
-    if _SAFE_WORD.fullmatch(word):
+    if _SAFE_WORD.fullmatch(word) or is_reference_word(word):
         return word
     return f'"{_escape(word, dollar=True)}"'
 
@@ -103,6 +116,11 @@ def env_references(word: str) -> list[str]:
     for part in word.split("$$"):
         names.extend(match[1] or match[2] for match in _ENV_REFERENCE.finditer(part))
     return names
+
+
+def stored_exec_word(word: str) -> str:
+    """A word as systemd stores it after loading `quote_exec_word(word)`: `$` is `$$`, except in a reference word."""
+    return word if is_reference_word(word) else word.replace("$", "$$")
 
 
 def substitute_env(word: str, env: Mapping[str, str]) -> str:

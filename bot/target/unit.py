@@ -11,8 +11,10 @@ Three views are combined, each for what it is exact at:
   prints it joined by spaces, which cannot tell `--x "a b"` from `--x a b`.
 
 The flags flagbot reports and edits are the words the process receives: `$$` is a `$`, and a
-`$VAR` reference is replaced by the unit's `Environment=` value (a reference to a variable
-flagbot cannot see, from `EnvironmentFile=`, is refused with its name).
+`$VAR` reference is replaced by the unit's `Environment=` value. A reference to a variable
+flagbot cannot see (from `EnvironmentFile=`) is kept as written when it is a whole word,
+`${NAME}` or `--flag=${NAME}` (how a secret such as `--api-key` stays on the node), and refused
+with its name in any other form (docs/security.md#secrets).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import asyncio
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from bot.config.redaction import MASK, remember_launch
 from bot.sglang.flagset import FlagSet
 from bot.sglang.launch import (
     LaunchInScriptError,
@@ -36,7 +39,7 @@ from bot.sglang.launch_docker import find_docker_run
 from bot.target.lines import split_lines
 from bot.target.privileged import dropin_path
 from bot.target.ssh import NodeSession
-from bot.target.systemd_quote import substitute_env
+from bot.target.systemd_quote import env_references, is_reference_word, substitute_env
 
 SHOW_PROPERTIES = (
     "ExecStart",
@@ -144,8 +147,49 @@ class UnitView:
         return next((item for item in self.files if item.path == wanted), None)
 
     def argv_with(self, flags: FlagSet) -> list[str]:
-        """The full argv that runs `flags` with this unit's interpreter/wrapper."""
-        return [*self.prefix, *flags.argv()]
+        """The full argv that runs `flags` with this unit's interpreter/wrapper.
+
+        A secret flag whose value is the redaction mask (flags read back from the store, where
+        secrets are masked) keeps the value this unit has now: flagbot never writes the mask.
+        """
+        return [*self.prefix, *unmask_flags(flags, self.flags, self.node).argv()]
+
+    def unmask_env(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` with each masked value replaced by this unit's current one (see `argv_with`)."""
+        out = dict(env)
+        for name, value in env.items():
+            if value == MASK:
+                if name not in self.environment:
+                    raise UnitReadError(_masked_gone(self.node, name))
+                out[name] = self.environment[name]
+        return out
+
+
+def _masked_gone(node: str, what: str) -> str:
+    return (
+        f"{node}: the value of `{what}` was redacted in flagbot's records and the unit no longer has it; "
+        f"flagbot cannot write it back: set `{what}` on the node (best as a ${{VAR}} reference to an "
+        "EnvironmentFile= variable)"
+    )
+
+
+def unmask_flags(flags: FlagSet, current: FlagSet, node: str) -> FlagSet:
+    """`flags` with every masked secret value replaced by the value `current` has for that flag."""
+
+    def masked(value: object) -> bool:
+        return value == MASK or (isinstance(value, tuple) and MASK in value)
+
+    if not any(masked(item.value) for item in flags.items):
+        return flags
+    now = {item.flag: item.value for item in current.items}
+    items = []
+    for item in flags.items:
+        if masked(item.value):
+            if item.flag not in now or masked(now[item.flag]):
+                raise UnitReadError(_masked_gone(node, item.flag))
+            item = replace(item, value=now[item.flag])
+        items.append(item)
+    return FlagSet(tuple(items))
 
 
 def unit_checksum(cat_text: str) -> str:
@@ -274,16 +318,33 @@ def _launch_text(files: list[UnitFile], *, without: str | None = None) -> str:
 
 
 def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
+    """The words the process receives: `$$` -> `$`, `Environment=` references replaced.
+
+    A reference to a variable `Environment=` does not set (one from `EnvironmentFile=`, which
+    flagbot does not read) is kept as written when the word is a reference word (`${NAME}` or
+    `--flag=${NAME}`: systemd expands it at start, and flagbot writes it back unchanged); in any
+    other word it is refused, as is a literal word that would read back as a reference.
+    """
     out = []
     for word in argv:
+        if is_reference_word(word) and env_references(word)[0] not in env:
+            out.append(word)
+            continue
         try:
-            out.append(substitute_env(word, env))
+            literal = substitute_env(word, env)
         except KeyError as exc:
+            name = exc.args[0]
             raise UnitReadError(
-                f"{node}: ExecStart uses ${{{exc.args[0]}}}, which is not set by Environment= "
-                "(EnvironmentFile= is not read by flagbot): write the value into the unit, or set it "
-                "with Environment="
+                f"{node}: ExecStart word {word!r} uses ${name}, which is not set by Environment= "
+                "(EnvironmentFile= is not read by flagbot): flagbot keeps a reference only as a whole word, "
+                f"${{{name}}} or --flag=${{{name}}}; write it so in the unit, or set {name} with Environment="
             ) from None
+        if is_reference_word(literal):
+            raise UnitReadError(
+                f"{node}: ExecStart word {word!r} is the literal text {literal!r}, which flagbot would write "
+                "back as a reference to a variable; write it differently in the unit"
+            )
+        out.append(literal)
     return out
 
 
@@ -315,6 +376,7 @@ async def read_unit(session: NodeSession) -> UnitView:
         raise UnitReadError(f"{session.name}: the loaded unit has no ExecStart (is a daemon-reload pending?)")
     exec_argv = commands[-1]
     literal = _literal(exec_argv, environment, session.name)
+    remember_launch(literal, environment)  # these secret values are masked wherever they show up
     count = len(cat_line.flags.argv())
     if count > len(literal) - 1:
         raise UnitReadError(

@@ -61,6 +61,22 @@ async def test_odd_values_round_trip_through_systemd(testbed: Testbed) -> None:
 
 
 @pytest.mark.usefixtures("on_baseline")
+async def test_a_reference_word_is_written_as_written_for_systemd_to_expand(testbed: Testbed) -> None:
+    """`--api-key ${SGLANG_API_KEY}` (a variable of an EnvironmentFile= flagbot does not read) goes
+    into the drop-in unescaped; systemd loads it as written (the write's round-trip check reads
+    the loaded argv over D-Bus), and the unit reads back with the reference, not refused."""
+    async with TargetSession.open("twin", target_for(testbed)) as ts:
+        node = ts.nodes[1]
+        view = await read_unit(node)
+        flags = FlagSet((*view.flags.items, FlagItem("--api-key", "${SGLANG_API_KEY}")))
+        written = await write_dropin(node, ts.ledger, DropinSpec(view.argv_with(flags)))
+        after = await read_unit(node)
+    assert " --api-key ${SGLANG_API_KEY}" in written.content and "$${" not in written.content
+    assert after.flags == flags
+    assert "${SGLANG_API_KEY}" in after.exec_argv
+
+
+@pytest.mark.usefixtures("on_baseline")
 async def test_backups_on_the_host_and_in_the_store(testbed: Testbed, tmp_path: Path) -> None:
     store = await _store(tmp_path)
     try:

@@ -1,0 +1,152 @@
+"""The redaction rules (bot/config/redaction.py) and the `[redaction]` settings that configure them."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+
+from bot.config import ConfigError, Settings, settings_from_mapping
+from bot.config.redaction import MASK, RedactingStream, Redactor, install_log_redaction, redact, redactor
+
+
+@pytest.fixture
+def names() -> Redactor:
+    return Redactor()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("python3 -m sglang.launch_server --api-key sk-abc123 --port 1", f"--api-key {MASK} --port 1"),
+        ("--api-key=sk-abc123 --tp 2", f"--api-key={MASK} --tp 2"),
+        ('ExecStart=/p --admin-api-key "s k 1" --x', f'--admin-api-key "{MASK}" --x'),
+        ("['--api-key', 'sk-abc123', '--tp', '2']", f"['--api-key', '{MASK}', '--tp', '2']"),
+        ('[{"flag": "--api-key", "value": "sk-abc123"}]', f'[{{"flag": "--api-key", "value": "{MASK}"}}]'),
+        ("{'op': 'add', 'flag': '--api-key', 'value': 'sk-abc123'}", f"'value': '{MASK}'"),
+        ("ServerArgs(model_path='/m', api_key='sk-abc123', tp_size=2)", f"api_key='{MASK}', tp_size=2"),
+        ('Environment="HF_TOKEN=hf_abcdef" "A=1"', f'Environment="HF_TOKEN={MASK}" "A=1"'),
+        ('{"DB_PASSWORD": "pw123456"}', f'{{"DB_PASSWORD": "{MASK}"}}'),
+        ("--enable-metrics --api-key sk-abc123", f"--enable-metrics --api-key {MASK}"),
+        ("--hf-token hf_abcdef", f"--hf-token {MASK}"),
+        ("MY_SECRET_THING=x1", f"MY_SECRET_THING={MASK}"),
+        ("HF_TOKEN: 'hf_abcdef'", f"HF_TOKEN: '{MASK}'"),
+        ('"--api-key": "sk-abc123"', f'"--api-key": "{MASK}"'),
+    ],
+)
+def test_secret_values_are_masked_in_every_written_form(names: Redactor, text: str, expected: str) -> None:
+    out = names.redact(text)
+    assert expected in out
+    assert "abc123" not in out and "abcdef" not in out and "pw123456" not in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--api-key ${SGLANG_API_KEY} --port 30000",
+        "--api-key=${SGLANG_API_KEY}",
+        "api_key='${SGLANG_API_KEY}'",
+        "max_total_tokens=1833679, max_prefill_tokens=16384, tokenizer_path='/m'",  # not secret names
+        "--max-total-tokens 100 --tokenizer-path /m --kv-cache-dtype fp8",
+        "--api-key --port 30000",  # no value to mask
+        "api_key=None",
+        "`--api-key` is a secret flag; write `--api-key=${SGLANG_API_KEY}`",  # prose names flags in backticks
+        "SLACK_BOT_TOKEN: set\nSLACK_APP_TOKEN: not set",  # a ':' counts only next to a quote
+    ],
+)
+def test_references_and_other_names_are_shown_as_written(names: Redactor, text: str) -> None:
+    assert names.redact(text) == text
+
+
+def test_a_value_once_seen_is_masked_wherever_it_appears(names: Redactor) -> None:
+    assert names.redact("a line with sk-echoed99 alone") == "a line with sk-echoed99 alone"
+    names.redact("server_args=ServerArgs(api_key='sk-echoed99')")
+    assert names.redact("a line with sk-echoed99 alone") == f"a line with {MASK} alone"
+    names.remember_launch(
+        ["/p", "--admin-api-key", "adminsecret", "--api-key=${K}"], {"HF_TOKEN": "hf_tok123"}
+    )
+    assert names.redact("adminsecret hf_tok123 ${K}") == f"{MASK} {MASK} ${{K}}"
+    names.remember(["abc"])  # too short to mask everywhere: would mask every 'abc'
+    assert names.redact("abc") == "abc"
+    names.remember_launch([], {"SGLANG_MAX_TOKENS": "1833679", "MODEL_KEY": "/models/qwen"})  # *TOKEN*, *_KEY
+    assert names.redact("max_total_num_tokens=1833679 --model-path /models/qwen") == (
+        "max_total_num_tokens=1833679 --model-path /models/qwen"  # numbers and paths: only where assigned
+    )
+    assert names.redact("SGLANG_MAX_TOKENS=1833679") == f"SGLANG_MAX_TOKENS={MASK}"
+
+
+def test_argv_and_json_values(names: Redactor) -> None:
+    assert names.redact_argv(["/p", "--api-key", "k1234567", "--admin-api-key=k7654321", "--tp", "2"]) == [
+        "/p",
+        "--api-key",
+        MASK,
+        f"--admin-api-key={MASK}",
+        "--tp",
+        "2",
+    ]
+    data = {
+        "requested_flags": [{"flag": "--api-key", "value": "k1"}, {"flag": "--tp", "value": "2"}],
+        "environment": {"HF_TOKEN": "t", "NCCL_DEBUG": "INFO"},
+        "server_args": {"api_key": "k2", "max_total_tokens": 5, "admin_api_key": None},
+        "reference": {"flag": "--api-key", "value": "${SGLANG_API_KEY}"},
+    }
+    assert names.redact_data(data) == {
+        "requested_flags": [{"flag": "--api-key", "value": MASK}, {"flag": "--tp", "value": "2"}],
+        "environment": {"HF_TOKEN": MASK, "NCCL_DEBUG": "INFO"},
+        "server_args": {"api_key": MASK, "max_total_tokens": 5, "admin_api_key": None},
+        "reference": {"flag": "--api-key", "value": "${SGLANG_API_KEY}"},
+    }
+
+
+def test_the_settings_choose_the_names_and_flags() -> None:
+    try:
+        Settings.model_validate(
+            {"redaction": {"secret_names": ["WANDB_*"], "secret_flags": ["--my-credential"]}}
+        )
+        assert redactor().is_secret_name("WANDB_API") and not redactor().is_secret_name("HF_TOKEN")
+        assert redactor().is_secret_flag("--my-credential") and not redactor().is_secret_flag("--api-key")
+        assert redact("--my-credential c123456 --api-key k") == f"--my-credential {MASK} --api-key k"
+    finally:
+        Settings()  # the defaults again for the rest of the process
+    assert redactor().is_secret_flag("--api-key") and redactor().is_secret_name("HF_TOKEN")
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"secret_flags": ["api-key"]}, "a flag starts with '--'"),
+        ({"secret_names": ["HF TOKEN"]}, "without spaces"),
+        ({"secret_names": [""]}, "without spaces"),
+        ({"secret_values": ["x"]}, "unknown key"),
+    ],
+)
+def test_bad_redaction_settings_are_refused_by_name(table: dict[str, list[str]], message: str) -> None:
+    with pytest.raises(ConfigError, match="redaction") as caught:
+        settings_from_mapping({"redaction": table}, source="flagbot.toml")
+    assert message in str(caught.value)
+
+
+def test_log_records_and_tracebacks_are_masked(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_redaction()
+    log = logging.getLogger("flagbot.test.redaction")
+    with caplog.at_level(logging.INFO):
+        log.info("ExecStart=%s", "/p --api-key sk-logged12")
+        try:
+            raise ValueError("HF_TOKEN=hf_raised99")
+        except ValueError:
+            log.exception("failed")
+    first, second = caplog.records
+    assert first.getMessage() == f"ExecStart=/p --api-key {MASK}"
+    assert second.exc_text is not None and "hf_raised99" not in second.exc_text and MASK in second.exc_text
+    assert "sk-logged12" not in caplog.text and "hf_raised99" not in caplog.text
+
+
+def test_the_console_stream_masks_a_secret_written_in_pieces() -> None:
+    inner = io.StringIO()
+    stream = RedactingStream(inner)
+    stream.write("flags: --api-key sk-pie")
+    stream.write("ces123 --tp 2\nrest")
+    assert inner.getvalue() == f"flags: --api-key {MASK} --tp 2\n"
+    stream.flush()
+    assert inner.getvalue().endswith("rest")
