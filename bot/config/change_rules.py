@@ -330,13 +330,13 @@ def flag_refusal(rules: ChangeRules, flag: str, *, admin: bool) -> str | None:
         return None
     if rules.protected_flags_mode == "refuse":
         return (
-            f"{flag} is a protected flag of target {rules.target} (policy.protected_flags, "
+            f"`{flag}` is a protected flag of target {rules.target} (policy.protected_flags, "
             'protected_flags_mode = "refuse"): flagbot does not change it; edit the unit instead'
         )
     if admin:
         return None
     return (
-        f"{flag} is a protected flag of target {rules.target} (policy.protected_flags): only an "
+        f"`{flag}` is a protected flag of target {rules.target} (policy.protected_flags): only an "
         "admin may change it"
     )
 

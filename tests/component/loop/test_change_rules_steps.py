@@ -80,7 +80,7 @@ async def test_try_s_preflight_refuses_a_protected_flag_before_its_dry_run(
         step, said = failure(refused)
         assert step == "preflight"
         assert (
-            "--model-path is a protected flag of target lab (policy.protected_flags): only an admin" in said
+            "`--model-path` is a protected flag of target lab (policy.protected_flags): only an admin" in said
         )
         assert asked == [] and target.restarts == []  # the dry run never ran, nothing was written
 
@@ -110,7 +110,7 @@ async def test_apply_refuses_a_planned_protected_flag_for_an_operator_and_writes
         refused = await engine.run(plan_and_apply(tmp_path), {}, target=TARGET, actor="slack:U_OP")
         step, said = failure(refused)
         assert (refused.status, step) == ("failed", "apply")
-        assert "--model-path is a protected flag of target lab" in said
+        assert "`--model-path` is a protected flag of target lab" in said
         assert target.restarts == []
 
         done = await engine.run(plan_and_apply(tmp_path), {}, target=TARGET, actor="slack:U_AD", admin=True)

@@ -96,7 +96,7 @@ def experiments(config: Path) -> int:
             ("env", "set", "NCCL_NET_PLUGIN=/tmp/x.so"),
             "NCCL_NET_PLUGIN is on flagbot's environment deny-list",
         ),
-        (("env", "set", "HF_TOKEN=hf_x"), "HF_TOKEN is not in policy.env_allow of target dev"),
+        (("env", "set", "HF_HUB_OFFLINE=1"), "HF_HUB_OFFLINE is not in policy.env_allow of target dev"),
         (("env", "unset", "PYTHONPATH"), "PYTHONPATH changes how a process starts"),
     ],
 )
@@ -130,13 +130,13 @@ def test_the_console_is_an_admin_for_protected_flags_and_admin_entries(config: P
 
 def test_a_target_that_refuses_protected_flags_refuses_the_console_too(config: Path, probe: Probe) -> None:
     expected = (
-        "--api-key is a protected flag of target prod (policy.protected_flags, "
+        "`--api-key` is a protected flag of target prod (policy.protected_flags, "
         'protected_flags_mode = "refuse"): flagbot does not change it; edit the unit instead'
     )
-    code, _, err = flagbot(config, "run", "tune", "changes=add --api-key sk-x", "target=prod")
+    code, _, err = flagbot(config, "run", "tune", "changes=add --api-key=${SGLANG_API_KEY}", "target=prod")
     assert code == 2 and expected in err
     code, _, err = flagbot(config, "try", "set", "--model-path", "/m", "target=prod", "--dry-run")
-    assert code == 2 and "--model-path is a protected flag of target prod" in err
+    assert code == 2 and "`--model-path` is a protected flag of target prod" in err
     code, _, err = flagbot(config, "run", "tune", "changes=set --tp-size 4", "target=prod")
     assert code == 0, err  # a flag that is not protected goes ahead
     assert probe.calls == [("t_note", {"label": "tuned", "value": None})]

@@ -40,7 +40,7 @@ nodes = [{{ host = "127.0.0.1", port = 9 }}]
 [targets.prod.policy]
 require_approval = true
 """
-PROTECTED = "--model-path is a protected flag of target {target} (policy.protected_flags): only an admin may change it"
+PROTECTED = "`--model-path` is a protected flag of target {target} (policy.protected_flags): only an admin may change it"
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ async def decisions(bot: RunningBot, target: str, user: str) -> list[dict[str, o
         "try add --model-path /models/other",
         "try dry-run=yes add --model-path /models/other",
         "try add --model-path /models/other target=prod",
-        "try dry-run=yes set --api-key sk-new target=prod",
+        "try dry-run=yes set --api-key=${SGLANG_API_KEY} target=prod",
     ],
 )
 async def test_an_operator_is_refused_a_protected_flag_by_slash_and_mention(

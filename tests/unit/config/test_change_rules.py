@@ -27,6 +27,7 @@ from bot.config.change_rules import (
     flag_refusal,
     plan_refusal,
 )
+from bot.config.redaction import redact
 from bot.config.schema import TargetPolicy
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
@@ -154,9 +155,17 @@ def test_every_default_protected_flag_is_a_canonical_flag_of_sglang_0_5_10() -> 
 @pytest.mark.parametrize("flag", DEFAULT_PROTECTED_FLAGS)
 def test_every_protected_flag_is_admin_only_by_default(flag: str) -> None:
     assert flag_refusal(RULES, flag, admin=False) == (
-        f"{flag} is a protected flag of target prod (policy.protected_flags): only an admin may change it"
+        f"`{flag}` is a protected flag of target prod (policy.protected_flags): only an admin may change it"
     )
     assert flag_refusal(RULES, flag, admin=True) is None
+
+
+@pytest.mark.parametrize("flag", DEFAULT_PROTECTED_FLAGS)
+def test_a_refusal_survives_the_redaction_it_is_posted_through(flag: str) -> None:
+    """`--api-key is a protected flag` would lose its verb to the mask (`--api-key ********`):
+    the flag is quoted, so every refusal reaches the user as written."""
+    why = flag_refusal(RULES, flag, admin=False)
+    assert why is not None and redact(why) == why
 
 
 def test_refuse_mode_refuses_admins_too() -> None:
@@ -188,7 +197,7 @@ def test_a_plan_is_judged_by_what_it_changes_and_by_canonical_names() -> None:
     assert plan_refusal(RULES, (unit, env), (same_model, env), admin=False, canonical=canonical) is None
     other_model = FlagSet((FlagItem("--model-path", "/models/b"), FlagItem("--tp-size", "2")))
     why = plan_refusal(RULES, (unit, env), (other_model, env), admin=False, canonical=canonical)
-    assert why is not None and why.startswith("--model-path is a protected flag of target prod")
+    assert why is not None and why.startswith("`--model-path` is a protected flag of target prod")
     assert plan_refusal(RULES, (unit, env), (other_model, env), admin=True, canonical=canonical) is None
     dropped = {"NCCL_DEBUG": "WARN"}
     why = plan_refusal(RULES, (unit, env), (unit, dropped), admin=True, canonical=canonical)
