@@ -8,17 +8,17 @@ start's capacity or status metric; readers outside the steps import it from ther
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from bot.config.schema import Target
 from bot.loop.actions import StepContext
+from bot.loop.expectations import bench_value as bench_value  # re-exported for the steps
+from bot.loop.expectations import is_server_metric as is_server_metric  # re-exported for the steps
 from bot.loop.run_state import flags_from_json as flags_from_json  # re-exported for the steps
 from bot.loop.snapshot_values import snapshot_value as snapshot_value  # re-exported for the steps
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
 from bot.sglang.flagset import FlagSet
-from bot.sglang.metrics import CAPACITY, STATUS
 
 
 def target_of(ctx: StepContext) -> Target:
@@ -40,21 +40,6 @@ def without_rank(flags: FlagSet) -> FlagSet:
 
 def describe_flags(flags: FlagSet) -> str:
     return " ".join(flags.argv())
-
-
-def is_server_metric(metric: str) -> bool:
-    """Read from a start (no benchmark needed): capacity, status, printed server_args fields."""
-    return metric in CAPACITY or metric in STATUS or metric.startswith("parsed.")
-
-
-def bench_value(summary: Mapping[str, Any] | None, metric: str) -> float | None:
-    """A benchmark metric of a set: the mean at its highest concurrency level, where capacity binds."""
-    levels = [row for row in (summary or {}).get("levels", []) if row.get("concurrency") is not None]
-    if not levels:
-        return None
-    top = max(levels, key=lambda row: row["concurrency"])
-    value = top.get(metric)
-    return float(value) if isinstance(value, int | float) else None
 
 
 def fmt(value: Any) -> str:
