@@ -75,7 +75,12 @@ def builtin_params(invocation: Invocation) -> tuple[str, dict[str, Any]]:
         return "try", params
     if name == "revert":
         what = invocation.positionals.get("what")
-        return "revert", {"what": None if what is None else str(what), "flags": options.get("flags")}
+        return "revert", {
+            "what": None if what is None else str(what),
+            "flags": options.get("flags"),
+            "expect": expect,
+            **({"profile": options["profile"]} if "profile" in options else {}),
+        }
     if name == "verify":
         return "verify", {
             "expect": expect,

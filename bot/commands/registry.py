@@ -181,7 +181,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "revert",
         "Undo a change (default: the latest kept try), then verify the effective values are the baseline's.",
         "mutating",
-        "revert [EXPERIMENT|baseline] [flags=--X,--Y] [target=NAME]",
+        "revert [EXPERIMENT|baseline] [EXPECTATION ...] [flags=--X,--Y] [target=NAME] [profile=NAME]",
         ("revert", "revert 12", "revert baseline", "revert flags=--enable-flashinfer-allreduce-fusion"),
         positionals=(
             Positional(
@@ -195,7 +195,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(
             TARGET,
             Option("flags", "text", "comma-separated flags to take out (their baseline value returns)"),
+            PROFILE,
         ),
+        expectations=True,
     ),
     CommandSpec(
         "verify",
