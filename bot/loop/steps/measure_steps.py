@@ -196,25 +196,24 @@ async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
 
 def _decided_by(result: Any, capacity_metrics: Any) -> str:
     """What decided the statistics' verdict, in words: the capacity guard or the statistics, naming
-    the cell that carries it ("the capacity guard: effective max_running_requests 48 -> 26")."""
+    the cell that carries it ("the capacity guard decided (max_running_requests: 48 -> 26 ...)")."""
     word = result.verdict
     guard = getattr(result, "guarded_by", None)
     capacity = {c.metric: c for c in getattr(result, "capacity", ())}
     if word == "undecided":
-        what = f" ({guard} undecided)" if guard else ""
-        return f"the statistics did not decide{what}"
+        return "the statistics did not decide" + (f" ({guard} undecided)" if guard else "")
     if guard in capacity or (guard is not None and guard in capacity_metrics):
         cell = capacity.get(guard)
-        shown = f": {cell.describe()}" if cell is not None else f" on {guard}"
-        return f"the capacity guard{shown}"
-    return f"the statistics ({guard})" if guard else "the statistics"
+        return "the capacity guard decided" + (f" ({cell.describe()})" if cell is not None else f" ({guard})")
+    return "the statistics decided" + (f" ({guard})" if guard else "")
 
 
 def _headline(verdict: str, decided_by: str, before: Any, after: Any) -> str:
-    """The verdict, what decided it, then the capacity of both starts as context."""
+    """The verdict, what decided it, then the capacity of both starts as context: the headline
+    never says regressed unless the capacity guard, the statistics or a failed expectation did."""
     a = snapshot_value(before, "max_running_requests")
     b = snapshot_value(after, "max_running_requests")
-    return f"{verdict}, decided by {decided_by}; effective max_running_requests {fmt(a)} -> {fmt(b)}"
+    return f"{verdict}: {decided_by}; effective max_running_requests {fmt(a)} -> {fmt(b)}"
 
 
 async def _expectations(ctx: StepContext) -> list[ExpectationResult]:

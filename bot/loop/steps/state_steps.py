@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.loop.actions import StepContext, action
-from bot.loop.expectations import Measured, evaluate_all, load_measured, results_table
+from bot.loop.expectations import Measured, evaluate_all, is_server_metric, load_measured
 from bot.loop.run_state import RunState
 from bot.loop.steps.common import (
     expectations_of,
@@ -276,7 +276,31 @@ async def _evaluate_expectations(
     ctx.state.conclusion.cite(
         snapshots=(now.snapshot_id, reference.snapshot_id), sets=(now.set_id, reference.set_id)
     )
-    await ctx.emit(results_table(results, now))
+    rows = []
+    for result in results:
+        metric = result.expectation.metric
+        parsed = (
+            snapshot_value(now.snapshot, f"parsed.{metric}")
+            if is_server_metric(metric) and not metric.startswith("parsed.")
+            else None
+        )
+        rows.append(
+            ComparisonRow(
+                f"{result.expectation}" + (f" (parsed {fmt(parsed)})" if parsed is not None else ""),
+                fmt(reference.value(metric)),
+                fmt(result.actual),
+                f"{result.why}" if result.source else f"absolute; {result.why}",
+                result.outcome,
+            )
+        )
+    await ctx.emit(
+        MetricComparison(
+            f"Expectations: {reference.label} vs now",
+            tuple(rows),
+            f"now = {now.label} (effective values); a relative expectation (%) is judged against "
+            f"{reference.name}",
+        )
+    )
     return results
 
 
