@@ -145,6 +145,9 @@ async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str 
         ctx.store, "the good reference", ctx.state.reference.snapshot_id, ctx.state.reference.set_id
     )
     results = evaluate_all(expectations, now, reference)
+    ctx.state.conclusion.cite(
+        snapshots=(now.snapshot_id, reference.snapshot_id), sets=(set_id, reference.set_id)
+    )
     seen = [f"{r.expectation.metric}={fmt(r.actual)} ({r.outcome}: {r.why})" for r in results]
     return all(r.passed for r in results), ", ".join(seen)
 

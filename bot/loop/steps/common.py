@@ -48,3 +48,10 @@ def fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
+
+
+def rests_on(ctx: StepContext) -> str:
+    """`rests on snapshot #3, snapshot #5, set #7, set #8`: what the run's verdict cites."""
+    conclusion = ctx.state.conclusion
+    parts = [f"snapshot #{i}" for i in conclusion.snapshot_ids] + [f"set #{i}" for i in conclusion.set_ids]
+    return "rests on " + (", ".join(parts) or "nothing stored")

@@ -21,6 +21,7 @@ from bot.loop.steps.common import (
     expectations_of,
     fmt,
     is_server_metric,
+    rests_on,
     snapshot_value,
     target_of,
 )
@@ -162,6 +163,7 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
             verdict = "regressed"
     if unmeasured:
         lines.append("not measured: " + "; ".join(r.describe() for r in unmeasured))
+    lines.append(rests_on(ctx))
     conclusion.verdict = verdict
     headline = _headline(verdict, decided_by, before, after)
     conclusion.summary = headline

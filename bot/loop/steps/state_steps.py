@@ -16,6 +16,7 @@ from bot.loop.steps.common import (
     expectations_of,
     flags_from_json,
     fmt,
+    rests_on,
     snapshot_value,
 )
 from bot.loop.steps.target_steps import emit_observation
@@ -234,14 +235,8 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
     conclusion.failed_metrics = failed
     conclusion.summary = summary
     await ctx.emit(MetricComparison("Back to the baseline? (baseline vs now)", tuple(rows)))
-    await ctx.emit(VerdictBlock(verdict, summary, (f"rests on {_cited(ctx)}",)))
+    await ctx.emit(VerdictBlock(verdict, summary, (rests_on(ctx),)))
     return {"verdict": verdict}
-
-
-def _cited(ctx: StepContext) -> str:
-    conclusion = ctx.state.conclusion
-    parts = [f"snapshot #{i}" for i in conclusion.snapshot_ids] + [f"set #{i}" for i in conclusion.set_ids]
-    return ", ".join(parts) or "nothing stored"
 
 
 async def reference_measured(ctx: StepContext) -> Measured:
@@ -347,7 +342,7 @@ async def check_expectations(ctx: StepContext) -> dict[str, Any]:
     if unmeasured:
         held += "; not measured: " + "; ".join(str(r.expectation) for r in unmeasured)
     conclusion.summary = held
-    details = [r.describe() for r in results] + [f"rests on {_cited(ctx)}"]
+    details = [r.describe() for r in results] + [rests_on(ctx)]
     await ctx.emit(VerdictBlock(verdict, held, tuple(details)))
     return {"verdict": verdict, "failed": failed}
 
@@ -369,8 +364,9 @@ async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     capacity = snapshot_value(snap, "max_running_requests")
     ctx.state.conclusion.verdict = "pinned"
+    ctx.state.conclusion.cite(snapshots=(snapshot_id,), sets=(row.set_id,))
     summary = ctx.state.conclusion.summary = (
         f"baseline #{row.id}: snapshot #{snapshot_id}, set #{row.set_id}, max_running_requests {fmt(capacity)}"
     )
-    await ctx.emit(TextBlock(summary, "Baseline pinned"))
+    await ctx.emit(TextBlock(f"{summary} ({rests_on(ctx)})", "Baseline pinned"))
     return {"baseline_id": row.id}
