@@ -120,10 +120,10 @@ def evaluate(
     source = reference.source if reference is not None else None
     ref_value = reference.value if reference is not None else None
 
-    def result(
-        outcome: Outcome, why: str, change: float | None = None, used: str | None = None
-    ) -> ExpectationResult:
-        return ExpectationResult(expectation, outcome, actual, ref_value, used, why, change)
+    used = source if expectation.relative else None  # an absolute or word form uses no reference
+
+    def result(outcome: Outcome, why: str, change: float | None = None) -> ExpectationResult:
+        return ExpectationResult(expectation, outcome, actual, ref_value if used else None, used, why, change)
 
     if isinstance(expectation.value, str):
         observed = "none" if actual is None else str(actual).lower()
@@ -142,18 +142,16 @@ def evaluate(
         return result(
             "not measured",
             f"no reference ({reference.missing or 'the reference has no value of ' + expectation.metric}; {reference.source})",
-            used=source,
         )
     if isinstance(ref_value, str) or ref_value == 0 or math.isnan(ref_value):
         return result(
             "not measured",
             f"no reference (the reference value is {ref_value!r}; {reference.source})",
-            used=source,
         )
     change = (float(actual) - ref_value) / abs(ref_value) * 100.0
     ok = _compare(change, expectation.op, expectation.value)
     why = f"{change:+.1f}% ({_shown(actual)} vs {_shown(ref_value)}) against {reference.source}"
-    return result("pass" if ok else "fail", why, change, source)
+    return result("pass" if ok else "fail", why, change)
 
 
 def _shown(value: float) -> str:
