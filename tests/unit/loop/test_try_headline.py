@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 from bot.bench.capacity import CapacityVerdict
 from bot.loop.steps.measure_steps import _decided_by, _headline
+from bot.store import Snapshot
 
 CAPACITY = {"max_running_requests": "exact"}
-SNAP = SimpleNamespace(effective={"max_running_requests": 48}, parsed={}, implied={})
+SNAP = Snapshot(target="lab", node="node0", effective={"max_running_requests": 48})
 
 
 def result(verdict: str, guard: str | None, *cells: CapacityVerdict) -> SimpleNamespace:
