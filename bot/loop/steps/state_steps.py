@@ -223,9 +223,9 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
     elif failed:
         verdict = "fail"
         summary = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): fail ({', '.join(failed)})"
-    elif unmeasured and not any(row.verdict == "pass" for row in rows):
-        verdict = "not-measured"
-        summary = f"not measured: {', '.join(unmeasured)}"
+    elif not any(row.verdict == "pass" for row in rows) and not any(r.passed for r in results):
+        verdict = "not-measured"  # nothing was compared: never a pass by default
+        summary = f"not measured: {', '.join(unmeasured) or 'no effective value on either side'}"
     else:
         verdict = "pass"
         summary = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): pass"

@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from sqlmodel import Session
 
 from bot.app.checks import Probe, run_check
 from bot.app.notify import MemoryNotifier
@@ -30,7 +31,7 @@ from bot.loop.report import MemoryReporter, RunOutcome
 from bot.loop.run_state import RunState
 from bot.loop.steps import analysis_steps, measure_steps, state_steps
 from bot.sglang.change import Change
-from bot.store import AsyncStore, Store
+from bot.store import AsyncStore, Snapshot, Store
 from bot.store.baselines import current_baseline
 from bot.store.bench_repo import load_set
 from bot.store.checks import list_checks
@@ -379,3 +380,25 @@ async def test_the_readme_example_can_pass(tmp_path: Path, store: AsyncStore) ->
     assert state.conclusion.kept is True
     snapshot = await store.run(get_snapshot, store.store, state.after.snapshot_id)
     assert snapshot is not None
+
+
+async def test_revert_says_not_measured_when_the_baseline_has_no_capacity_value(
+    tmp_path: Path, store: AsyncStore
+) -> None:
+    """verify_back compares effective values with the baseline's; one missing on a side is not
+    measured (said, with which side), and nothing compared is never a pass."""
+    with everything_faked(store):
+        eng = engine(tmp_path, store)
+        await pin_baseline(eng, store)
+        baseline = await store.run(current_baseline, store.store, TARGET)
+        assert baseline is not None
+        with Session(store.store.engine) as session:
+            stored = session.get(Snapshot, baseline.snapshot_id)
+            assert stored is not None
+            stored.effective = {}
+            session.add(stored)
+            session.commit()
+        await run(eng, "try", {"changes": [SAME_CAPACITY.to_json()], "keep": "always"})
+        outcome = await run(eng, "revert", {})
+    assert outcome.verdict == "not-measured"
+    assert outcome.summary == "not measured: max_running_requests (no value on the baseline)"
