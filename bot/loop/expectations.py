@@ -22,7 +22,7 @@ from typing import Any
 from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.expectation import Expectation, ExpectationResult, Reference, evaluate
 from bot.sglang.metrics import CAPACITY, STATUS
-from bot.store import AsyncStore
+from bot.store import AsyncStore, Snapshot
 from bot.store.bench_repo import load_set
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TableBlock
@@ -63,7 +63,7 @@ class Measured:
 
     name: str
     """What it is, without the ids: "the start before this try", "baseline #2"."""
-    snapshot: Any = None
+    snapshot: Snapshot | None = None
     snapshot_id: int | None = None
     set_id: int | None = None
     summary: Mapping[str, Any] | None = None

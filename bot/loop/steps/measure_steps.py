@@ -8,13 +8,14 @@ cut is a regression even when throughput is within noise (the seeds' case).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from bot.bench.chart import render_chart
 from bot.bench.compare_sets import compare_by_id
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.run import BenchPlan, run_plan
-from bot.bench.verdict import VerdictSettings
+from bot.bench.verdict import ComparisonResult, VerdictSettings
 from bot.loop.actions import StepContext, action
 from bot.loop.expectations import evaluate_all, load_measured, results_table
 from bot.loop.steps.common import (
@@ -196,7 +197,7 @@ async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
     )
 
 
-def _decided_by(result: Any, capacity_metrics: Any) -> str:
+def _decided_by(result: ComparisonResult, capacity_metrics: Mapping[str, str]) -> str:
     """What decided the statistics' verdict, in words: the capacity guard or the statistics, naming
     the cell that carries it ("the capacity guard decided (max_running_requests: 48 -> 26 ...)")."""
     word = result.verdict
