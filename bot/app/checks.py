@@ -12,6 +12,7 @@ recorded; only a change of state (pass -> fail, fail -> pass) is told to the exp
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,9 @@ from bot.bench.planning import plan_for
 from bot.bench.run import run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.config.verdicts import Verdicts
+from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.lease_guard import hold_lease, holder_id
+from bot.sglang.expectation import ExpectationResult, parse_expectation
 from bot.store import Store
 from bot.store.bench_repo import load_set
 from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
@@ -44,6 +47,8 @@ class Verdict:
     """pass or fail."""
     reasons: tuple[str, ...]
     rows: tuple[ComparisonRow, ...]
+    not_measured: tuple[str, ...] = ()
+    """What this check could not measure (said, never assumed to pass or fail)."""
 
 
 @dataclass(frozen=True)
@@ -81,14 +86,20 @@ def judge(
     probe: Probe,
     capacity_tolerances: dict[str, str],
     throughput: tuple[str, list[str]] | None,
+    expectations: Sequence[ExpectationResult] = (),
 ) -> Verdict:
     """Pass or fail, with the reasons and a row per thing compared (concluded vs now).
 
     `throughput` is the verdict of the check's benchmark against the concluded one and its
     lines (None when not compared); only `regressed` fails: improved, no effect and undecided
-    are within what the experiment concluded.
+    are within what the experiment concluded. `expectations` are the experiment's own,
+    evaluated on this check's start (bot.loop.expectations); a failed one fails the check.
+    What could not be measured (a capacity value missing on either side, no comparable
+    benchmark, an expectation without a value or reference) is a "not measured" row and is
+    named in `not_measured`: it neither passes nor fails the check.
     """
     reasons: list[str] = []
+    unmeasured: list[str] = []
     rows: list[ComparisonRow] = []
     healthy = "pass" if probe.healthy else "fail"
     rows.append(
@@ -108,7 +119,17 @@ def judge(
             reasons.append("the flags differ from the ones the experiment left")
     for metric, tolerance in capacity_tolerances.items():
         want, got = expected.get(metric), probe.effective.get(metric)
-        if want is None:
+        if want is None and got is None:
+            continue
+        if want is None or got is None:
+            side = "the concluded start" if want is None else "this start"
+            rows.append(
+                ComparisonRow(
+                    f"{metric} (effective)", _cell(want), _cell(got), f"no value on {side}", "not measured"
+                )
+            )
+            if probe.healthy:
+                unmeasured.append(f"{metric} (no value on {side})")
             continue
         verdict = judge_capacity(metric, want, got, parse_tolerance(tolerance))
         ok = verdict.verdict in ("no effect", "improved")
@@ -119,7 +140,12 @@ def judge(
         )
         if not ok:
             reasons.append(f"effective {metric} {_cell(got)}, concluded {_cell(want)} ({tolerance})")
-    if throughput is not None:
+    if throughput is None:
+        if probe.healthy:
+            why = "; ".join(probe.notes) or "no measurement set of the same profile on both sides"
+            rows.append(ComparisonRow("benchmark vs the concluded one", "", "-", why, "not measured"))
+            unmeasured.append(f"throughput ({why})")
+    else:
         word, lines = throughput
         ok = word != "regressed"
         rows.append(ComparisonRow("benchmark vs the concluded one", "", word, "", "pass" if ok else "fail"))
@@ -127,7 +153,22 @@ def judge(
             reasons.append(
                 "throughput or latency regressed beyond the noise: " + (lines[0] if lines else word)
             )
-    return Verdict("fail" if reasons else "pass", tuple(reasons), tuple(rows))
+    for result in expectations:
+        shown = {"pass": "pass", "fail": "fail", "not measured": "not measured"}[result.outcome]
+        rows.append(
+            ComparisonRow(
+                f"expectation {result.expectation}",
+                _cell(result.reference) + (f" ({result.source})" if result.source else ""),
+                _cell(result.actual),
+                result.why,
+                shown,
+            )
+        )
+        if result.failed:
+            reasons.append(result.describe())
+        elif result.outcome == "not measured" and probe.healthy:
+            unmeasured.append(f"{result.expectation} ({result.why})")
+    return Verdict("fail" if reasons else "pass", tuple(reasons), tuple(rows), tuple(unmeasured))
 
 
 async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
@@ -213,15 +254,20 @@ async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "sched
         compared = await store.run(
             _throughput, store.store, check.expected.get("set_id"), probe.set_id, rt.settings.verdicts
         )
-        verdict = judge(check.expected, probe, dict(rt.settings.verdicts.capacity), compared)
+        expectations = await _expectations(rt, check, probe)
+        verdict = judge(check.expected, probe, dict(rt.settings.verdicts.capacity), compared, expectations)
         result = verdict.result
         summary = "; ".join(verdict.reasons) or "what the experiment concluded still holds"
+        if verdict.not_measured:
+            summary += "; not measured: " + "; ".join(verdict.not_measured)
         detail |= {
             "reasons": list(verdict.reasons),
             "rows": [row.to_json() for row in verdict.rows],
             "invocation": probe.invocation,
             "effective": {k: probe.effective.get(k) for k in rt.settings.verdicts.capacity},
             "notes": probe.notes,
+            "not_measured": list(verdict.not_measured),
+            "expectations": [r.to_json() for r in expectations],
         }
     recorded = await store.run(
         record_check_run,
@@ -247,6 +293,28 @@ async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "sched
         if posted is not None and recorded.run.id is not None:
             await store.run(set_posted, store.store, recorded.run.id, posted)
     return CheckOutcome(check, recorded, blocks, posted)
+
+
+async def _expectations(
+    rt: ScheduleRuntime, check: VerificationCheck, probe: Probe
+) -> list[ExpectationResult]:
+    """The experiment's expectations on this check's start, relative ones against the baseline that
+    was pinned when the check was scheduled (its stored snapshot and set)."""
+    texts = check.expected.get("expect") or []
+    if not texts:
+        return []
+    now = await load_measured(rt.store, f"check #{check.id}'s start", probe.snapshot_id, probe.set_id)
+    ref = check.expected.get("reference") or {}
+    name = str(ref.get("name") or "no baseline pinned when the check was scheduled")
+    pinned = ref.get("snapshot_id") is not None or ref.get("set_id") is not None
+    reference = await load_measured(
+        rt.store,
+        name,
+        ref.get("snapshot_id"),
+        ref.get("set_id"),
+        missing=None if pinned else "no baseline pinned when the check was scheduled",
+    )
+    return evaluate_all([parse_expectation(text) for text in texts], now, reference)
 
 
 def _blocks(check: VerificationCheck, recorded: RecordedRun, verdict: Verdict | None) -> tuple[Evidence, ...]:

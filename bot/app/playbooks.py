@@ -79,6 +79,8 @@ def builtin_params(invocation: Invocation) -> tuple[str, dict[str, Any]]:
             "what": None if what is None else str(what),
             "flags": options.get("flags"),
             "force": options.get("force") == "yes",
+            "expect": expect,
+            **({"profile": options["profile"]} if "profile" in options else {}),
         }
     if name == "verify":
         return "verify", {

@@ -187,7 +187,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "revert",
         "Undo a change (default: the latest kept try), then verify the effective values are the baseline's.",
         "mutating",
-        "revert [EXPERIMENT|baseline] [flags=--X,--Y] [target=NAME] [force=yes]",
+        "revert [EXPERIMENT|baseline] [EXPECTATION ...] [flags=--X,--Y] [target=NAME] [profile=NAME] [force=yes]",
         ("revert", "revert 12", "revert baseline", "revert flags=--enable-flashinfer-allreduce-fusion"),
         positionals=(
             Positional(
@@ -208,7 +208,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "target; `--force` on the CLI)",
                 ("yes", "no"),
             ),
+            PROFILE,
         ),
+        expectations=True,
     ),
     CommandSpec(
         "verify",

@@ -33,6 +33,8 @@ VERDICT_STYLES = {
     "no-effect": "bold yellow",
     "inconclusive": "bold yellow",
     "not-found": "bold yellow",
+    "not-measured": "bold yellow",
+    "not measured": "bold yellow",
 }
 
 

@@ -173,6 +173,20 @@ class Conclusion(_Record):
     kept: bool | None = None
     """`decide`: the change was kept (True), reverted (False), or never decided (None)."""
     proposals: list[RankedProposal] = Field(default_factory=list)
+    expectations: list[dict[str, StoredJson]] = Field(default_factory=list)
+    """Each expectation the verdict checked (`ExpectationResult.to_json()`): outcome, the values, and
+    the reference it was evaluated against."""
+    snapshot_ids: list[int] = Field(default_factory=list)
+    """The stored snapshots the verdict rests on (the start judged, and its reference)."""
+    set_ids: list[int] = Field(default_factory=list)
+    """The stored measurement sets the verdict rests on."""
+
+    def cite(self, *, snapshots: Sequence[int | None] = (), sets: Sequence[int | None] = ()) -> None:
+        """Record the measurements the verdict rests on (None ids are skipped, duplicates kept once)."""
+        for found, into in ((snapshots, self.snapshot_ids), (sets, self.set_ids)):
+            for item in found:
+                if item is not None and item not in into:
+                    into.append(item)
 
 
 class ProbeOutcome(_Record):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Operator = Literal[">=", "<=", "==", "!=", ">", "<"]
 OPERATORS: tuple[Operator, ...] = (">=", "<=", "==", "!=", ">", "<")
@@ -43,20 +43,119 @@ class Expectation:
         return f"{self.metric}{self.op}{number}"
 
     def holds(self, actual: float | str | None, reference: float | None = None) -> bool:
-        """Whether `actual` meets the expectation; relative ones compare the change against `reference`.
+        """Whether `actual` passes (`evaluate` with an unnamed reference); not measured is not a pass.
 
-        A missing value never meets a numeric expectation: an absent capacity line is not a pass.
+        The steps use `evaluate`, which says pass, fail or not measured and which reference it used.
         """
-        if isinstance(self.value, str):
-            observed = "none" if actual is None else str(actual).lower()
-            return _compare(observed, self.op, self.value.lower())
-        if actual is None or isinstance(actual, str):
-            return False
-        if self.relative:
-            if reference is None or reference == 0 or math.isnan(reference):
-                return False
-            return _compare((actual - reference) / abs(reference) * 100.0, self.op, self.value)
-        return _compare(float(actual), self.op, self.value)
+        ref = None if reference is None else Reference(reference, "the given reference")
+        return evaluate(self, actual, ref).passed
+
+
+Outcome = Literal["pass", "fail", "not measured"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a relative expectation compares with: the reference's value of the metric, and where it
+    comes from ("the start before this try (snapshot #3 / set #7)", "baseline #2 (snapshot #1 / set #4)").
+
+    `value` None means the reference has no value of the metric; `missing` then says why
+    ("no baseline pinned", "the baseline has no measurement set").
+    """
+
+    value: float | str | None
+    source: str
+    missing: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    """One expectation evaluated: pass, fail or not measured, with the numbers and the reference used."""
+
+    expectation: Expectation
+    outcome: Outcome
+    actual: float | str | None
+    reference: float | str | None
+    source: str | None
+    """Which reference the evaluation used (None: an absolute one needs none)."""
+    why: str
+    """The evaluation in words: "-7.2% against the start before this try (snapshot #3 / set #7)"."""
+    change_pct: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "pass"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "fail"
+
+    def describe(self) -> str:
+        """`expectation output_throughput>=-5% failed: -7.2% against the start before this try (…)`."""
+        word = {"pass": "holds", "fail": "failed", "not measured": "not measured"}[self.outcome]
+        return f"expectation {self.expectation} {word}: {self.why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expectation": str(self.expectation),
+            "outcome": self.outcome,
+            "actual": self.actual,
+            "reference": self.reference,
+            "source": self.source,
+            "why": self.why,
+            "change_pct": self.change_pct,
+        }
+
+
+def evaluate(
+    expectation: Expectation, actual: float | str | None, reference: Reference | None
+) -> ExpectationResult:
+    """The one evaluation of an expectation, used by every step that checks one.
+
+    Absolute numbers compare `actual` with the value; relative ones (`%`) the change of `actual`
+    against `reference.value`; words compare case-insensitively, a missing word reading `none`.
+    A missing value, or a relative expectation without a usable reference, is "not measured"
+    (with the reason), never a fail and never a pass.
+    """
+    source = reference.source if reference is not None else None
+    ref_value = reference.value if reference is not None else None
+
+    used = source if expectation.relative else None  # an absolute or word form uses no reference
+
+    def result(outcome: Outcome, why: str, change: float | None = None) -> ExpectationResult:
+        return ExpectationResult(expectation, outcome, actual, ref_value if used else None, used, why, change)
+
+    if isinstance(expectation.value, str):
+        observed = "none" if actual is None else str(actual).lower()
+        ok = _compare(observed, expectation.op, expectation.value.lower())
+        return result("pass" if ok else "fail", f"measured {observed}")
+    if actual is None:
+        return result("not measured", f"no value of {expectation.metric} was measured")
+    if isinstance(actual, str):
+        return result("fail", f"measured {actual!r}, not a number")
+    if not expectation.relative:
+        ok = _compare(float(actual), expectation.op, expectation.value)
+        return result("pass" if ok else "fail", f"measured {_shown(actual)}")
+    if reference is None:
+        return result("not measured", "no reference (this step has none for a relative expectation)")
+    if ref_value is None:
+        return result(
+            "not measured",
+            f"no reference ({reference.missing or 'the reference has no value of ' + expectation.metric}; {reference.source})",
+        )
+    if isinstance(ref_value, str) or ref_value == 0 or math.isnan(ref_value):
+        return result(
+            "not measured",
+            f"no reference (the reference value is {ref_value!r}; {reference.source})",
+        )
+    change = (float(actual) - ref_value) / abs(ref_value) * 100.0
+    ok = _compare(change, expectation.op, expectation.value)
+    why = f"{change:+.1f}% ({_shown(actual)} vs {_shown(ref_value)}) against {reference.source}"
+    return result("pass" if ok else "fail", why, change)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
 
 
 def _exact(value: float) -> str:

@@ -12,13 +12,13 @@ from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.isolate import ProbeRecord, isolate
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
 from bot.loop.rank import rank_hypotheses, rank_order
 from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
 from bot.loop.steps.common import (
-    bench_value,
     changes_of,
     check_changes,
     check_flags,
@@ -136,24 +136,23 @@ def _capacity_expectation(before: Any) -> str:
 
 
 async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
-    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
-    summary = None
+    """The expectations on a probe's start, relative ones against the good reference (its stored
+    snapshot and set; bot.loop.expectations); a probe passes when every one passes."""
+    set_id = None
     expectations = expectations_of(ctx)
     if any(not is_server_metric(e.metric) for e in expectations):
         run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
-        summary = run.set.summary
-    reference_summary = ctx.state.reference.summary
-    seen, ok = [], True
-    for expectation in expectations:
-        server = is_server_metric(expectation.metric)
-        actual = (
-            snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
-        )
-        base = None if server else bench_value(reference_summary, expectation.metric)
-        holds = expectation.holds(actual, base)
-        ok = ok and holds
-        seen.append(f"{expectation.metric}={fmt(actual)}")
-    return ok, ", ".join(seen)
+        set_id = run.set.id
+    now = await load_measured(ctx.store, "the probe's start", snapshot_id, set_id)
+    reference = await load_measured(
+        ctx.store, "the good reference", ctx.state.reference.snapshot_id, ctx.state.reference.set_id
+    )
+    results = evaluate_all(expectations, now, reference)
+    ctx.state.conclusion.cite(
+        snapshots=(now.snapshot_id, reference.snapshot_id), sets=(set_id, reference.set_id)
+    )
+    seen = [f"{r.expectation.metric}={fmt(r.actual)} ({r.outcome}: {r.why})" for r in results]
+    return all(r.passed for r in results), ", ".join(seen)
 
 
 def _changed(good: Any, bad: Any) -> dict[str, Any]:
@@ -189,6 +188,7 @@ async def isolate_step(
         )
     if reference is None:
         raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
+    ctx.state.reference.snapshot_id = reference.id  # the probes' relative expectations compare with it
     if ctx.state.reference.set_id is not None:
         loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
         ctx.state.reference.summary = loaded.set.summary if loaded else None

@@ -20,13 +20,14 @@ from bot.config.change_rules import (
 )
 from bot.config.schema import Target, TargetPolicy
 from bot.loop.actions import StepContext
+from bot.loop.expectations import bench_value as bench_value  # re-exported for the steps
+from bot.loop.expectations import is_server_metric as is_server_metric  # re-exported for the steps
 from bot.loop.run_state import flags_from_json as flags_from_json  # re-exported for the steps
 from bot.loop.snapshot_values import snapshot_value as snapshot_value  # re-exported for the steps
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
 from bot.sglang.flagset import FlagSet
-from bot.sglang.metrics import CAPACITY, STATUS
 
 
 def target_of(ctx: StepContext) -> Target:
@@ -110,24 +111,16 @@ def describe_flags(flags: FlagSet) -> str:
     return " ".join(flags.argv())
 
 
-def is_server_metric(metric: str) -> bool:
-    """Read from a start (no benchmark needed): capacity, status, printed server_args fields."""
-    return metric in CAPACITY or metric in STATUS or metric.startswith("parsed.")
-
-
-def bench_value(summary: Mapping[str, Any] | None, metric: str) -> float | None:
-    """A benchmark metric of a set: the mean at its highest concurrency level, where capacity binds."""
-    levels = [row for row in (summary or {}).get("levels", []) if row.get("concurrency") is not None]
-    if not levels:
-        return None
-    top = max(levels, key=lambda row: row["concurrency"])
-    value = top.get(metric)
-    return float(value) if isinstance(value, int | float) else None
-
-
 def fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
     return str(value)
+
+
+def rests_on(ctx: StepContext) -> str:
+    """`rests on snapshot #3, snapshot #5, set #7, set #8`: what the run's verdict cites."""
+    conclusion = ctx.state.conclusion
+    parts = [f"snapshot #{i}" for i in conclusion.snapshot_ids] + [f"set #{i}" for i in conclusion.set_ids]
+    return "rests on " + (", ".join(parts) or "nothing stored")

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.loop.actions import StepContext, action
-from bot.loop.steps.common import bench_value, changes_of, fmt, is_server_metric, snapshot_value
+from bot.loop.expectations import evaluate_all, load_measured
+from bot.loop.steps.common import changes_of, snapshot_value
 from bot.sglang.expectation import parse_expectation
-from bot.store.bench_repo import load_set
 from bot.store.experiments import update_experiment
 from bot.store.hypotheses import add_hypothesis, get_hypothesis, resolve_hypothesis
 from bot.store.observations import add_observation
@@ -119,21 +119,22 @@ async def close_hypothesis(ctx: StepContext) -> dict[str, Any]:
     status = _status_from(verdict)
     why = f"experiment #{ctx.experiment_id} ({ctx.playbook}): {verdict}"
     if hypothesis is not None and hypothesis.expectations and not ctx.state.restart.start_failed:
-        after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
-        summary = None
-        if ctx.state.after.set_id is not None:
-            loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.after.set_id)
-            summary = loaded.set.summary if loaded else None
-        results = []
-        for text in hypothesis.expectations:
-            expectation = parse_expectation(text)
-            metric = expectation.metric
-            actual = (
-                snapshot_value(after, metric) if is_server_metric(metric) else bench_value(summary, metric)
-            )
-            results.append((text, actual, expectation.holds(actual)))
-        status = "confirmed" if all(ok for _, _, ok in results) else "refuted"
-        why += "; " + ", ".join(f"{t}: {fmt(a)} {'holds' if ok else 'fails'}" for t, a, ok in results)
+        # the hypothesis' expectations mean what the try's own do: relative ones against the start
+        # before the restart (bot.loop.expectations), and one not measured refutes nothing
+        now = await load_measured(
+            ctx.store, "the start after this try", ctx.state.after.snapshot_id, ctx.state.after.set_id
+        )
+        before = await load_measured(
+            ctx.store, "the start before this try", ctx.state.before.snapshot_id, ctx.state.before.set_id
+        )
+        results = evaluate_all([parse_expectation(text) for text in hypothesis.expectations], now, before)
+        if any(r.failed for r in results):
+            status = "refuted"
+        elif all(r.passed for r in results):
+            status = "confirmed"
+        else:
+            status = "inconclusive"
+        why += "; " + "; ".join(r.describe() for r in results)
     row = await ctx.store.run(resolve_hypothesis, ctx.store.store, hypothesis_id, status=status, because=why)
     await ctx.emit(
         TextBlock(f"hypothesis #{hypothesis_id} ({row.statement}): {status} — {why}", "Hypothesis")

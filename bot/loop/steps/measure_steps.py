@@ -8,23 +8,26 @@ cut is a regression even when throughput is within noise (the seeds' case).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from bot.bench.chart import render_chart
 from bot.bench.compare_sets import compare_by_id
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.run import BenchPlan, run_plan
-from bot.bench.verdict import VerdictSettings
+from bot.bench.verdict import ComparisonResult, VerdictSettings
 from bot.loop.actions import StepContext, action
+from bot.loop.expectations import evaluate_all, load_measured, results_table
 from bot.loop.steps.common import (
-    bench_value,
     expectations_of,
     fmt,
     is_server_metric,
+    rests_on,
     snapshot_value,
     target_of,
 )
 from bot.loop.steps.target_steps import back_to_before
+from bot.sglang.expectation import ExpectationResult
 from bot.store.bench_repo import load_set
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
@@ -135,6 +138,7 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
     reference, candidate = ctx.state.before.set_id, ctx.state.after.set_id
     verdict = "inconclusive"
     lines: list[str] = []
+    decided_by = "no benchmark on both sides: the statistics did not run"
     if reference is not None and candidate is not None:
         settings = VerdictSettings.from_config(ctx.settings.verdicts)
         compared = await ctx.store.run(
@@ -143,16 +147,29 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
         verdict = VERDICTS[compared.result.verdict]
         lines = compared.result.lines()
         ctx.state.conclusion.comparison_id = compared.row.id if compared.row else None
+        decided_by = _decided_by(compared.result, ctx.settings.verdicts.capacity)
     if reference is not None and candidate is not None:
         await _chart(ctx, reference, candidate)
-    failed = await _expectations(ctx, after, candidate)
-    if failed and verdict in ("improved", "no-effect", "inconclusive"):
-        verdict = "regressed"
-        lines.append("an expectation of the command failed: " + "; ".join(failed))
-    ctx.state.conclusion.verdict = verdict
-    ctx.state.conclusion.summary = lines[0] if lines else f"verdict: {verdict}"
-    await ctx.emit(VerdictBlock(verdict, _headline(verdict, before, after), tuple(lines)))
-    return {"verdict": verdict, "comparison_id": ctx.state.conclusion.comparison_id}
+    conclusion = ctx.state.conclusion
+    conclusion.cite(
+        snapshots=(ctx.state.before.snapshot_id, ctx.state.after.snapshot_id), sets=(reference, candidate)
+    )
+    results = await _expectations(ctx)
+    failed = [r for r in results if r.failed]
+    unmeasured = [r for r in results if r.outcome == "not measured"]
+    if failed:
+        lines.append("an expectation of the command failed: " + "; ".join(r.describe() for r in failed))
+        if verdict in ("improved", "no-effect", "inconclusive"):
+            decided_by = failed[0].describe() + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else "")
+            verdict = "regressed"
+    if unmeasured:
+        lines.append("not measured: " + "; ".join(r.describe() for r in unmeasured))
+    lines.append(rests_on(ctx))
+    conclusion.verdict = verdict
+    headline = _headline(verdict, decided_by, before, after)
+    conclusion.summary = headline
+    await ctx.emit(VerdictBlock(verdict, headline, tuple(lines)))
+    return {"verdict": verdict, "comparison_id": conclusion.comparison_id, "decided_by": decided_by}
 
 
 async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
@@ -180,33 +197,44 @@ async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
     )
 
 
-def _headline(verdict: str, before: Any, after: Any) -> str:
+def _decided_by(result: ComparisonResult, capacity_metrics: Mapping[str, str]) -> str:
+    """What decided the statistics' verdict, in words: the capacity guard or the statistics, naming
+    the cell that carries it ("the capacity guard decided (max_running_requests: 48 -> 26 ...)")."""
+    word = result.verdict
+    guard = getattr(result, "guarded_by", None)
+    capacity = {c.metric: c for c in getattr(result, "capacity", ())}
+    if word == "undecided":
+        return "the statistics did not decide" + (f" ({guard} undecided)" if guard else "")
+    if guard in capacity or (guard is not None and guard in capacity_metrics):
+        cell = capacity.get(guard)
+        return "the capacity guard decided" + (f" ({cell.describe()})" if cell is not None else f" ({guard})")
+    return "the statistics decided" + (f" ({guard})" if guard else "")
+
+
+def _headline(verdict: str, decided_by: str, before: Any, after: Any) -> str:
+    """The verdict, what decided it, then the capacity of both starts as context: the headline
+    never says regressed unless the capacity guard, the statistics or a failed expectation did."""
     a = snapshot_value(before, "max_running_requests")
     b = snapshot_value(after, "max_running_requests")
-    capacity = f"effective max_running_requests {fmt(a)} -> {fmt(b)}"
-    return f"{verdict}: {capacity}"
+    return f"{verdict}: {decided_by}; effective max_running_requests {fmt(a)} -> {fmt(b)}"
 
 
-async def _expectations(ctx: StepContext, after: Any, candidate_set: int | None) -> list[str]:
-    """The command's own expectations on the new start; returns the failed ones, described."""
+async def _expectations(ctx: StepContext) -> list[ExpectationResult]:
+    """The command's own expectations on the new start, relative ones against the start before the
+    restart (docs/commands.md); the table names the reference each used, the state keeps them."""
     expectations = expectations_of(ctx)
     if not expectations:
         return []
-    summary = None
-    if candidate_set is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, candidate_set)
-        summary = loaded.set.summary if loaded else None
-    failed = []
-    rows = []
-    for expectation in expectations:
-        metric = expectation.metric
-        actual = snapshot_value(after, metric) if is_server_metric(metric) else bench_value(summary, metric)
-        ok = expectation.holds(actual)
-        rows.append((str(expectation), fmt(actual), "pass" if ok else "FAIL"))
-        if not ok:
-            failed.append(f"{expectation} (measured {fmt(actual)})")
-    await ctx.emit(TableBlock("Expectations", ("expectation", "measured", "result"), tuple(rows)))
-    return failed
+    now = await load_measured(
+        ctx.store, "the start after this try", ctx.state.after.snapshot_id, ctx.state.after.set_id
+    )
+    before = await load_measured(
+        ctx.store, "the start before this try", ctx.state.before.snapshot_id, ctx.state.before.set_id
+    )
+    results = evaluate_all(expectations, now, before)
+    ctx.state.conclusion.expectations = [r.to_json() for r in results]
+    await ctx.emit(results_table(results, now))
+    return results
 
 
 @action("decide", summary="Keep or revert by the verdict and the target's policy", mutating=True)

@@ -18,6 +18,7 @@ from bot.config.schema import parse_duration
 from bot.loop import check_jobs
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import fmt, snapshot_value
+from bot.store.baselines import current_baseline
 from bot.store.bench_repo import load_set
 from bot.store.checks import add_check
 from bot.store.investigations import get_investigation
@@ -91,6 +92,24 @@ async def schedule_checks(
         "summary": f"{what}: effective max_running_requests {fmt(capacity.get('max_running_requests'))}"
         + (f", measurement set #{set_id}" if loaded is not None else ""),
     }
+    baseline = await ctx.store.run(current_baseline, ctx.store.store, ctx.target)
+    if ctx.params.get("expect"):
+        # the experiment's expectations are checked again; relative ones against the baseline
+        # pinned now (docs/commands.md), its ids copied so a later pin does not move the reference
+        expected["expect"] = list(ctx.params["expect"])
+        expected["reference"] = (
+            {
+                "name": f"baseline #{baseline.id}",
+                "snapshot_id": baseline.snapshot_id,
+                "set_id": baseline.set_id,
+            }
+            if baseline is not None
+            else {
+                "name": "no baseline pinned when the check was scheduled",
+                "snapshot_id": None,
+                "set_id": None,
+            }
+        )
     channel, thread = await _thread(ctx)
     now = utcnow()
     rows = []

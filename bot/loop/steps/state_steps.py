@@ -10,22 +10,21 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.loop.actions import StepContext, action
+from bot.loop.expectations import Measured, evaluate_all, is_server_metric, load_measured
 from bot.loop.run_state import RunState
 from bot.loop.steps.common import (
-    bench_value,
     canonical_of,
     expectations_of,
     flags_from_json,
     fmt,
-    is_server_metric,
+    rests_on,
     snapshot_value,
 )
 from bot.loop.steps.target_steps import emit_observation
 from bot.sglang.change import Change
-from bot.sglang.expectation import parse_expectation
+from bot.sglang.expectation import Expectation, ExpectationResult, parse_expectation
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.baselines import current_baseline, pin_baseline
-from bot.store.bench_repo import load_set
 from bot.store.experiments import get_experiment, list_experiments
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ComparisonRow, MetricComparison, TextBlock, VerdictBlock
@@ -174,18 +173,26 @@ async def plan_revert(
 
 @action(
     "verify_back",
-    summary="Check that the effective values are the baseline's again (pass/fail with the numbers)",
+    summary="Check that the effective values are the baseline's again (pass/fail/not measured with the numbers)",
 )
 async def verify_back(ctx: StepContext) -> dict[str, Any]:
     if ctx.state.restart.start_failed:
         ctx.state.conclusion.verdict = "fail"
+        ctx.state.conclusion.summary = "the start failed: nothing to verify"
         return {"verdict": "fail"}
     reference = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.reference.snapshot_id)
     after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
-    rows, ok = [], True
+    conclusion = ctx.state.conclusion
+    conclusion.cite(snapshots=(ctx.state.reference.snapshot_id, ctx.state.after.snapshot_id))
+    rows, failed, unmeasured = [], [], []
     for metric in CHECKED:
         want, got = snapshot_value(reference, metric), snapshot_value(after, metric)
         if want is None and got is None:
+            continue
+        if want is None or got is None:
+            side = "the baseline" if want is None else "this start"
+            unmeasured.append(f"{metric} (no value on {side})")
+            rows.append(ComparisonRow(metric, fmt(want), fmt(got), f"no value on {side}", "not measured"))
             continue
         same = want == got
         if (
@@ -194,19 +201,95 @@ async def verify_back(ctx: StepContext) -> dict[str, Any]:
             and isinstance(got, int | float)
         ):
             same = abs(got - want) <= TOKENS_TOLERANCE * max(1.0, abs(want))
-        ok = ok and same
+        if not same:
+            failed.append(metric)
         rows.append(
             ComparisonRow(metric, fmt(want), fmt(got), "" if same else "differs", "pass" if same else "fail")
         )
-    verdict = "pass" if ok and reference is not None else "fail"
-    ctx.state.conclusion.verdict = verdict
+    results = await _evaluate_expectations(ctx, after_name="the reverted start")
+    failed += [str(r.expectation) for r in results if r.failed]
+    unmeasured += [str(r.expectation) for r in results if r.outcome == "not measured"]
     a, b = snapshot_value(reference, "max_running_requests"), snapshot_value(after, "max_running_requests")
-    summary = ctx.state.conclusion.summary = (
-        f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): {verdict}"
-    )
+    if reference is None:
+        verdict = "not-measured"
+        summary = "not measured: no baseline and no known-good start to compare with (`baseline pin` first)"
+    elif failed:
+        verdict = "fail"
+        summary = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): fail ({', '.join(failed)})"
+    elif not any(row.verdict == "pass" for row in rows) and not any(r.passed for r in results):
+        verdict = "not-measured"  # nothing was compared: never a pass by default
+        summary = f"not measured: {', '.join(unmeasured) or 'no effective value on either side'}"
+    else:
+        verdict = "pass"
+        summary = f"effective max_running_requests {fmt(b)} (baseline {fmt(a)}): pass"
+        if unmeasured:
+            summary += f"; not measured: {', '.join(unmeasured)}"
+    conclusion.verdict = verdict
+    conclusion.failed_metrics = failed
+    conclusion.summary = summary
     await ctx.emit(MetricComparison("Back to the baseline? (baseline vs now)", tuple(rows)))
-    await ctx.emit(VerdictBlock(verdict, summary))
+    await ctx.emit(VerdictBlock(verdict, summary, (rests_on(ctx),)))
     return {"verdict": verdict}
+
+
+async def reference_measured(ctx: StepContext) -> Measured:
+    """The reference of verify, revert and the checks: the pinned baseline (its snapshot and set),
+    else the known-good start (a snapshot, no set); `reference_snapshot` must have run."""
+    if ctx.state.baseline_id is not None:
+        name = f"baseline #{ctx.state.baseline_id}"
+    elif ctx.state.reference.snapshot_id is not None:
+        name = "the known-good start (no baseline pinned)"
+    else:
+        return Measured("no reference", missing="no baseline pinned and no known-good start")
+    return await load_measured(
+        ctx.store,
+        name,
+        ctx.state.reference.snapshot_id,
+        ctx.state.reference.set_id,
+    )
+
+
+async def _evaluate_expectations(
+    ctx: StepContext, *, after_name: str, expectations: list[Expectation] | None = None
+) -> list[ExpectationResult]:
+    """The command's expectations on the start it judged, relative ones against the baseline; the
+    table (with the reference column) is emitted and the results kept in the conclusion."""
+    expectations = expectations_of(ctx) if expectations is None else expectations
+    if not expectations:
+        return []
+    now = await load_measured(ctx.store, after_name, ctx.state.after.snapshot_id, ctx.state.after.set_id)
+    reference = await reference_measured(ctx)
+    results = evaluate_all(expectations, now, reference)
+    ctx.state.conclusion.expectations = [r.to_json() for r in results]
+    ctx.state.conclusion.cite(
+        snapshots=(now.snapshot_id, reference.snapshot_id), sets=(now.set_id, reference.set_id)
+    )
+    rows = []
+    for result in results:
+        metric = result.expectation.metric
+        parsed = (
+            snapshot_value(now.snapshot, f"parsed.{metric}")
+            if is_server_metric(metric) and not metric.startswith("parsed.")
+            else None
+        )
+        rows.append(
+            ComparisonRow(
+                f"{result.expectation}" + (f" (parsed {fmt(parsed)})" if parsed is not None else ""),
+                fmt(reference.value(metric)),
+                fmt(result.actual),
+                f"{result.why}" if result.source else f"absolute; {result.why}",
+                result.outcome,
+            )
+        )
+    await ctx.emit(
+        MetricComparison(
+            f"Expectations: {reference.label} vs now",
+            tuple(rows),
+            f"now = {now.label} (effective values); a relative expectation (%) is judged against "
+            f"{reference.name}",
+        )
+    )
+    return results
 
 
 @action("observe_now", summary="Re-read the running start without restarting it")
@@ -221,57 +304,39 @@ async def observe_now(ctx: StepContext) -> dict[str, Any]:
 
 @action(
     "check_expectations",
-    summary="Each expectation against the current start (parsed and effective shown), or the baseline's capacity",
+    summary="Each expectation against the current start, relative ones against the baseline (or the baseline's capacity)",
 )
 async def check_expectations(ctx: StepContext) -> dict[str, Any]:
-    after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     reference = await reference_snapshot(ctx)
+    if reference is not None:
+        ctx.state.reference.snapshot_id = reference.id
     expectations = expectations_of(ctx)
     if not expectations:
         want = snapshot_value(reference, "max_running_requests")
         if want is None:
             raise LookupError("no expectation given and no baseline to compare with: `baseline pin` first")
         expectations = [parse_expectation(f"max_running_requests>={want}")]
-    summary = ref_summary = None
-    if ctx.state.after.set_id is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.after.set_id)
-        summary = loaded.set.summary if loaded else None
-    if ctx.state.reference.set_id is not None:
-        loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
-        ref_summary = loaded.set.summary if loaded else None
-    rows, failed = [], []
-    for expectation in expectations:
-        metric = expectation.metric
-        server = is_server_metric(metric)
-        actual = snapshot_value(after, metric) if server else bench_value(summary, metric)
-        base = snapshot_value(reference, metric) if server else bench_value(ref_summary, metric)
-        holds = expectation.holds(actual, base if isinstance(base, int | float) else None)
-        parsed = (
-            snapshot_value(after, f"parsed.{metric}") if server and not metric.startswith("parsed.") else None
-        )
-        rows.append(
-            ComparisonRow(
-                f"{expectation}" + (f" (parsed {fmt(parsed)})" if parsed is not None else ""),
-                fmt(base),
-                fmt(actual),
-                "effective" if server else "benchmark",
-                "pass" if holds else "fail",
-            )
-        )
-        if not holds:
-            failed.append(metric)
-    verdict = "fail" if failed else "pass"
-    ctx.state.conclusion.verdict = verdict
-    ctx.state.conclusion.failed_metrics = failed
-    held = ctx.state.conclusion.summary = (
-        f"{len(expectations) - len(failed)}/{len(expectations)} expectations hold"
-    )
-    await ctx.emit(
-        MetricComparison(
-            "Expectations: baseline vs now", tuple(rows), "now = the effective value of this start"
-        )
-    )
-    await ctx.emit(VerdictBlock(verdict, held))
+    results = await _evaluate_expectations(ctx, after_name="the running start", expectations=expectations)
+    failed = [r.expectation.metric for r in results if r.failed]
+    unmeasured = [r for r in results if r.outcome == "not measured"]
+    passed = [r for r in results if r.passed]
+    if failed:
+        verdict = "fail"
+    elif unmeasured and not passed:
+        verdict = "not-measured"
+    else:
+        verdict = "pass"
+    conclusion = ctx.state.conclusion
+    conclusion.verdict = verdict
+    conclusion.failed_metrics = failed
+    held = f"{len(passed)}/{len(results)} expectations hold"
+    if failed:
+        held += "; failed: " + "; ".join(r.describe() for r in results if r.failed)
+    if unmeasured:
+        held += "; not measured: " + "; ".join(str(r.expectation) for r in unmeasured)
+    conclusion.summary = held
+    details = [r.describe() for r in results] + [rests_on(ctx)]
+    await ctx.emit(VerdictBlock(verdict, held, tuple(details)))
     return {"verdict": verdict, "failed": failed}
 
 
@@ -292,8 +357,9 @@ async def pin(ctx: StepContext, *, note: str = "") -> dict[str, Any]:
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     capacity = snapshot_value(snap, "max_running_requests")
     ctx.state.conclusion.verdict = "pinned"
+    ctx.state.conclusion.cite(snapshots=(snapshot_id,), sets=(row.set_id,))
     summary = ctx.state.conclusion.summary = (
         f"baseline #{row.id}: snapshot #{snapshot_id}, set #{row.set_id}, max_running_requests {fmt(capacity)}"
     )
-    await ctx.emit(TextBlock(summary, "Baseline pinned"))
+    await ctx.emit(TextBlock(f"{summary} ({rests_on(ctx)})", "Baseline pinned"))
     return {"baseline_id": row.id}

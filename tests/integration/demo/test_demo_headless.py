@@ -97,7 +97,7 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     # the regression, parsed vs effective side by side
     assert re.search(r"max_running_requests \(parsed, server_args\)\s+48\s+48\s+\+0\s+same", thread), thread
     assert re.search(r"max_running_requests \(effective\)\s+48\s+26\s+-22\s+changed", thread)
-    assert "REGRESSED* regressed: effective max_running_requests 48 -> 26" in thread
+    assert "REGRESSED* regressed: the capacity guard decided (max_running_requests: 48 -> 26" in thread
     # the hardware gating warning from preflight
     assert re.search(
         r"--enable-flashinfer-allreduce-fusion needs compute capability 9\.x or 10\.x.*this GPU is 12\.1: "

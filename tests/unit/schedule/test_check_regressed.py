@@ -136,4 +136,9 @@ async def test_a_benchmark_of_another_profile_is_not_compared(astore: AsyncStore
     )
     outcome = await run_check(rt, check.id or 0)
     assert outcome is not None and outcome.recorded.run.result == "pass"
-    assert all(r["metric"] != "benchmark vs the concluded one" for r in outcome.recorded.run.detail["rows"])
+    # not compared is said, never assumed: the row and the summary name it "not measured"
+    [row] = [
+        r for r in outcome.recorded.run.detail["rows"] if r["metric"] == "benchmark vs the concluded one"
+    ]
+    assert row["verdict"] == "not measured"
+    assert "not measured: throughput (no measurement set of the same profile" in outcome.recorded.run.summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.app.checks import Probe, judge
+from bot.sglang.expectation import Reference, evaluate, parse_expectation
 
 EXPECTED = {
     "flags": [{"flag": "--tp-size", "value": "2"}],
@@ -52,3 +53,33 @@ def test_changed_flags_an_unhealthy_server_and_a_regressed_benchmark_each_fail()
     assert slow.result == "fail" and "guarded by output_throughput@64" in slow.reasons[0]
     undecided = judge(EXPECTED, probe(), TOLERANCES, ("undecided", []))
     assert undecided.result == "pass"
+
+
+def test_what_could_not_be_measured_is_said_never_assumed() -> None:
+    """A capacity value missing on this start, and no comparable benchmark: "not measured" rows and
+    reasons, neither a pass row nor a fail."""
+    verdict = judge(EXPECTED, probe(effective={"max_running_requests": 48}), TOLERANCES, None)
+    rows = {row.metric: row for row in verdict.rows}
+    assert rows["max_total_num_tokens (effective)"].verdict == "not measured"
+    assert rows["benchmark vs the concluded one"].verdict == "not measured"
+    assert verdict.result == "pass" and verdict.reasons == ()
+    assert verdict.not_measured == (
+        "max_total_num_tokens (no value on this start)",
+        "throughput (no measurement set of the same profile on both sides)",
+    )
+
+
+def test_the_experiments_expectations_count_failed_and_not_measured_apart() -> None:
+    baseline = Reference(1000.0, "baseline #2 (snapshot #1 / set #4)")
+    failed = evaluate(parse_expectation("output_throughput>=-5%"), 900.0, baseline)
+    unknown = evaluate(parse_expectation("output_throughput>=-5%"), 990.0, None)
+    verdict = judge(EXPECTED, probe(), TOLERANCES, ("no effect", []), (failed, unknown))
+    assert verdict.result == "fail"
+    assert verdict.reasons == (
+        "expectation output_throughput>=-5% failed: -10.0% (900 vs 1,000) against baseline #2 (snapshot #1 / set #4)",
+    )
+    assert verdict.not_measured == (
+        "output_throughput>=-5% (no reference (this step has none for a relative expectation))",
+    )
+    assert [row.verdict for row in verdict.rows[-2:]] == ["fail", "not measured"]
+    assert verdict.rows[-2].before == "1,000.0 (baseline #2 (snapshot #1 / set #4))"

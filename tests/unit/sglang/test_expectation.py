@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.sglang.expectation import Expectation, ExpectationError, parse_expectation
+from bot.sglang.expectation import Expectation, ExpectationError, Reference, evaluate, parse_expectation
 
 
 @pytest.mark.parametrize(
@@ -64,3 +64,64 @@ def test_str_round_trips() -> None:
 def test_numbers_read_back_exactly(op: str, value: float, relative: bool) -> None:
     expectation = Expectation("max_total_num_tokens", op, value, relative)  # type: ignore[arg-type]
     assert parse_expectation(str(expectation)) == expectation
+
+
+BEFORE = Reference(1000.0, "the start before this try (snapshot #3 / set #7)")
+
+
+@pytest.mark.parametrize(
+    ("text", "actual", "reference", "outcome", "why"),
+    [
+        ("max_running_requests>=48", 48, None, "pass", "measured 48"),
+        ("max_running_requests>=48", 26, None, "fail", "measured 26"),
+        ("max_running_requests<=48", 26, None, "pass", "measured 26"),
+        ("max_running_requests>=48", None, None, "not measured", "no value of max_running_requests"),
+        ("output_throughput>=-5%", 1006.0, BEFORE, "pass", "+0.6% (1,006 vs 1,000) against the start before"),
+        ("output_throughput>=-5%", 928.0, BEFORE, "fail", "-7.2% (928 vs 1,000) against the start before"),
+        ("output_throughput<=+5%", 1040.0, BEFORE, "pass", "+4.0%"),
+        ("output_throughput<=+5%", 1060.0, BEFORE, "fail", "+6.0%"),
+        ("output_throughput>=-5%", 1006.0, None, "not measured", "no reference (this step has none"),
+        (
+            "output_throughput>=-5%",
+            1006.0,
+            Reference(None, "baseline #2 (snapshot #1, no measurement set)", "no measurement set"),
+            "not measured",
+            "no reference (no measurement set; baseline #2",
+        ),
+        (
+            "output_throughput>=-5%",
+            1006.0,
+            Reference(0.0, "baseline #2"),
+            "not measured",
+            "reference value is 0",
+        ),
+        ("output_throughput>=-5%", None, BEFORE, "not measured", "no value of output_throughput"),
+        ("startup_error==none", None, None, "pass", "measured none"),
+        ("startup_error==none", "RuntimeError: x", None, "fail", "measured runtimeerror: x"),
+        ("model==Llama-3", "llama-3", None, "pass", "measured llama-3"),
+    ],
+)
+def test_evaluate_says_pass_fail_or_not_measured_and_the_reference(
+    text: str, actual: float | str | None, reference: Reference | None, outcome: str, why: str
+) -> None:
+    result = evaluate(parse_expectation(text), actual, reference)
+    assert result.outcome == outcome
+    assert why in result.why
+    relative = parse_expectation(text).relative
+    # a relative evaluation names the reference it used; an absolute one uses none
+    assert result.source == (reference.source if relative and reference is not None else None)
+    assert result.to_json()["outcome"] == outcome
+
+
+def test_a_relative_expectation_without_a_reference_is_never_a_fail() -> None:
+    for actual in (0.0, 1.0, 1e9):
+        result = evaluate(parse_expectation("output_throughput>=-2%"), actual, None)
+        assert not result.failed and not result.passed
+
+
+def test_describe_names_the_failed_expectation_and_its_reference() -> None:
+    result = evaluate(parse_expectation("output_throughput>=-5%"), 928.0, BEFORE)
+    assert result.describe() == (
+        "expectation output_throughput>=-5% failed: -7.2% (928 vs 1,000) against the start before this try "
+        "(snapshot #3 / set #7)"
+    )
