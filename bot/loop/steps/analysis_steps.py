@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
-from bot.loop.isolate import ProbeRecord, isolate
+from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
 from bot.loop.rank import rank_hypotheses, rank_order
@@ -132,25 +132,90 @@ def _capacity_expectation(before: Any) -> str:
     return f"max_running_requests>={value}" if value is not None else ""
 
 
-async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
-    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
-    summary = None
-    expectations = expectations_of(ctx)
-    if any(not is_server_metric(e.metric) for e in expectations):
-        run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
-        summary = run.set.summary
+def _expectation_holds(expectation: Any, actual: Any, reference: float | None) -> bool:
+    """The one place isolate evaluates an expectation (issue 18 item 1 replaces `holds` behind it)."""
+    return bool(expectation.holds(actual, reference))
+
+
+def _judge(
+    ctx: StepContext, snap: Any, summary: Any
+) -> tuple[bool | None, str]:
+    """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
+    when a value is missing (the measurement does not tell), and the values seen, in words."""
     reference_summary = ctx.state.reference.summary
     seen, ok = [], True
-    for expectation in expectations:
+    for expectation in expectations_of(ctx):
         server = is_server_metric(expectation.metric)
         actual = (
             snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
         )
         base = None if server else bench_value(reference_summary, expectation.metric)
-        holds = expectation.holds(actual, base)
+        if actual is None or (expectation.relative and not server and base is None):
+            return None, f"{expectation.metric} not measured"
+        holds = _expectation_holds(expectation, actual, base)
         ok = ok and holds
-        seen.append(f"{expectation.metric}={fmt(actual)}")
-    return ok, ", ".join(seen)
+        verb = "meets" if holds else "does not meet"
+        seen.append(f"{expectation.metric} {fmt(actual)}, which {verb} {expectation}")
+    return ok, " and ".join(seen)
+
+
+async def _probe_passes(
+    ctx: StepContext, snapshot_id: int | None, profile: str | None
+) -> tuple[ProbeAnswer, str]:
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
+    summary, set_id = None, None
+    if any(not is_server_metric(e.metric) for e in expectations_of(ctx)):
+        run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
+        summary, set_id = run.set.summary, run.set.id
+    ok, seen = _judge(ctx, snap, summary)
+    return ProbeAnswer(bool(ok), snapshot_id, set_id), seen
+
+
+async def _summary_of(ctx: StepContext, set_id: int | None) -> Any:
+    if set_id is None:
+        return None
+    loaded = await ctx.store.run(load_set, ctx.store.store, set_id)
+    return loaded.set.summary if loaded else None
+
+
+def _needs_bench(ctx: StepContext) -> bool:
+    return any(not is_server_metric(e.metric) for e in expectations_of(ctx))
+
+
+async def _failing_premise(
+    ctx: StepContext, running: FlagSet, bad: FlagSet, regressed: Any, profile: str | None
+) -> Premise:
+    """What is known, for free, of the failing side (every change applied): the running start
+    when it is that configuration (its snapshot; a benchmark on it, no restart, when an
+    expectation needs one), else the regressed try's stored after-start; unknown otherwise."""
+    if regressed is None:
+        latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
+        if latest is None or not latest.ready or _changed(flags_from_json(latest.requested_flags), running):
+            return Premise(None, "the running start has no stored snapshot")
+        summary, set_id = None, None
+        if _needs_bench(ctx):
+            run = await run_plan(bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
+            summary, set_id = run.set.summary, run.set.id
+        holds, seen = _judge(ctx, latest, summary)
+        where = f"the running start (snapshot #{latest.id}" + (f", set #{set_id})" if set_id else ")")
+        return Premise(holds, f"{where} has {seen}", latest.id, set_id)
+    after = RunState.load(regressed.state).after
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, after.snapshot_id)
+    if snap is None:
+        return Premise(None, f"experiment #{regressed.id} stored no after-start")
+    summary = await _summary_of(ctx, after.set_id) if _needs_bench(ctx) else None
+    holds, seen = _judge(ctx, snap, summary)
+    set_note = f", set #{after.set_id}" if summary is not None else ""
+    where = f"experiment #{regressed.id}'s after-start (snapshot #{snap.id}{set_note})"
+    return Premise(holds, f"{where} had {seen}", snap.id, after.set_id if summary is not None else None)
+
+
+async def _good_premise(ctx: StepContext, reference: Any) -> Premise:
+    """What the reference's stored snapshot and set say of the good side (unknown: probe it)."""
+    summary = ctx.state.reference.summary if _needs_bench(ctx) else None
+    holds, seen = _judge(ctx, reference, summary)
+    set_note = f", set #{ctx.state.reference.set_id}" if summary is not None else ""
+    return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id)
 
 
 def _changed(good: Any, bad: Any) -> dict[str, Any]:
@@ -193,6 +258,7 @@ async def isolate_step(
     good = flags_from_json(reference.requested_flags)
     bad = view.flags
     changes = _changed(good, bad)
+    regressed = None
     if not changes:
         regressed = await ctx.store.run(_latest_regressed_try, ctx.store.store, ctx.target)
         if regressed is None:
@@ -221,6 +287,10 @@ async def isolate_step(
         order = rank_order(list(changes), proposals)
         await ctx.emit(TextBlock("probe order (most suspect first): " + ", ".join(order), "Isolate"))
     running: dict[str, Any] = {"flags": view.flags}
+    failing_side = await _failing_premise(ctx, view.flags, bad, regressed, profile)
+    good_side = await _good_premise(ctx, reference)
+    known = [f"failing side: {failing_side.evidence}", f"good side: {good_side.evidence}"]
+    await ctx.emit(TextBlock("premises, before any probe: " + "; ".join(known), "Isolate"))
 
     def config_for(subset: frozenset[str] | tuple[str, ...]) -> Any:
         chosen = [changes[flag] for flag in changes if flag in subset]
@@ -236,7 +306,7 @@ async def isolate_step(
         previous = {node.node: node.old_invocation for node in report.nodes}
         return await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=promote)
 
-    async def probe(subset: frozenset[str]) -> bool:
+    async def probe(subset: frozenset[str]) -> ProbeAnswer:
         if await ctx.cancelled():
             raise RuntimeError("cancelled between two probes")
         flags = config_for(subset)
@@ -244,9 +314,9 @@ async def isolate_step(
         if outcome.observation is None:
             running["seen"] = "the start failed"
             running["flags"] = None  # rolled back to known-good by ensure_ready
-            return False
-        passed, running["seen"] = await _probe_passes(ctx, outcome.observation.snapshot_id, profile)
-        return passed
+            return ProbeAnswer(False)
+        answer, running["seen"] = await _probe_passes(ctx, outcome.observation.snapshot_id, profile)
+        return answer
 
     async def record(item: ProbeRecord) -> None:
         applied = ", ".join(item.applied) or "none"
@@ -258,9 +328,21 @@ async def isolate_step(
             )
         )
 
-    result = await isolate(list(changes), probe, order=order, on_probe=record)
-    ctx.state.isolate = IsolateOutcome.model_validate(result.to_json())
+    result = await isolate(
+        list(changes), probe, order=order, on_probe=record, failing=failing_side, good=good_side
+    )
+    ctx.state.isolate = IsolateOutcome.model_validate(
+        {
+            **result.to_json(),
+            "changes": list(changes),
+            "failing_evidence": failing_side.evidence,
+            "failing_snapshot_id": failing_side.snapshot_id if failing_side.holds is False else None,
+            "failing_set_id": failing_side.set_id if failing_side.holds is False else None,
+        }
+    )
     settle = {"good": config_for(result.final), "reference": good, "current": view.flags}.get(end, good)
+    if not result.probes:
+        settle = running["flags"]  # no probe restarted anything: the target stays as it is
     settled = ""
     if running.get("flags") != settle:
         outcome = await restart_into(settle, f"experiment #{ctx.experiment_id}: settle ({end})", promote=True)
@@ -272,21 +354,41 @@ async def isolate_step(
         if latest is not None and latest.id is not None and latest.ready:
             await ctx.store.run(set_known_good, ctx.store.store, ctx.target, latest.id)
     ctx.state.restart.restored = True  # the target is where `end` said, nothing to undo
-    verdict = "found" if result.status == "found" else "not-found"
+    verdict = result.status if result.status in ("found", "not-reproduced") else "not-found"
     ctx.state.conclusion.verdict = verdict
     culprits = ", ".join(result.culprits) or "none"
     kept = [flag for flag in changes if flag not in result.culprits] if end == "good" else []
     left = {"good": "the reference" + (" + " + ", ".join(kept) if kept else ""), "reference": "the reference"}
+    if not result.probes:
+        where = "left as it was (no restart)"
+    elif result.status != "found":
+        final = ", ".join(result.final)
+        where = {"good": f"left on the reference{' + ' + final if final else ''}"}.get(
+            end, f"left on {left.get(end, 'the flags it had before')}"
+        )
+    else:
+        where = f"left on {left.get(end, 'the flags it had before')}"
+    head = f"culprit(s): {culprits}" if result.status == "found" else result.message.split(";")[0]
     summary = ctx.state.conclusion.summary = (
-        f"culprit(s): {culprits} after {len(result.probes)} probe restart(s){settled}; "
-        f"left on {left.get(end, 'the flags it had before')}"
+        f"{head} after {len(result.probes)} probe restart(s){settled}; {where}"
     )
     await ctx.emit(VerdictBlock(verdict, summary, (result.message,)))
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
 
 
-@action("learn_isolate", summary="Record what isolate showed about each flag in the knowledge base")
+def _cite(probe: Any) -> str:
+    measured = f"snapshot #{probe.snapshot_id}" + (f", set #{probe.set_id}" if probe.set_id else "")
+    return f"probe #{probe.index} ({measured})"
+
+
+@action(
+    "learn_isolate",
+    summary="Record what isolate's measured probes showed about each flag in the knowledge base, citing them",
+)
 async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
+    """Only measured results teach: a culprit fact needs a probe (or the free measurement of the
+    failing side, when the culprits are every change) that saw the culprits fail, and a
+    not-culprit fact a probe that saw the flag pass; each fact cites them (issue 18 item 3)."""
     found = ctx.state.isolate
     if found is None or found.status != "found":
         return {"observations": 0}
@@ -296,20 +398,42 @@ async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
     where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
     expect = " ".join(ctx.params.get("expect") or [])
     culprits = list(found.culprits)
-    innocent = sorted({f for p in found.probes if p.passed for f in p.applied} - set(culprits))
-    notes = [
-        (
-            flag,
-            "culprit",
-            f"isolate: {flag}{' (with ' + ', '.join(c for c in culprits if c != flag) + ')' if len(culprits) > 1 else ''} "
-            f"makes `{expect}` fail {where}",
-        )
-        for flag in culprits
-    ] + [
-        (flag, "not-culprit", f"isolate: {flag} alone keeps `{expect}` holding {where}") for flag in innocent
-    ]
-    for flag, kind, text in notes:
-        await record_observation(
-            ctx, latest, flag=flag, kind=kind, text=text, detail={"expect": ctx.params.get("expect")}
-        )
+    measured = [p for p in found.probes if p.snapshot_id is not None]
+    failed = next((p for p in measured if not p.passed and set(p.applied) == set(culprits)), None)
+    notes: list[tuple[str, str, str, dict[str, Any]]] = []
+    if failed is not None:
+        cited, evidence = _cite(failed), {"probes": [failed.index], "snapshot_ids": [failed.snapshot_id]}
+        evidence["set_ids"] = [failed.set_id] if failed.set_id else []
+    elif found.failing_snapshot_id is not None and set(culprits) == set(found.changes):
+        cited = found.failing_evidence
+        evidence = {
+            "probes": [],
+            "snapshot_ids": [found.failing_snapshot_id],
+            "set_ids": [found.failing_set_id] if found.failing_set_id else [],
+        }
+    else:
+        cited, evidence = "", {}
+    for flag in culprits if cited else []:
+        others = [c for c in culprits if c != flag]
+        with_others = f" (with {', '.join(others)})" if others else ""
+        text = f"isolate: {flag}{with_others} makes `{expect}` fail {where}; measured by {cited}"
+        notes.append((flag, "culprit", text, evidence))
+    seen: set[str] = set(culprits)
+    for probe in measured:
+        if not probe.passed:
+            continue
+        for flag in probe.applied:
+            if flag in seen:
+                continue
+            seen.add(flag)
+            text = f"isolate: {flag} keeps `{expect}` holding {where}; measured by {_cite(probe)}"
+            proof = {
+                "probes": [probe.index],
+                "snapshot_ids": [probe.snapshot_id],
+                "set_ids": [probe.set_id] if probe.set_id else [],
+            }
+            notes.append((flag, "not-culprit", text, proof))
+    for flag, kind, text, proof in notes:
+        detail = {"expect": ctx.params.get("expect"), "evidence": proof}
+        await record_observation(ctx, latest, flag=flag, kind=kind, text=text, detail=detail)
     return {"observations": len(notes)}
