@@ -37,6 +37,7 @@ from bot.store.observations import list_observations
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TableBlock, TextBlock, VerdictBlock
 from bot.target.known_good import set_known_good
+from bot.target.observe import observe
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.rollback import ensure_ready
 from bot.target.unit import read_unit
@@ -191,7 +192,11 @@ async def _failing_premise(
     if regressed is None:
         latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
         if latest is None or not latest.ready or _changed(flags_from_json(latest.requested_flags), running):
-            return Premise(None, "the running start has no stored snapshot")
+            # no stored snapshot of this start: read the running server (no restart, not promoted)
+            seen_now = await observe(ctx.session(), cache_dir=ctx.cache_dir, promote=False)
+            latest = await ctx.store.run(get_snapshot, ctx.store.store, seen_now.snapshot_id)
+        if latest is None or not latest.ready:
+            return Premise(None, "the running start could not be read")
         summary, set_id = None, None
         if _needs_bench(ctx):
             run = await run_plan(bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
