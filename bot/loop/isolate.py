@@ -321,7 +321,9 @@ async def _check_premises(search: _Search, failing: Premise, good: Premise) -> I
                 f"the base fails too (probe #{len(search.records)}): the cause is not among the changes",
             )
     elif not good.holds:
-        return _stop(search, "not-found", f"the base fails too: {good.evidence}; the cause is not among the changes")
+        return _stop(
+            search, "not-found", f"the base fails too: {good.evidence}; the cause is not among the changes"
+        )
     return None
 
 

@@ -81,7 +81,9 @@ def get_observation(store: Store, observation_id: int) -> KnowledgeObservation |
         return session.get(KnowledgeObservation, observation_id)
 
 
-def retract_observation(store: Store, observation_id: int, *, actor: str, because: str) -> KnowledgeObservation:
+def retract_observation(
+    store: Store, observation_id: int, *, actor: str, because: str
+) -> KnowledgeObservation:
     """Mark one fact retracted (kept, never cited again). LookupError when there is no such fact,
     ValueError when the reason is empty or the fact is already retracted (nothing changes)."""
     if not because.strip():

@@ -138,9 +138,7 @@ def _expectation_holds(expectation: Any, actual: Any, reference: float | None) -
     return bool(expectation.holds(actual, reference))
 
 
-def _judge(
-    ctx: StepContext, snap: Any, summary: Any
-) -> tuple[bool | None, str]:
+def _judge(ctx: StepContext, snap: Any, summary: Any) -> tuple[bool | None, str]:
     """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
     when a value is missing (the measurement does not tell), and the values seen, in words."""
     reference_summary = ctx.state.reference.summary

@@ -18,7 +18,9 @@ FIVE = [
 ]
 
 
-def counting(answer: Callable[[frozenset[str]], bool]) -> tuple[list[frozenset[str]], Callable[..., Awaitable[bool]]]:
+def counting(
+    answer: Callable[[frozenset[str]], bool],
+) -> tuple[list[frozenset[str]], Callable[..., Awaitable[bool]]]:
     asked: list[frozenset[str]] = []
 
     async def probe(applied: frozenset[str]) -> bool:
@@ -35,7 +37,9 @@ def failing_when(*culprits: Iterable[str]) -> Callable[[frozenset[str]], bool]:
 
 async def test_a_failing_side_measured_to_pass_stops_before_any_probe_with_the_value() -> None:
     asked, probe = counting(lambda applied: True)
-    evidence = "the running start (snapshot #12) has max_running_requests 48, which meets max_running_requests>=48"
+    evidence = (
+        "the running start (snapshot #12) has max_running_requests 48, which meets max_running_requests>=48"
+    )
     result = await isolate(FIVE, probe, failing=Premise(True, evidence, 12))
     assert asked == []
     assert (result.status, result.culprits, result.probes) == ("not-reproduced", (), [])
@@ -43,13 +47,17 @@ async def test_a_failing_side_measured_to_pass_stops_before_any_probe_with_the_v
 
 
 async def test_the_issues_case_five_flags_every_probe_passing_is_not_reproduced_never_a_culprit_set() -> None:
-    asked, probe = counting(lambda applied: True)
+    _asked, probe = counting(lambda applied: True)
     result = await isolate(FIVE, probe, failing=Premise(False, "snapshot #9 had max_running_requests 40", 9))
     assert result.status == "not-reproduced"
     assert result.culprits == () and result.suspects == ()
     assert all(record.passed for record in result.probes)
     assert result.probes[-1].applied == tuple(FIVE)  # the whole change, re-probed before blaming it
-    assert "noise" in result.message and "outside the change" in result.message and "flaky start" in result.message
+    assert (
+        "noise" in result.message
+        and "outside the change" in result.message
+        and "flaky start" in result.message
+    )
     assert "culprit" not in result.message.replace("No culprit is named", "")
     assert result.final == tuple(FIVE) and result.final_verified
 
@@ -75,7 +83,9 @@ async def test_an_unknown_failing_side_probed_to_fail_is_the_evidence_no_second_
 
 async def test_a_base_known_to_fail_names_nothing_and_probes_nothing() -> None:
     asked, probe = counting(lambda applied: False)
-    result = await isolate(FIVE, probe, good=Premise(False, "the reference (snapshot #3) has max_running_requests 40"))
+    result = await isolate(
+        FIVE, probe, good=Premise(False, "the reference (snapshot #3) has max_running_requests 40")
+    )
     assert asked == []
     assert (result.status, result.culprits) == ("not-found", ())
     assert "the base fails too" in result.message and "snapshot #3" in result.message
