@@ -33,6 +33,7 @@ VERDICT_STYLES = {
     "no-effect": "bold yellow",
     "inconclusive": "bold yellow",
     "not-found": "bold yellow",
+    "not-reproduced": "bold yellow",
 }
 
 

@@ -18,7 +18,7 @@ from bot.loop.logbook import story
 from bot.loop.run_state import flags_from_json
 from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.change import diff_flagsets
-from bot.store import Store
+from bot.store import KnowledgeObservation, Store
 from bot.store.baselines import current_baseline
 from bot.store.bench_repo import load_set
 from bot.store.hypotheses import (
@@ -124,7 +124,7 @@ def _hypothesis(store: Store, invocation: Invocation, target: str, actor: str) -
     }
 
 
-def _fact_row(obs: Any) -> list[Any]:
+def _fact_row(obs: KnowledgeObservation) -> list[Any]:
     status = "learned" if obs.retracted_at is None else f"retracted ({obs.retracted_because})"
     where = obs.gpu_name or "-"
     return [obs.id, obs.flag, obs.kind, obs.text, where, obs.experiment_id, status]

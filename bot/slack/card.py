@@ -69,6 +69,7 @@ VERDICT_EMOJI = {
     "fail": "❌",
     "found": "🔎",
     "inconclusive": "❔",
+    "not-reproduced": "❔",
 }
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "rolled-back", "interrupted"})
 """Statuses after which the card offers what comes next (revert, keep, re-run, isolate)."""

@@ -8,6 +8,7 @@ delta debugging allows, ordered by that ranking.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bot.bench.run import run_plan
@@ -16,7 +17,7 @@ from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
 from bot.loop.rank import rank_hypotheses, rank_order
-from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
+from bot.loop.run_state import IsolateOutcome, PreflightFacts, ProbeOutcome, RankedProposal, RunState
 from bot.loop.steps.common import (
     bench_value,
     changes_of,
@@ -30,7 +31,9 @@ from bot.loop.steps.learn_steps import gpu_facts, record_observation
 from bot.loop.steps.measure_steps import bench_plan
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets
+from bot.sglang.expectation import Expectation
 from bot.sglang.flagset import FlagSet
+from bot.store import Experiment, Snapshot
 from bot.store.bench_repo import load_set
 from bot.store.experiments import get_experiment, list_experiments
 from bot.store.observations import list_observations
@@ -133,12 +136,14 @@ def _capacity_expectation(before: Any) -> str:
     return f"max_running_requests>={value}" if value is not None else ""
 
 
-def _expectation_holds(expectation: Any, actual: Any, reference: float | None) -> bool:
+def _expectation_holds(expectation: Expectation, actual: float | str | None, reference: float | None) -> bool:
     """The one place isolate evaluates an expectation (issue 18 item 1 replaces `holds` behind it)."""
     return bool(expectation.holds(actual, reference))
 
 
-def _judge(ctx: StepContext, snap: Any, summary: Any) -> tuple[bool | None, str]:
+def _judge(
+    ctx: StepContext, snap: Snapshot | None, summary: Mapping[str, Any] | None
+) -> tuple[bool | None, str]:
     """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
     when a value is missing (the measurement does not tell), and the values seen, in words."""
     reference_summary = ctx.state.reference.summary
@@ -170,7 +175,7 @@ async def _probe_passes(
     return ProbeAnswer(bool(ok), snapshot_id, set_id), seen
 
 
-async def _summary_of(ctx: StepContext, set_id: int | None) -> Any:
+async def _summary_of(ctx: StepContext, set_id: int | None) -> Mapping[str, Any] | None:
     if set_id is None:
         return None
     loaded = await ctx.store.run(load_set, ctx.store.store, set_id)
@@ -182,7 +187,7 @@ def _needs_bench(ctx: StepContext) -> bool:
 
 
 async def _failing_premise(
-    ctx: StepContext, running: FlagSet, bad: FlagSet, regressed: Any, profile: str | None
+    ctx: StepContext, running: FlagSet, bad: FlagSet, regressed: Experiment | None, profile: str | None
 ) -> Premise:
     """What is known, for free, of the failing side (every change applied): the running start
     when it is that configuration (its snapshot; a benchmark on it, no restart, when an
@@ -206,14 +211,14 @@ async def _failing_premise(
     snap = await ctx.store.run(get_snapshot, ctx.store.store, after.snapshot_id)
     if snap is None:
         return Premise(None, f"experiment #{regressed.id} stored no after-start")
-    summary = await _summary_of(ctx, after.set_id) if _needs_bench(ctx) else None
-    holds, seen = _judge(ctx, snap, summary)
-    set_note = f", set #{after.set_id}" if summary is not None else ""
+    stored = await _summary_of(ctx, after.set_id) if _needs_bench(ctx) else None
+    holds, seen = _judge(ctx, snap, stored)
+    set_note = f", set #{after.set_id}" if stored is not None else ""
     where = f"experiment #{regressed.id}'s after-start (snapshot #{snap.id}{set_note})"
-    return Premise(holds, f"{where} had {seen}", snap.id, after.set_id if summary is not None else None)
+    return Premise(holds, f"{where} had {seen}", snap.id, after.set_id if stored is not None else None)
 
 
-async def _good_premise(ctx: StepContext, reference: Any) -> Premise:
+async def _good_premise(ctx: StepContext, reference: Snapshot) -> Premise:
     """What the reference's stored snapshot and set say of the good side (unknown: probe it)."""
     summary = ctx.state.reference.summary if _needs_bench(ctx) else None
     holds, seen = _judge(ctx, reference, summary)
@@ -379,7 +384,7 @@ async def isolate_step(
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
 
 
-def _cite(probe: Any) -> str:
+def _cite(probe: ProbeOutcome) -> str:
     measured = f"snapshot #{probe.snapshot_id}" + (f", set #{probe.set_id}" if probe.set_id else "")
     return f"probe #{probe.index} ({measured})"
 

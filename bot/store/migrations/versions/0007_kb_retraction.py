@@ -32,7 +32,7 @@ REASON = (
 )
 
 
-def _unmeasured(text: str, kind: str, state: Any, found: bool) -> bool:
+def _unmeasured(text: str, kind: str, state: object, found: bool) -> bool:
     """Whether a fact rests on a premise nobody measured (see the module docstring)."""
     if "(given)" in text:
         return True
