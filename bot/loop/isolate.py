@@ -155,7 +155,7 @@ class IsolateResult:
     """What `isolate` found. `final` is the configuration to settle on: every change except the
     culprits when found; otherwise the largest configuration a probe saw pass (the base, the
     empty tuple, when none did or when the answers contradicted each other). `final_verified`:
-    `final` is one of the probes that passed, or the base, which is given as good. `suspects`:
+    `final` is one of the probes that passed, or the base, whose passing the premises established. `suspects`:
     the culprits when found, else the changes that may still hold them."""
 
     culprits: tuple[str, ...]
