@@ -142,7 +142,10 @@ def _expectation_holds(expectation: Expectation, actual: float | str | None, ref
 
 
 def _judge(
-    ctx: StepContext, snap: Snapshot | None, summary: Mapping[str, Any] | None
+    ctx: StepContext,
+    snap: Snapshot | None,
+    summary: Mapping[str, Any] | None,
+    reference: Snapshot | None = None,
 ) -> tuple[bool | None, str]:
     """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
     when a value is missing (the measurement does not tell), and the values seen, in words."""
@@ -153,8 +156,12 @@ def _judge(
         actual = (
             snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
         )
-        base = None if server else bench_value(reference_summary, expectation.metric)
-        if actual is None or (expectation.relative and not server and base is None):
+        base = (
+            _number(snapshot_value(reference, expectation.metric))
+            if server
+            else bench_value(reference_summary, expectation.metric)
+        )
+        if actual is None or (expectation.relative and base is None):
             return None, f"{expectation.metric} not measured"
         holds = _expectation_holds(expectation, actual, base)
         ok = ok and holds
@@ -164,14 +171,14 @@ def _judge(
 
 
 async def _probe_passes(
-    ctx: StepContext, snapshot_id: int | None, profile: str | None
+    ctx: StepContext, snapshot_id: int | None, profile: str | None, reference: Snapshot
 ) -> tuple[ProbeAnswer, str]:
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     summary, set_id = None, None
     if any(not is_server_metric(e.metric) for e in expectations_of(ctx)):
         run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
         summary, set_id = run.set.summary, run.set.id
-    ok, seen = _judge(ctx, snap, summary)
+    ok, seen = _judge(ctx, snap, summary, reference)
     return ProbeAnswer(bool(ok), snapshot_id, set_id), seen
 
 
@@ -182,12 +189,16 @@ async def _summary_of(ctx: StepContext, set_id: int | None) -> Mapping[str, Any]
     return loaded.set.summary if loaded else None
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _needs_bench(ctx: StepContext) -> bool:
     return any(not is_server_metric(e.metric) for e in expectations_of(ctx))
 
 
 async def _failing_premise(
-    ctx: StepContext, running: FlagSet, bad: FlagSet, regressed: Experiment | None, profile: str | None
+    ctx: StepContext, running: FlagSet, reference: Snapshot, regressed: Experiment | None, profile: str | None
 ) -> Premise:
     """What is known, for free, of the failing side (every change applied): the running start
     when it is that configuration (its snapshot; a benchmark on it, no restart, when an
@@ -204,7 +215,7 @@ async def _failing_premise(
         if _needs_bench(ctx):
             run = await run_plan(bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
             summary, set_id = run.set.summary, run.set.id
-        holds, seen = _judge(ctx, latest, summary)
+        holds, seen = _judge(ctx, latest, summary, reference)
         where = f"the running start (snapshot #{latest.id}" + (f", set #{set_id})" if set_id else ")")
         return Premise(holds, f"{where} has {seen}", latest.id, set_id)
     after = RunState.load(regressed.state).after
@@ -212,7 +223,7 @@ async def _failing_premise(
     if snap is None:
         return Premise(None, f"experiment #{regressed.id} stored no after-start")
     stored = await _summary_of(ctx, after.set_id) if _needs_bench(ctx) else None
-    holds, seen = _judge(ctx, snap, stored)
+    holds, seen = _judge(ctx, snap, stored, reference)
     set_note = f", set #{after.set_id}" if stored is not None else ""
     where = f"experiment #{regressed.id}'s after-start (snapshot #{snap.id}{set_note})"
     return Premise(holds, f"{where} had {seen}", snap.id, after.set_id if stored is not None else None)
@@ -221,9 +232,28 @@ async def _failing_premise(
 async def _good_premise(ctx: StepContext, reference: Snapshot) -> Premise:
     """What the reference's stored snapshot and set say of the good side (unknown: probe it)."""
     summary = ctx.state.reference.summary if _needs_bench(ctx) else None
-    holds, seen = _judge(ctx, reference, summary)
+    holds, seen = _judge(ctx, reference, summary, reference)
     set_note = f", set #{ctx.state.reference.set_id}" if summary is not None else ""
     return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id)
+
+
+def _refuse_unjudgeable(ctx: StepContext, reference: Snapshot) -> None:
+    """A relative expectation needs the reference's value; without it no probe could tell pass
+    from fail, so isolate refuses before any restart (a probe that cannot tell is not a failure)."""
+    for expectation in expectations_of(ctx):
+        if not expectation.relative:
+            continue
+        if is_server_metric(expectation.metric):
+            known = _number(snapshot_value(reference, expectation.metric)) is not None
+            what = f"the reference's start (snapshot #{reference.id}) has no {expectation.metric}"
+        else:
+            known = bench_value(ctx.state.reference.summary, expectation.metric) is not None
+            what = f"the reference has no stored measurement of {expectation.metric}"
+        if not known:
+            raise ValueError(
+                f"{expectation} is relative to the reference, and {what}: pin a measured baseline "
+                "(`baseline pin`) or give an absolute expectation; nothing was restarted"
+            )
 
 
 def _changed(good: Any, bad: Any) -> dict[str, Any]:
@@ -254,14 +284,16 @@ async def isolate_step(
         experiment = await ctx.store.run(get_experiment, ctx.store.store, int(since.lstrip("#")))
         if experiment is None:
             raise LookupError(f"no experiment #{since}")
-        reference = await ctx.store.run(
-            get_snapshot, ctx.store.store, RunState.load(experiment.state).before.snapshot_id
-        )
+        earlier = RunState.load(experiment.state).before
+        reference = await ctx.store.run(get_snapshot, ctx.store.store, earlier.snapshot_id)
+        if ctx.state.reference.set_id is None:
+            ctx.state.reference.set_id = earlier.set_id  # its stored set tells the good side's benchmark
     if reference is None:
         raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
     if ctx.state.reference.set_id is not None:
         loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
         ctx.state.reference.summary = loaded.set.summary if loaded else None
+    _refuse_unjudgeable(ctx, reference)
     view = await read_unit(ts.node0)
     good = flags_from_json(reference.requested_flags)
     bad = view.flags
@@ -295,7 +327,7 @@ async def isolate_step(
         order = rank_order(list(changes), proposals)
         await ctx.emit(TextBlock("probe order (most suspect first): " + ", ".join(order), "Isolate"))
     running: dict[str, Any] = {"flags": view.flags}
-    failing_side = await _failing_premise(ctx, view.flags, bad, regressed, profile)
+    failing_side = await _failing_premise(ctx, view.flags, reference, regressed, profile)
     good_side = await _good_premise(ctx, reference)
     known = [f"failing side: {failing_side.evidence}", f"good side: {good_side.evidence}"]
     await ctx.emit(TextBlock("premises, before any probe: " + "; ".join(known), "Isolate"))
@@ -323,7 +355,9 @@ async def isolate_step(
             running["seen"] = "the start failed"
             running["flags"] = None  # rolled back to known-good by ensure_ready
             return ProbeAnswer(False)
-        answer, running["seen"] = await _probe_passes(ctx, outcome.observation.snapshot_id, profile)
+        answer, running["seen"] = await _probe_passes(
+            ctx, outcome.observation.snapshot_id, profile, reference
+        )
         return answer
 
     async def record(item: ProbeRecord) -> None:

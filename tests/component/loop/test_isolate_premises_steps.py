@@ -6,6 +6,7 @@ probe that measured it; after a regressed try the try's stored after-start is th
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from bot.loop.engine import Engine
@@ -121,3 +122,37 @@ async def test_after_a_regressed_try_the_tries_stored_after_start_is_the_free_ev
     assert f"experiment #{tried.experiment_id}'s after-start (snapshot #{after_id})" in found.failing_evidence
     culprit = next(f for f in list_observations(store.store) if f.kind == "culprit")
     assert culprit.detail["evidence"]["snapshot_ids"] == [after_id]
+
+
+async def test_a_relative_throughput_premise_is_judged_against_the_references_stored_set(
+    tmp_path: Path, store: AsyncStore
+) -> None:
+    with faked_target(store.store) as fake:
+        fake.flags = START_FLAGS
+        snapshot_id = fake.observation().snapshot_id
+        plan = SimpleNamespace(snapshot_id=snapshot_id, profile_name="quick", label="baseline")
+        reference_set = (await fake.run_plan(plan)).set
+        pin_baseline(
+            store.store, target=TARGET, snapshot_id=snapshot_id, set_id=reference_set.id, pinned_by="t"
+        )
+        fake.flags = with_flags(*HARMLESS)
+        outcome = await isolate(tmp_path, store, "output_throughput>=-5%")
+
+    assert outcome.verdict == "not-reproduced" and fake.restarts == []
+    assert "output_throughput 480, which meets output_throughput>=-5%" in outcome.summary
+    assert list_observations(store.store, retracted=True) == []
+
+
+async def test_a_relative_expectation_without_a_reference_value_is_refused_before_any_restart(
+    tmp_path: Path, store: AsyncStore
+) -> None:
+    """No probe could tell pass from fail (a probe that cannot tell is not a failure): refused."""
+    with faked_target(store.store) as fake:
+        pinned(fake, store.store)  # a baseline without a measurement set
+        fake.flags = with_flags(*HARMLESS)
+        outcome = await isolate(tmp_path, store, "output_throughput>=-5%")
+
+    assert outcome.status == "failed" and fake.restarts == []
+    failed = next(s for s in outcome.steps if s["action"] == "isolate")
+    assert "the reference has no stored measurement of output_throughput" in str(failed), failed
+    assert list_observations(store.store, retracted=True) == []
