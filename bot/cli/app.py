@@ -187,7 +187,9 @@ for _spec in COMMANDS:
     _chat_command(_spec.name)
 register_bench(app)  # `bench` runs for real (bot/cli/bench.py); last registration wins
 register_playbooks(app)  # `playbooks` and `run` (bot/cli/playbooks.py)
-register_loop(app)  # try, revert, verify, isolate, baseline, hypothesis, log, cancel (bot/cli/loop.py)
+register_loop(
+    app
+)  # try, revert, verify, isolate, baseline, hypothesis, knowledge, log, cancel (bot/cli/loop.py)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli/checks.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli/digest.py)
 register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli/sudoers.py)

@@ -1,9 +1,9 @@
-"""`flagbot try|revert|verify|isolate|baseline|hypothesis|log|cancel`: the loop from the terminal.
+"""`flagbot try|revert|verify|isolate|baseline|hypothesis|knowledge|log|cancel`: the loop from the terminal.
 
 Each mutating command is its built-in playbook run by the engine, exactly as `flagbot run try
 changes=...` would run it (same lease, same reconcile of a dead run first, same evidence): the
 words are read by `bot.app.playbooks`, the run by `bot.app.runs`. The read-only ones
-(`hypothesis`, `log`, `baseline show|diff`) read the store (`bot.app.records`). Exit codes: 0
+(`hypothesis`, `knowledge`, `log`, `baseline show|diff`) read the store (`bot.app.records`). Exit codes: 0
 done (the experiment succeeded), 1 the target could not do it or said no (lease held, verdict not
 reached), 2 usage.
 """
@@ -27,7 +27,7 @@ from bot.cli.playbooks import run_playbook_command
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
 
-LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "log", "cancel")
+LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "knowledge", "log", "cancel")
 
 
 def register_loop(app: typer.Typer) -> None:
@@ -50,7 +50,7 @@ def _command(name: str) -> Callable[[typer.Context], None]:
             raise fail(exc.render()) from None
         with usage_errors():
             target = target_of(config, invocation)
-        if name in ("hypothesis", "log", "cancel") or (
+        if name in ("hypothesis", "knowledge", "log", "cancel") or (
             name == "baseline" and invocation.sub in (None, "show", "diff")
         ):
             _read_command(config, invocation, target, json_output=json_output)

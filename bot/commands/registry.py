@@ -321,6 +321,34 @@ COMMANDS: tuple[CommandSpec, ...] = (
         default_sub="list",
     ),
     CommandSpec(
+        "knowledge",
+        "The knowledge base's learned facts: list, show, forget (retract) one.",
+        "read-only",
+        'knowledge [list [flag=FLAG] [retracted=yes]] | show ID | forget ID because="TEXT"',
+        (
+            "knowledge",
+            "knowledge list flag=--enable-metrics",
+            "knowledge show 12",
+            'knowledge forget 12 because="learned from an assumed premise; never measured"',
+        ),
+        options=(
+            Option("because", "text", "why the fact is retracted, kept in the audit trail (forget needs it)"),
+            Option("flag", "text", "only the facts about this flag"),
+            Option("retracted", "choice", "list retracted facts too", ("yes", "no")),
+        ),
+        subs=(
+            Sub("list", "learned facts, newest first (retracted ones with retracted=yes)"),
+            Sub("show", "one fact with its evidence", positionals=(Positional("id", "fact id", kind="id"),)),
+            Sub(
+                "forget",
+                "retract a fact: kept and shown as retracted, never cited again",
+                tier="mutating",
+                positionals=(Positional("id", "fact id", kind="id"),),
+            ),
+        ),
+        default_sub="list",
+    ),
+    CommandSpec(
         "isolate",
         "Find which changed flag caused a regression, with as few restarts as possible.",
         "mutating",

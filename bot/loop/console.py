@@ -35,6 +35,7 @@ VERDICT_STYLES = {
     "not-found": "bold yellow",
     "not-measured": "bold yellow",
     "not measured": "bold yellow",
+    "not-reproduced": "bold yellow",
 }
 
 

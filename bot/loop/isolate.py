@@ -5,9 +5,21 @@ current one fails an expectation (say max_running_requests>=48). A probe applies
 changes on top of the base, restarts the server (minutes) and says whether the expectation holds.
 `isolate` returns a minimal failing subset, the culprits: one flag, a pair that only fails
 together, or in general a set whose every proper subset passes. It assumes monotone failure (a
-configuration that contains a failing one fails too). The current configuration failing and the
-base passing are given, never probed. The restart that settles the target on the recommended
-configuration afterwards is the engine's, not a probe.
+configuration that contains a failing one fails too). The restart that settles the target on the
+recommended configuration afterwards is the engine's, not a probe.
+
+Premises, measured before the first probe (issue 18)
+----------------------------------------------------
+The search rests on two premises: the failing side (every change applied) fails and the good side
+(the base) passes. The caller says what it already knows of each (`Premise`): a measurement it has
+for free (the running start's snapshot, a benchmark on the running server, the reference's stored
+snapshot and set), or nothing (`holds=None`). A premise nothing can tell is probed first (the
+whole change, then the base). When the failing side is measured to pass, the answer is
+`not-reproduced` before any probe or after that one probe; when the base fails, `not-found` (the
+cause is not among the changes); in both cases nothing is blamed. And when the failing side's
+failure was measured outside this run and every probe of the search passed, the whole change is
+probed once more before any culprit set is named: if it passes too, the answer is `not-reproduced`
+(noise, a cause outside the change, a flaky start), never "all of them together".
 
 The search: prefix bisection, as in QuickXplain or git bisect over an ordered list
 -------------------------------------------------------------------------------
@@ -73,9 +85,35 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Probe = Callable[[frozenset[str]], Awaitable[bool]]
-"""Applies the subset on top of the base, restarts, returns True when the expectation holds."""
-Status = Literal["found", "not-found", "inconsistent"]
+Probe = Callable[[frozenset[str]], Awaitable["bool | ProbeAnswer"]]
+"""Applies the subset on top of the base, restarts, returns True when the expectation holds (or a
+`ProbeAnswer` naming the snapshot and set it measured)."""
+Status = Literal["found", "not-found", "not-reproduced", "inconsistent"]
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """A probe's answer with the measurement it rests on: the start's snapshot and, when an
+    expectation needed a benchmark, the measurement set (None: not measured, e.g. a failed start)."""
+
+    passed: bool
+    snapshot_id: int | None = None
+    set_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What is known of one side before the search: `holds` (the expectation held on it; None: not
+    known, so it is probed) and `evidence`, the measurement that says so, in words that cite it."""
+
+    holds: bool | None
+    evidence: str
+    snapshot_id: int | None = None
+    set_id: int | None = None
+
+
+FAILING_GIVEN = Premise(False, "the failing configuration (measured by the caller)")
+BASE_GIVEN = Premise(True, "the base (measured by the caller)")
 
 
 def probe_bound(n: int) -> int:
@@ -95,9 +133,21 @@ class ProbeRecord:
     applied: tuple[str, ...]
     passed: bool
     note: str
+    snapshot_id: int | None = None
+    set_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "applied": list(self.applied), "passed": self.passed, "note": self.note}
+        found: dict[str, Any] = {
+            "index": self.index,
+            "applied": list(self.applied),
+            "passed": self.passed,
+            "note": self.note,
+        }
+        if self.snapshot_id is not None:
+            found["snapshot_id"] = self.snapshot_id
+        if self.set_id is not None:
+            found["set_id"] = self.set_id
+        return found
 
 
 @dataclass
@@ -105,7 +155,7 @@ class IsolateResult:
     """What `isolate` found. `final` is the configuration to settle on: every change except the
     culprits when found; otherwise the largest configuration a probe saw pass (the base, the
     empty tuple, when none did or when the answers contradicted each other). `final_verified`:
-    `final` is one of the probes that passed, or the base, which is given as good. `suspects`:
+    `final` is one of the probes that passed, or the base, whose passing the premises established. `suspects`:
     the culprits when found, else the changes that may still hold them."""
 
     culprits: tuple[str, ...]
@@ -168,7 +218,7 @@ class _Search:
         self.rest: list[str] = []
         self.lo = 0  # found + rest[:lo] passes
         self.hi = 0  # found + rest[:hi] fails
-        self.fail_source = "the current configuration (given)"
+        self.fail_source = "the failing configuration"
 
     def ordered(self, items: Iterable[str]) -> tuple[str, ...]:
         return tuple(sorted(items, key=self.position.__getitem__))
@@ -177,8 +227,13 @@ class _Search:
         if self.max_probes is not None and len(self.records) >= self.max_probes:
             raise _OutOfProbesError
         subset = frozenset(applied)
-        passed = bool(await self.probe(subset))
-        record = ProbeRecord(len(self.records) + 1, self.ordered(subset), passed, note)
+        answer = await self.probe(subset)
+        if not isinstance(answer, ProbeAnswer):
+            answer = ProbeAnswer(bool(answer))
+        passed = answer.passed
+        record = ProbeRecord(
+            len(self.records) + 1, self.ordered(subset), passed, note, answer.snapshot_id, answer.set_id
+        )
         self.records.append(record)
         if self.on_probe is not None:
             await self.on_probe(record)
@@ -220,6 +275,79 @@ class _Search:
         return max(passing, key=len, default=())
 
 
+LIKELY = (
+    "likely noise in the measurement, a cause outside the change (the node, the load, the driver), "
+    "or a flaky start"
+)
+
+
+def _stop(search: _Search, status: Status, message: str) -> IsolateResult:
+    """An answer that blames nothing: the largest configuration seen to pass is recommended."""
+    final = search.best_passing()
+    return IsolateResult((), search.records, final, True, status, message, ())
+
+
+async def _check_premises(search: _Search, failing: Premise, good: Premise) -> IsolateResult | None:
+    """Establish both premises before the search (probing one only when `holds` is None); an
+    answer when one does not hold, None when the search may start."""
+    everything = search.given
+    if failing.holds is None:
+        failed = not await search.ask(everything, "premise: does the whole change fail?")
+        index = len(search.records)
+        if not failed:
+            return _stop(
+                search,
+                "not-reproduced",
+                f"not reproduced: the whole change passes (probe #{index}); nothing to isolate",
+            )
+        search.fail_source = f"probe #{index}"
+    elif failing.holds:
+        return IsolateResult(
+            (),
+            [],
+            (),
+            True,
+            "not-reproduced",
+            f"not reproduced: {failing.evidence}; nothing to isolate",
+            (),
+        )
+    else:
+        search.fail_source = failing.evidence
+    if good.holds is None:
+        if not await search.ask((), "premise: does the base pass?"):
+            return _stop(
+                search,
+                "not-found",
+                f"the base fails too (probe #{len(search.records)}): the cause is not among the changes",
+            )
+    elif not good.holds:
+        return _stop(
+            search, "not-found", f"the base fails too: {good.evidence}; the cause is not among the changes"
+        )
+    return None
+
+
+async def _confirm(search: _Search, failing: Premise, searched_from: int) -> IsolateResult | None:
+    """When the search's probes all passed, the culprits are every change and rest only on the
+    failing side's one measurement: unless a probe of this run measured it, probe the whole change
+    once more. An answer (`not-reproduced`) when it passes, None when the culprits stand."""
+    searched = search.records[searched_from:]
+    if not searched or not all(record.passed for record in searched):
+        return None
+    if any(not record.passed for record in search.records):
+        return None  # the premise was probed in this run and failed
+    if await search.ask(search.given, "confirm: every probe passed; does the whole change still fail?"):
+        index = len(search.records)
+        return _stop(
+            search,
+            "not-reproduced",
+            f"not reproduced: {failing.evidence}, but every probe passed, the whole change too "
+            f"(probe #{index}): {LIKELY}. No culprit is named.",
+        )
+    search.fail_source = f"probe #{len(search.records)}"
+    return None
+
+
 def _suspect_order(given: tuple[str, ...], order: Sequence[str] | None) -> list[str]:
     """The ranking's order for the changes it names (unknown names ignored), then the rest as given."""
     if order is None:
@@ -237,11 +365,15 @@ async def isolate(
     order: Sequence[str] | None = None,
     max_probes: int | None = None,
     on_probe: Callable[[ProbeRecord], Awaitable[None]] | None = None,
+    failing: Premise = FAILING_GIVEN,
+    good: Premise = BASE_GIVEN,
 ) -> IsolateResult:
     """Find a minimal subset of `changes` whose application on the base fails (see the module
     docstring for the search and its bounds). `order`: the hypothesis ranker's suspects, most
     suspect first. `max_probes`: stop before probe max_probes + 1 (status `not-found`, with what
-    is known). `on_probe` is awaited after each probe, in order. The probe's exceptions propagate."""
+    is known). `on_probe` is awaited after each probe, in order. `failing` and `good`: what is
+    known of the premises (the docstring's "Premises"); one not known is probed before the search.
+    The probe's exceptions propagate."""
     given = tuple(changes)
     if len(set(given)) != len(given):
         raise ValueError(f"changes named twice: {_names(sorted({c for c in given if given.count(c) > 1}))}")
@@ -253,7 +385,14 @@ async def isolate(
         )
     search = _Search(given, probe, max_probes, on_probe)
     try:
+        stopped = await _check_premises(search, failing, good)
+        if stopped is not None:
+            return stopped
+        searched_from = len(search.records)
         await search.run(_suspect_order(given, order), ranked=order is not None)
+        unconfirmed = await _confirm(search, failing, searched_from)
+        if unconfirmed is not None:
+            return unconfirmed
     except _OutOfProbesError:
         found = search.ordered(search.found)
         pending = search.ordered(search.rest[search.lo : search.hi])

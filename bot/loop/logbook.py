@@ -71,6 +71,9 @@ def story(store: Store, target: str, *, since: datetime | None = None, limit: in
             entries.append(Entry(base.pinned_at, "baseline", f"B{base.id}", text))
     for obs in observations_of(store, target):
         if since is None or obs.observed_at >= since:
-            entries.append(Entry(obs.observed_at, "learned", obs.flag, obs.text))
+            text = obs.text
+            if obs.retracted_at is not None:
+                text = f"[retracted by {obs.retracted_by}: {obs.retracted_because}] {text}"
+            entries.append(Entry(obs.observed_at, "learned", obs.flag, text))
     entries.sort(key=lambda entry: (entry.at, entry.kind))
     return entries[-limit:]

@@ -1,4 +1,5 @@
-"""The read-only loop commands as data: hypothesis add/list/show/close, log, baseline show/diff.
+"""The read-only loop commands as data: hypothesis add/list/show/close, knowledge list/show/forget,
+log, baseline show/diff.
 
 Why data (tables and lines) and not printing: the CLI prints it with rich, Slack renders the
 same tables as Block Kit, and `--json` hands it to scripts; all three read the same rows the
@@ -17,7 +18,7 @@ from bot.loop.logbook import story
 from bot.loop.run_state import flags_from_json
 from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.change import diff_flagsets
-from bot.store import Store
+from bot.store import KnowledgeObservation, Store
 from bot.store.baselines import current_baseline
 from bot.store.bench_repo import load_set
 from bot.store.hypotheses import (
@@ -27,6 +28,8 @@ from bot.store.hypotheses import (
     list_hypotheses,
     resolve_hypothesis,
 )
+from bot.store.observations import get_observation, list_observations, retract_observation
+from bot.store.records import audit
 from bot.store.snapshots import get_snapshot
 
 FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
@@ -43,6 +46,8 @@ def _table(title: str, columns: list[str], rows: list[list[Any]]) -> dict[str, A
 def read(store: Store, invocation: Invocation, target: str, *, actor: str) -> dict[str, Any]:
     if invocation.name == "hypothesis":
         return _hypothesis(store, invocation, target, actor)
+    if invocation.name == "knowledge":
+        return _knowledge(store, invocation, actor)
     if invocation.name == "log":
         return _log(store, invocation, target)
     if invocation.name == "baseline":
@@ -115,6 +120,65 @@ def _hypothesis(store: Store, invocation: Invocation, target: str, actor: str) -
                 ["id", "status", "statement", "variable", "expects", "experiments"],
                 rows,
             )
+        ],
+    }
+
+
+def _fact_row(obs: KnowledgeObservation) -> list[Any]:
+    status = "learned" if obs.retracted_at is None else f"retracted ({obs.retracted_because})"
+    where = obs.gpu_name or "-"
+    return [obs.id, obs.flag, obs.kind, obs.text, where, obs.experiment_id, status]
+
+
+FACT_COLUMNS = ["id", "flag", "kind", "fact", "GPU", "experiment", "status"]
+
+
+def _knowledge(store: Store, invocation: Invocation, actor: str) -> dict[str, Any]:
+    """`knowledge list|show|forget`: the learned facts; `forget` retracts one (kept, marked, never
+    cited again) and writes the reason to the audit trail."""
+    sub = invocation.sub or "list"
+    options = invocation.options
+    if sub in ("show", "forget"):
+        fact_id = int(str(invocation.positionals["id"]))
+        found = get_observation(store, fact_id)
+        if found is None:
+            raise LookupError(f"no knowledge fact #{fact_id}; `knowledge list` shows them")
+        if sub == "forget":
+            because = str(options.get("because") or "")
+            row = retract_observation(store, fact_id, actor=actor, because=because)
+            audit(
+                store,
+                actor=actor,
+                target=row.target,
+                action="knowledge forget",
+                detail={"observation_id": fact_id, "because": row.retracted_because, "fact": row.text},
+                experiment_id=row.experiment_id,
+            )
+            return {
+                "observation": row.model_dump(mode="json"),
+                "lines": [
+                    f"knowledge fact #{fact_id} retracted: {row.text} (because: {row.retracted_because}); "
+                    "ranking and preflight no longer cite it"
+                ],
+            }
+        return {
+            "observation": found.model_dump(mode="json"),
+            "lines": [
+                f"knowledge fact #{found.id} ({found.kind}, {found.flag}): {found.text}",
+                f"learned on {found.target} by experiment #{found.experiment_id or '-'}; "
+                f"evidence: {found.detail.get('evidence') or '-'}",
+                "status: learned"
+                if found.retracted_at is None
+                else f"status: retracted by {found.retracted_by}: {found.retracted_because}",
+            ],
+        }
+    rows_found = list_observations(
+        store, flag=options.get("flag"), retracted=options.get("retracted") == "yes"
+    )
+    return {
+        "observations": [o.model_dump(mode="json") for o in rows_found],
+        "tables": [
+            _table("What the knowledge base learned", FACT_COLUMNS, [_fact_row(o) for o in rows_found])
         ],
     }
 

@@ -196,6 +196,10 @@ class ProbeOutcome(_Record):
     applied: list[str] = Field(default_factory=list)
     passed: bool
     note: str = ""
+    snapshot_id: int | None = None
+    """The probe start's snapshot (None: not measured, e.g. the start failed)."""
+    set_id: int | None = None
+    """The probe's measurement set, when an expectation needed a benchmark."""
 
 
 class IsolateOutcome(_Record):
@@ -209,6 +213,13 @@ class IsolateOutcome(_Record):
     message: str = ""
     probe_count: int = 0
     probes: list[ProbeOutcome] = Field(default_factory=list)
+    changes: list[str] = Field(default_factory=list)
+    """Every change isolated (the failing side is the base plus all of them)."""
+    failing_evidence: str = ""
+    """How the failing side was established before the first probe (issue 18: measured, never given)."""
+    failing_snapshot_id: int | None = None
+    failing_set_id: int | None = None
+    """The stored start and set that showed the failing side fail, when they were free (no probe)."""
 
 
 class RunState(_Record):

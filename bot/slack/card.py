@@ -70,6 +70,7 @@ VERDICT_EMOJI = {
     "found": "🔎",
     "inconclusive": "❔",
     "not-measured": "❔",
+    "not-reproduced": "❔",
 }
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "rolled-back", "interrupted"})
 """Statuses after which the card offers what comes next (revert, keep, re-run, isolate)."""

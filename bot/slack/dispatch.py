@@ -193,7 +193,7 @@ async def answer(
     ctx = services.context
     if invocation.name == "checks":  # list, pause, resume, run, delete
         return await checks_answer(services, invocation, target, user)
-    if invocation.name in ("hypothesis", "log", "baseline"):
+    if invocation.name in ("hypothesis", "knowledge", "log", "baseline"):
         records = await read_records(ctx, invocation, target, actor=f"slack:{user}")
         return [
             *(TextBlock(line) for line in records.lines),

@@ -195,6 +195,11 @@ class KnowledgeObservation(SQLModel, table=True):
     )
     detail: dict[str, Any] = _json_dict()
     observed_at: datetime = _timestamp()
+    retracted_at: datetime | None = _optional_timestamp()
+    """Set when the fact was retracted (`knowledge forget`, or migration 0007 for a fact learned from
+    a premise never measured); a retracted fact is kept, shown as such, and never cited."""
+    retracted_by: str | None = Field(default=None, max_length=200)
+    retracted_because: str | None = None
 
 
 class Lease(SQLModel, table=True):

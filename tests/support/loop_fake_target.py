@@ -184,6 +184,11 @@ def faked_target(store: Store) -> Iterator[FakeTarget]:
         (analysis_steps, "run_preflight", fake.preflight),
         (measure_steps, "bench_plan", fake.bench_plan),
         (analysis_steps, "bench_plan", fake.bench_plan),  # isolate's probes plan with measure's bench_plan
+        (analysis_steps, "read_unit", fake.read_unit),  # isolate reads the unit, observes and probes
+        (analysis_steps, "observe", fake.observe),
+        (analysis_steps, "apply_and_restart", fake.apply_and_restart),
+        (analysis_steps, "ensure_ready", fake.ensure_ready),
+        (analysis_steps, "run_plan", fake.run_plan),
         (measure_steps, "run_plan", fake.run_plan),
         (measure_steps, "compare_by_id", fake.compare_by_id),
         (measure_steps, "render_chart", _no_chart),

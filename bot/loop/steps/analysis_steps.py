@@ -8,17 +8,18 @@ delta debugging allows, ordered by that ranking.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
-from bot.loop.expectations import evaluate_all, load_measured
-from bot.loop.isolate import ProbeRecord, isolate
+from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
 from bot.loop.rank import rank_hypotheses, rank_order
-from bot.loop.run_state import IsolateOutcome, PreflightFacts, RankedProposal, RunState
+from bot.loop.run_state import IsolateOutcome, PreflightFacts, ProbeOutcome, RankedProposal, RunState
 from bot.loop.steps.common import (
+    bench_value,
     changes_of,
     check_changes,
     check_flags,
@@ -32,13 +33,16 @@ from bot.loop.steps.learn_steps import gpu_facts, record_observation
 from bot.loop.steps.measure_steps import bench_plan
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets
+from bot.sglang.expectation import Expectation, Reference, evaluate
 from bot.sglang.flagset import FlagSet
+from bot.store import Experiment, Snapshot
 from bot.store.bench_repo import load_set
 from bot.store.experiments import get_experiment, list_experiments
 from bot.store.observations import list_observations
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TableBlock, TextBlock, VerdictBlock
 from bot.target.known_good import set_known_good
+from bot.target.observe import observe
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.rollback import ensure_ready
 from bot.target.unit import read_unit
@@ -135,24 +139,129 @@ def _capacity_expectation(before: Any) -> str:
     return f"max_running_requests>={value}" if value is not None else ""
 
 
-async def _probe_passes(ctx: StepContext, snapshot_id: int | None, profile: str | None) -> tuple[bool, str]:
-    """The expectations on a probe's start, relative ones against the good reference (its stored
-    snapshot and set; bot.loop.expectations); a probe passes when every one passes."""
-    set_id = None
-    expectations = expectations_of(ctx)
-    if any(not is_server_metric(e.metric) for e in expectations):
+def _expectation_holds(expectation: Expectation, actual: float | str | None, reference: float | None) -> bool:
+    """The one place isolate evaluates an expectation: `evaluate`, as every step does, against
+    isolate's good reference; not measured is not a pass."""
+    known = None if reference is None else Reference(reference, "isolate's good reference")
+    return evaluate(expectation, actual, known).passed
+
+
+def _judge(
+    ctx: StepContext,
+    snap: Snapshot | None,
+    summary: Mapping[str, Any] | None,
+    reference: Snapshot | None = None,
+) -> tuple[bool | None, str]:
+    """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
+    when a value is missing (the measurement does not tell), and the values seen, in words."""
+    reference_summary = ctx.state.reference.summary
+    seen, ok = [], True
+    for expectation in expectations_of(ctx):
+        server = is_server_metric(expectation.metric)
+        actual = (
+            snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
+        )
+        base = (
+            _number(snapshot_value(reference, expectation.metric))
+            if server
+            else bench_value(reference_summary, expectation.metric)
+        )
+        if actual is None or (expectation.relative and base is None):
+            return None, f"{expectation.metric} not measured"
+        holds = _expectation_holds(expectation, actual, base)
+        ok = ok and holds
+        verb = "meets" if holds else "does not meet"
+        seen.append(f"{expectation.metric} {fmt(actual)}, which {verb} {expectation}")
+    return ok, " and ".join(seen)
+
+
+async def _probe_passes(
+    ctx: StepContext, snapshot_id: int | None, profile: str | None, reference: Snapshot
+) -> tuple[ProbeAnswer, str]:
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
+    summary, set_id = None, None
+    if any(not is_server_metric(e.metric) for e in expectations_of(ctx)):
         run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
-        set_id = run.set.id
-    now = await load_measured(ctx.store, "the probe's start", snapshot_id, set_id)
-    reference = await load_measured(
-        ctx.store, "the good reference", ctx.state.reference.snapshot_id, ctx.state.reference.set_id
-    )
-    results = evaluate_all(expectations, now, reference)
+        summary, set_id = run.set.summary, run.set.id
+    ok, seen = _judge(ctx, snap, summary, reference)
     ctx.state.conclusion.cite(
-        snapshots=(now.snapshot_id, reference.snapshot_id), sets=(set_id, reference.set_id)
+        snapshots=(snapshot_id, reference.id), sets=(set_id, ctx.state.reference.set_id)
     )
-    seen = [f"{r.expectation.metric}={fmt(r.actual)} ({r.outcome}: {r.why})" for r in results]
-    return all(r.passed for r in results), ", ".join(seen)
+    return ProbeAnswer(bool(ok), snapshot_id, set_id), seen
+
+
+async def _summary_of(ctx: StepContext, set_id: int | None) -> Mapping[str, Any] | None:
+    if set_id is None:
+        return None
+    loaded = await ctx.store.run(load_set, ctx.store.store, set_id)
+    return loaded.set.summary if loaded else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _needs_bench(ctx: StepContext) -> bool:
+    return any(not is_server_metric(e.metric) for e in expectations_of(ctx))
+
+
+async def _failing_premise(
+    ctx: StepContext, running: FlagSet, reference: Snapshot, regressed: Experiment | None, profile: str | None
+) -> Premise:
+    """What is known, for free, of the failing side (every change applied): the running start
+    when it is that configuration (its snapshot; a benchmark on it, no restart, when an
+    expectation needs one), else the regressed try's stored after-start; unknown otherwise."""
+    if regressed is None:
+        latest = await ctx.store.run(ctx.store.store.latest_snapshot, ctx.target)
+        if latest is None or not latest.ready or _changed(flags_from_json(latest.requested_flags), running):
+            # no stored snapshot of this start: read the running server (no restart, not promoted)
+            seen_now = await observe(ctx.session(), cache_dir=ctx.cache_dir, promote=False)
+            latest = await ctx.store.run(get_snapshot, ctx.store.store, seen_now.snapshot_id)
+        if latest is None or not latest.ready:
+            return Premise(None, "the running start could not be read")
+        summary, set_id = None, None
+        if _needs_bench(ctx):
+            run = await run_plan(bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
+            summary, set_id = run.set.summary, run.set.id
+        holds, seen = _judge(ctx, latest, summary, reference)
+        where = f"the running start (snapshot #{latest.id}" + (f", set #{set_id})" if set_id else ")")
+        return Premise(holds, f"{where} has {seen}", latest.id, set_id)
+    after = RunState.load(regressed.state).after
+    snap = await ctx.store.run(get_snapshot, ctx.store.store, after.snapshot_id)
+    if snap is None:
+        return Premise(None, f"experiment #{regressed.id} stored no after-start")
+    stored = await _summary_of(ctx, after.set_id) if _needs_bench(ctx) else None
+    holds, seen = _judge(ctx, snap, stored, reference)
+    set_note = f", set #{after.set_id}" if stored is not None else ""
+    where = f"experiment #{regressed.id}'s after-start (snapshot #{snap.id}{set_note})"
+    return Premise(holds, f"{where} had {seen}", snap.id, after.set_id if stored is not None else None)
+
+
+async def _good_premise(ctx: StepContext, reference: Snapshot) -> Premise:
+    """What the reference's stored snapshot and set say of the good side (unknown: probe it)."""
+    summary = ctx.state.reference.summary if _needs_bench(ctx) else None
+    holds, seen = _judge(ctx, reference, summary, reference)
+    set_note = f", set #{ctx.state.reference.set_id}" if summary is not None else ""
+    return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id)
+
+
+def _refuse_unjudgeable(ctx: StepContext, reference: Snapshot) -> None:
+    """A relative expectation needs the reference's value; without it no probe could tell pass
+    from fail, so isolate refuses before any restart (a probe that cannot tell is not a failure)."""
+    for expectation in expectations_of(ctx):
+        if not expectation.relative:
+            continue
+        if is_server_metric(expectation.metric):
+            known = _number(snapshot_value(reference, expectation.metric)) is not None
+            what = f"the reference's start (snapshot #{reference.id}) has no {expectation.metric}"
+        else:
+            known = bench_value(ctx.state.reference.summary, expectation.metric) is not None
+            what = f"the reference has no stored measurement of {expectation.metric}"
+        if not known:
+            raise ValueError(
+                f"{expectation} is relative to the reference, and {what}: pin a measured baseline "
+                "(`baseline pin`) or give an absolute expectation; nothing was restarted"
+            )
 
 
 def _changed(good: Any, bad: Any) -> dict[str, Any]:
@@ -183,19 +292,22 @@ async def isolate_step(
         experiment = await ctx.store.run(get_experiment, ctx.store.store, int(since.lstrip("#")))
         if experiment is None:
             raise LookupError(f"no experiment #{since}")
-        reference = await ctx.store.run(
-            get_snapshot, ctx.store.store, RunState.load(experiment.state).before.snapshot_id
-        )
+        earlier = RunState.load(experiment.state).before
+        reference = await ctx.store.run(get_snapshot, ctx.store.store, earlier.snapshot_id)
+        if ctx.state.reference.set_id is None:
+            ctx.state.reference.set_id = earlier.set_id  # its stored set tells the good side's benchmark
     if reference is None:
         raise LookupError("no good reference: pin a baseline (`baseline pin`) or give since=EXPERIMENT")
     ctx.state.reference.snapshot_id = reference.id  # the probes' relative expectations compare with it
     if ctx.state.reference.set_id is not None:
         loaded = await ctx.store.run(load_set, ctx.store.store, ctx.state.reference.set_id)
         ctx.state.reference.summary = loaded.set.summary if loaded else None
+    _refuse_unjudgeable(ctx, reference)
     view = await read_unit(ts.node0)
     good = flags_from_json(reference.requested_flags)
     bad = view.flags
     changes = _changed(good, bad)
+    regressed = None
     if not changes:
         regressed = await ctx.store.run(_latest_regressed_try, ctx.store.store, ctx.target)
         if regressed is None:
@@ -225,6 +337,10 @@ async def isolate_step(
         order = rank_order(list(changes), proposals)
         await ctx.emit(TextBlock("probe order (most suspect first): " + ", ".join(order), "Isolate"))
     running: dict[str, Any] = {"flags": view.flags}
+    failing_side = await _failing_premise(ctx, view.flags, reference, regressed, profile)
+    good_side = await _good_premise(ctx, reference)
+    known = [f"failing side: {failing_side.evidence}", f"good side: {good_side.evidence}"]
+    await ctx.emit(TextBlock("premises, before any probe: " + "; ".join(known), "Isolate"))
 
     def config_for(subset: frozenset[str] | tuple[str, ...]) -> Any:
         chosen = [changes[flag] for flag in changes if flag in subset]
@@ -240,7 +356,7 @@ async def isolate_step(
         previous = {node.node: node.old_invocation for node in report.nodes}
         return await ensure_ready(ts, previous=previous, cache_dir=ctx.cache_dir, promote=promote)
 
-    async def probe(subset: frozenset[str]) -> bool:
+    async def probe(subset: frozenset[str]) -> ProbeAnswer:
         if await ctx.cancelled():
             raise RuntimeError("cancelled between two probes")
         flags = config_for(subset)
@@ -248,9 +364,11 @@ async def isolate_step(
         if outcome.observation is None:
             running["seen"] = "the start failed"
             running["flags"] = None  # rolled back to known-good by ensure_ready
-            return False
-        passed, running["seen"] = await _probe_passes(ctx, outcome.observation.snapshot_id, profile)
-        return passed
+            return ProbeAnswer(False)
+        answer, running["seen"] = await _probe_passes(
+            ctx, outcome.observation.snapshot_id, profile, reference
+        )
+        return answer
 
     async def record(item: ProbeRecord) -> None:
         applied = ", ".join(item.applied) or "none"
@@ -262,9 +380,21 @@ async def isolate_step(
             )
         )
 
-    result = await isolate(list(changes), probe, order=order, on_probe=record)
-    ctx.state.isolate = IsolateOutcome.model_validate(result.to_json())
+    result = await isolate(
+        list(changes), probe, order=order, on_probe=record, failing=failing_side, good=good_side
+    )
+    ctx.state.isolate = IsolateOutcome.model_validate(
+        {
+            **result.to_json(),
+            "changes": list(changes),
+            "failing_evidence": failing_side.evidence,
+            "failing_snapshot_id": failing_side.snapshot_id if failing_side.holds is False else None,
+            "failing_set_id": failing_side.set_id if failing_side.holds is False else None,
+        }
+    )
     settle = {"good": config_for(result.final), "reference": good, "current": view.flags}.get(end, good)
+    if not result.probes:
+        settle = running["flags"]  # no probe restarted anything: the target stays as it is
     settled = ""
     if running.get("flags") != settle:
         outcome = await restart_into(settle, f"experiment #{ctx.experiment_id}: settle ({end})", promote=True)
@@ -276,21 +406,41 @@ async def isolate_step(
         if latest is not None and latest.id is not None and latest.ready:
             await ctx.store.run(set_known_good, ctx.store.store, ctx.target, latest.id)
     ctx.state.restart.restored = True  # the target is where `end` said, nothing to undo
-    verdict = "found" if result.status == "found" else "not-found"
+    verdict = result.status if result.status in ("found", "not-reproduced") else "not-found"
     ctx.state.conclusion.verdict = verdict
     culprits = ", ".join(result.culprits) or "none"
     kept = [flag for flag in changes if flag not in result.culprits] if end == "good" else []
     left = {"good": "the reference" + (" + " + ", ".join(kept) if kept else ""), "reference": "the reference"}
+    if not result.probes:
+        where = "left as it was (no restart)"
+    elif result.status != "found":
+        final = ", ".join(result.final)
+        where = {"good": f"left on the reference{' + ' + final if final else ''}"}.get(
+            end, f"left on {left.get(end, 'the flags it had before')}"
+        )
+    else:
+        where = f"left on {left.get(end, 'the flags it had before')}"
+    head = f"culprit(s): {culprits}" if result.status == "found" else result.message.split(";")[0]
     summary = ctx.state.conclusion.summary = (
-        f"culprit(s): {culprits} after {len(result.probes)} probe restart(s){settled}; "
-        f"left on {left.get(end, 'the flags it had before')}"
+        f"{head} after {len(result.probes)} probe restart(s){settled}; {where}"
     )
     await ctx.emit(VerdictBlock(verdict, summary, (result.message,)))
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
 
 
-@action("learn_isolate", summary="Record what isolate showed about each flag in the knowledge base")
+def _cite(probe: ProbeOutcome) -> str:
+    measured = f"snapshot #{probe.snapshot_id}" + (f", set #{probe.set_id}" if probe.set_id else "")
+    return f"probe #{probe.index} ({measured})"
+
+
+@action(
+    "learn_isolate",
+    summary="Record what isolate's measured probes showed about each flag in the knowledge base, citing them",
+)
 async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
+    """Only measured results teach: a culprit fact needs a probe (or the free measurement of the
+    failing side, when the culprits are every change) that saw the culprits fail, and a
+    not-culprit fact a probe that saw the flag pass; each fact cites them (issue 18 item 3)."""
     found = ctx.state.isolate
     if found is None or found.status != "found":
         return {"observations": 0}
@@ -300,20 +450,42 @@ async def learn_isolate(ctx: StepContext) -> dict[str, Any]:
     where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
     expect = " ".join(ctx.params.get("expect") or [])
     culprits = list(found.culprits)
-    innocent = sorted({f for p in found.probes if p.passed for f in p.applied} - set(culprits))
-    notes = [
-        (
-            flag,
-            "culprit",
-            f"isolate: {flag}{' (with ' + ', '.join(c for c in culprits if c != flag) + ')' if len(culprits) > 1 else ''} "
-            f"makes `{expect}` fail {where}",
-        )
-        for flag in culprits
-    ] + [
-        (flag, "not-culprit", f"isolate: {flag} alone keeps `{expect}` holding {where}") for flag in innocent
-    ]
-    for flag, kind, text in notes:
-        await record_observation(
-            ctx, latest, flag=flag, kind=kind, text=text, detail={"expect": ctx.params.get("expect")}
-        )
+    measured = [p for p in found.probes if p.snapshot_id is not None]
+    failed = next((p for p in measured if not p.passed and set(p.applied) == set(culprits)), None)
+    notes: list[tuple[str, str, str, dict[str, Any]]] = []
+    if failed is not None:
+        cited, evidence = _cite(failed), {"probes": [failed.index], "snapshot_ids": [failed.snapshot_id]}
+        evidence["set_ids"] = [failed.set_id] if failed.set_id else []
+    elif found.failing_snapshot_id is not None and set(culprits) == set(found.changes):
+        cited = found.failing_evidence
+        evidence = {
+            "probes": [],
+            "snapshot_ids": [found.failing_snapshot_id],
+            "set_ids": [found.failing_set_id] if found.failing_set_id else [],
+        }
+    else:
+        cited, evidence = "", {}
+    for flag in culprits if cited else []:
+        others = [c for c in culprits if c != flag]
+        with_others = f" (with {', '.join(others)})" if others else ""
+        text = f"isolate: {flag}{with_others} makes `{expect}` fail {where}; measured by {cited}"
+        notes.append((flag, "culprit", text, evidence))
+    seen: set[str] = set(culprits)
+    for probe in measured:
+        if not probe.passed:
+            continue
+        for flag in probe.applied:
+            if flag in seen:
+                continue
+            seen.add(flag)
+            text = f"isolate: {flag} keeps `{expect}` holding {where}; measured by {_cite(probe)}"
+            proof = {
+                "probes": [probe.index],
+                "snapshot_ids": [probe.snapshot_id],
+                "set_ids": [probe.set_id] if probe.set_id else [],
+            }
+            notes.append((flag, "not-culprit", text, proof))
+    for flag, kind, text, proof in notes:
+        detail = {"expect": ctx.params.get("expect"), "evidence": proof}
+        await record_observation(ctx, latest, flag=flag, kind=kind, text=text, detail=detail)
     return {"observations": len(notes)}

@@ -17,6 +17,7 @@ import pytest
 
 from bot.store import Store
 from bot.store.experiments import create_experiment, update_experiment
+from bot.store.observations import add_observation, list_observations
 
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
 
@@ -112,3 +113,36 @@ def test_a_hypothesis_names_its_variable_and_the_log_has_a_window(config: Path) 
     assert [entry["ref"] for entry in recent["entries"]] == [f"H{added['hypothesis']['id']}"]
     code, _, err = run(config, "log", "since=soon")
     assert code == 2 and "since" in err
+
+
+def test_knowledge_forget_retracts_a_fact_from_the_cli_and_refuses_without_a_reason(
+    config: Path, tmp_path: Path
+) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'flagbot.db'}")
+    try:
+        fact = add_observation(
+            store, flag="--enable-metrics", kind="culprit", text="isolate: x", target="lab"
+        )
+    finally:
+        store.close()
+
+    code, _, err = run(config, "knowledge", "forget", str(fact.id))
+    assert code == 1 and "needs a reason" in err
+    code, listed, _ = run(config, "knowledge")
+    assert code == 0 and [row[0] for row in listed["tables"][0]["rows"]] == [str(fact.id)]
+
+    code, forgot, _ = run(
+        config, "knowledge", "forget", str(fact.id), "because=never measured"
+    )  # as the shell passes it
+    assert code == 0 and "retracted" in forgot["lines"][0], forgot
+    code, listed, _ = run(config, "knowledge")
+    assert code == 0 and listed["tables"][0]["rows"] == []
+    code, log, _ = run(config, "log")
+    assert any("[retracted by cli:" in entry["text"] for entry in log["entries"]), log
+    store = Store.open(f"sqlite:///{tmp_path / 'flagbot.db'}")
+    try:
+        assert list_observations(store) == []
+        [kept] = list_observations(store, retracted=True)
+        assert kept.retracted_because == "never measured"
+    finally:
+        store.close()

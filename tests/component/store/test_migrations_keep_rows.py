@@ -44,6 +44,8 @@ def _value(table: Table, column: Column[Any], row: int) -> Any:
         return datetime(2026, 11, 20 + row, 8, 30, tzinfo=UTC)
     if isinstance(kind, JSON):
         return {"table": table.name, "row": row, "list": [1, 2]}
+    if isinstance(kind, sqltypes.LargeBinary):  # APScheduler's pickled job state (0006)
+        return f"{table.name}-{row}".encode()
     if isinstance(kind, sqltypes.String | sqltypes.Text):
         length = getattr(kind, "length", None) or 64
         return f"{column.name}-{row}"[:length]

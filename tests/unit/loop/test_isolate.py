@@ -201,10 +201,16 @@ async def test_misleading_answers_end_within_the_hard_cap_and_never_contradict_e
             n = rng.randint(1, 12)
             changes = FLAGS[:n]
             result = await isolate(changes, server, order=rng.sample(changes, n))
+            searched = [r for r in result.probes if not r.note.startswith("confirm:")]
+            if result.status == "not-reproduced":  # every probe passed, the re-probed whole change too
+                assert result.culprits == () and all(r.passed for r in result.probes)
+                assert result.probes[-1].note.startswith("confirm:") and len(searched) >= 1
+                continue
             assert result.status == "found"
-            assert len(result.probes) <= n * probe_bound(n)
+            assert len(searched) <= n * probe_bound(n)
+            assert len(result.probes) - len(searched) <= 1
             facts = [(frozenset(), True), (frozenset(changes), False)]
-            facts += [(frozenset(r.applied), r.passed) for r in result.probes]
+            facts += [(frozenset(r.applied), r.passed) for r in searched]
             assert len({f for f, _ in facts}) == len(facts), "a configuration was probed twice"
             assert not any(not p1 and p2 and s1 <= s2 for s1, p1 in facts for s2, p2 in facts)
             failing = {f for f, passed in facts if not passed}
