@@ -33,7 +33,7 @@ from bot.loop.steps.learn_steps import gpu_facts, record_observation
 from bot.loop.steps.measure_steps import bench_plan
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets
-from bot.sglang.expectation import Expectation, Reference, evaluate
+from bot.sglang.expectation import Reference, evaluate
 from bot.sglang.flagset import FlagSet
 from bot.store import Experiment, Snapshot
 from bot.store.bench_repo import load_set
@@ -139,22 +139,17 @@ def _capacity_expectation(before: Any) -> str:
     return f"max_running_requests>={value}" if value is not None else ""
 
 
-def _expectation_holds(expectation: Expectation, actual: float | str | None, reference: float | None) -> bool:
-    """The one place isolate evaluates an expectation: `evaluate`, as every step does, against
-    isolate's good reference; not measured is not a pass."""
-    known = None if reference is None else Reference(reference, "isolate's good reference")
-    return evaluate(expectation, actual, known).passed
-
-
 def _judge(
     ctx: StepContext,
     snap: Snapshot | None,
     summary: Mapping[str, Any] | None,
     reference: Snapshot | None = None,
 ) -> tuple[bool | None, str]:
-    """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`): None
-    when a value is missing (the measurement does not tell), and the values seen, in words."""
+    """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`), each
+    judged by the one `evaluate` against isolate's good reference: None when one is not measured
+    (the measurement does not tell), and the values seen, in words."""
     reference_summary = ctx.state.reference.summary
+    source = "the good reference" + (f" (snapshot #{reference.id})" if reference is not None else "")
     seen, ok = [], True
     for expectation in expectations_of(ctx):
         server = is_server_metric(expectation.metric)
@@ -166,12 +161,13 @@ def _judge(
             if server
             else bench_value(reference_summary, expectation.metric)
         )
-        if actual is None or (expectation.relative and base is None):
-            return None, f"{expectation.metric} not measured"
-        holds = _expectation_holds(expectation, actual, base)
-        ok = ok and holds
-        verb = "meets" if holds else "does not meet"
-        seen.append(f"{expectation.metric} {fmt(actual)}, which {verb} {expectation}")
+        result = evaluate(expectation, actual, Reference(base, source))
+        if result.outcome == "not measured":
+            return None, f"{expectation.metric} not measured: {result.why}"
+        ok = ok and result.passed
+        verb = "meets" if result.passed else "does not meet"
+        relative = f" ({result.why})" if expectation.relative else ""
+        seen.append(f"{expectation.metric} {fmt(actual)}, which {verb} {expectation}{relative}")
     return ok, " and ".join(seen)
 
 

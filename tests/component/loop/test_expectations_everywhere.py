@@ -240,18 +240,22 @@ async def test_an_isolate_probe_judges_against_the_good_reference(
         assert baseline is not None
         state = RunState()
         state.reference.snapshot_id, state.reference.set_id = baseline.snapshot_id, baseline.set_id
+        loaded = await store.run(load_set, store.store, baseline.set_id)  # as isolate_step loads it
+        state.reference.summary = loaded.set.summary if loaded else None
         ctx = SimpleNamespace(params={"expect": [form]}, store=store, state=state)
+        reference = await store.run(get_snapshot, store.store, baseline.snapshot_id)
+        assert reference is not None
         good = fake.observation().snapshot_id
-        passes, seen = await analysis_steps._probe_passes(ctx, good, None)  # type: ignore[arg-type]
-        assert passes, seen
+        passes, seen = await analysis_steps._probe_passes(ctx, good, None, reference)  # type: ignore[arg-type]
+        assert passes.passed, seen
         bad = await _start_with_metrics(fake)
-        failing, seen = await analysis_steps._probe_passes(ctx, bad, None)  # type: ignore[arg-type]
+        failing, seen = await analysis_steps._probe_passes(ctx, bad, None, reference)  # type: ignore[arg-type]
     if form in ("max_running_requests>=48", "output_throughput>=-5%"):
-        assert not failing and "fail" in seen, seen
+        assert not failing.passed and "does not meet" in seen, seen
         if form in RELATIVE:
             assert "-45.8%" in seen and "against the good reference (snapshot #" in seen
     else:
-        assert failing, seen
+        assert failing.passed, seen
 
 
 async def _start_with_metrics(fake: FakeTarget) -> int:
