@@ -71,6 +71,8 @@ class Verdicts(BaseModel):
     max_repeats: int = Field(10, ge=2, description="repeats a side at the last look (the cap)")
     looks: int = Field(3, ge=1, description="planned looks, evenly from min_repeats to max_repeats")
     spending: Literal["obrien-fleming", "pocock", "linear"] = "obrien-fleming"
+    power: Percent = Field(90.0, ge=50, lt=100, description="a try's planned power, percent")
+    power_against: Percent = Field(5.0, gt=0, lt=100, description="the real change that power is against")
     guarded: dict[str, Better] = Field(default_factory=lambda: dict(DEFAULT_GUARDED))
     min_effect_for: dict[str, Percent] = Field(default_factory=dict)
     capacity: dict[str, Tolerance] = Field(default_factory=lambda: dict(DEFAULT_CAPACITY))
@@ -79,6 +81,11 @@ class Verdicts(BaseModel):
     def _consistent(self) -> Verdicts:
         if self.max_repeats < self.min_repeats:
             raise ValueError(f"max_repeats {self.max_repeats} is below min_repeats {self.min_repeats}")
+        if self.power_against <= self.min_effect:
+            raise ValueError(
+                f"power_against {self.power_against:g}% must exceed min_effect {self.min_effect:g}%: "
+                "a change no larger than the minimum effect is called at most half the time"
+            )
         for name in self.guarded:
             if name not in BENCH:
                 raise ValueError(f"guarded metric {name!r} is not a bench_serving metric name")
