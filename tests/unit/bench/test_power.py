@@ -73,7 +73,7 @@ def test_the_noisiest_cell_sizes_the_side() -> None:
     )
     sizing = size_reference(two, ONE)
     assert sizing.cell == "output_throughput@c=64"
-    assert sizing.repeats == size_reference(side(*noisy(3, 0.012)), ONE).repeats > 3
+    assert sizing.repeats >= size_reference(side(*noisy(3, 0.012)), ONE).repeats > 3  # two cells split alpha
 
 
 def test_without_anything_to_size_from_the_side_keeps_min_repeats() -> None:
@@ -124,7 +124,8 @@ def test_no_judged_cell_means_no_power_figure() -> None:
 def test_power_settings_are_read_and_checked() -> None:
     settings = VerdictSettings.from_config(Verdicts.model_validate({"power": "80%", "power_against": 8}))
     assert (settings.power, settings.power_against) == (pytest.approx(0.8), pytest.approx(0.08))
-    with pytest.raises(ValueError, match="power_against 3% must exceed min_effect 3%"):
-        Verdicts.model_validate({"power_against": 3})
+    unreachable = VerdictSettings.from_config(Verdicts.model_validate({"min_effect": 5}))
+    sizing = size_reference(side(*noisy(3, 0.005)), unreachable)  # 5% against a 5% margin: at most half
+    assert sizing.repeats == 10 and "falls short of 90%" in sizing.reason
     with pytest.raises(ValueError, match="power"):
         Verdicts.model_validate({"power": 40})
