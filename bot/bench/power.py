@@ -51,7 +51,14 @@ def cell_noise(side: Side, settings: VerdictSettings) -> dict[str, tuple[str, fl
 
 
 def power(
-    sd: float, n_reference: int, n_candidate: int, *, effect: float, min_effect: float, alpha: float, better: Better
+    sd: float,
+    n_reference: int,
+    n_candidate: int,
+    *,
+    effect: float,
+    min_effect: float,
+    alpha: float,
+    better: Better,
 ) -> float:
     """Probability that a real regression of `effect` (a fraction) is called "regressed" (module doc)."""
     if n_reference < 2 or n_candidate < 2:
@@ -148,8 +155,12 @@ class PowerReached:
     def describe(self) -> str:
         sides = f"before {self.reference_repeats} repeats, after {self.candidate_repeats}"
         if self.power is None:
-            return f"power against a {self.effect:.0%} change: not measurable ({sides}; no guarded cell judged)"
-        return f"power against a {self.effect:.0%} change: {self.power:.0%} ({sides}; weakest cell {self.cell})"
+            return (
+                f"power against a {self.effect:.0%} change: not measurable ({sides}; no guarded cell judged)"
+            )
+        return (
+            f"power against a {self.effect:.0%} change: {self.power:.0%} ({sides}; weakest cell {self.cell})"
+        )
 
     def to_json(self) -> dict[str, object]:
         return {

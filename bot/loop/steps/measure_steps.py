@@ -94,7 +94,9 @@ async def measure(
         note = f"sized for power: {sizing.reason}"
         if sizing.more:
             more = replace(plan, repeats=sizing.more)
-            run = await run_plan(more, store=ctx.store, node=node, extend=run.set.id, first_repeat=sizing.measured)
+            run = await run_plan(
+                more, store=ctx.store, node=node, extend=run.set.id, first_repeat=sizing.measured
+            )
             note += f"; {sizing.more} more repeats run"
     await _emit_set(ctx, label, run.set, plan, note)
     result["client_bound"] = run.set.client_bound
