@@ -221,7 +221,7 @@ async def _sequential(
         candidate_id=candidate,
         settings=settings,
     )
-    return replace(compared, row=row)
+    return Compared(compared.result, row, compared.power, compared.sides)
 
 
 async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
