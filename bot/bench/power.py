@@ -125,7 +125,13 @@ def size_reference(side: Side, settings: VerdictSettings) -> Sizing:
         bound = sd * math.sqrt((n - 1) / float(stats.chi2.ppf(1.0 - NOISE_BOUND, n - 1)))
         effect, margin, better = settings.power_against, settings.effect_for(metric), settings.guarded[metric]
 
-        def planned(k: int, bound: float = bound, margin: float = margin, better: Better = better) -> float:
+        def planned(
+            k: int,
+            bound: float = bound,
+            effect: float = effect,
+            margin: float = margin,
+            better: Better = better,
+        ) -> float:
             return power(bound, k, cap, effect=effect, min_effect=margin, alpha=alpha, better=better)
 
         n_cell = next((k for k in range(max(measured, 2), cap + 1) if planned(k) >= settings.power), cap)

@@ -289,8 +289,8 @@ def merge_client(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[s
     if not before:
         return after
 
-    def worst(key: str) -> Any:
-        values = [v for v in (before.get(key), after.get(key)) if isinstance(v, int | float)]
+    def worst(key: str) -> float | None:
+        values = [float(v) for v in (before.get(key), after.get(key)) if isinstance(v, int | float)]
         return max(values, default=None)
 
     return {

@@ -13,8 +13,8 @@ from typing import Any
 
 from bot.bench.chart import render_chart
 from bot.bench.compare_sets import Compared, compare_by_id, save_comparison, side_of
-from bot.bench.power import Sizing, size_reference
 from bot.bench.planning import UnknownProfileError, plan_for
+from bot.bench.power import Sizing, size_reference
 from bot.bench.run import BenchPlan, run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.loop.actions import StepContext, action
