@@ -209,8 +209,10 @@ def test_node_from_config_expands_paths() -> None:
 async def test_a_cancelled_run_signals_the_remote_process(fake_target: FakeTarget) -> None:
     fake_target.nodes[0].hang.add("journal")
     async with fake_target.open() as ts:
-        task = asyncio.ensure_future(ts.node0.run("journal", timeout=30))
-        deadline = time.monotonic() + 30  # a bound for a hung test, not a timing goal
+        # the command's own timeout far beyond the wait below: on a busy machine the node may take
+        # a while to receive it, and a timeout firing first would be a different test
+        task = asyncio.ensure_future(ts.node0.run("journal", timeout=600))
+        deadline = time.monotonic() + 120  # a bound for a hung test, not a timing goal
         while not fake_target.nodes[0].received and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         task.cancel()
