@@ -11,11 +11,16 @@ add the repeats `more_repeats` asks for, compare again, until decided or at the 
 2. the spending functions side by side at the default cap;
 3. the whole default guard (output_throughput, median_ttft_ms, median_tpot_ms at concurrency 1
    and 64, correlated noise) for the overall verdict: pure noise, a server 5 % slower in every
-   metric, and a 5 % regression in one metric at one level only.
+   metric, and a 5 % regression in one metric at one level only;
+4. exactly what a `try` does (`try_like`): the before side measured at min_repeats, sized from
+   its own noise by the real `bot.bench.power.size_reference` (it cannot grow after the
+   restart), then the after side extended look by look with `compare(looks_on="candidate")`
+   until decided or at the cap; one metric at one level and the whole default guard, at 1 % and
+   the given noise.
 
 Rates carry a 95 % Clopper-Pearson interval. Prints figures; not a test.
 
-    .venv/bin/python bench/verdict_power.py [--sims 4000] [--cv 0.03] [--seed 1]
+    .venv/bin/python bench/verdict_power.py [--sims 4000] [--cv 0.03] [--seed 1] [--only-try]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from scipy import stats  # type: ignore[import-untyped]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.bench.power import size_reference
 from bot.bench.verdict import Side, VerdictSettings, compare
 
 Draw = Callable[[np.random.Generator, int], tuple[Side, Side]]
@@ -107,6 +113,29 @@ def sequential(draw: Draw, settings: VerdictSettings, sims: int, seed: int) -> t
     return counts, used / sims
 
 
+def try_like(
+    draw: Draw, settings: VerdictSettings, sims: int, seed: int
+) -> tuple[Counter[str], float, float]:
+    """A try through the real sizing and compare(): verdict counts, mean repeats before, after."""
+    rng = np.random.default_rng(seed)
+    counts: Counter[str] = Counter()
+    before_n = after_n = 0
+    for _ in range(sims):
+        a, b = draw(rng, settings.max_repeats)
+        sizing = size_reference(trim(a, settings.min_repeats), settings)
+        before = trim(a, sizing.repeats)
+        n = settings.min_repeats
+        while True:
+            result = compare(before, trim(b, n), settings, looks_on="candidate")
+            if result.more_repeats is None:
+                break
+            n += result.more_repeats
+        counts[result.verdict] += 1
+        before_n += sizing.repeats
+        after_n += n
+    return counts, before_n / sims, after_n / sims
+
+
 def fixed(draw: Draw, settings: VerdictSettings, n: int, sims: int, seed: int, *, peek: bool) -> Counter[str]:
     """One planned look at n (the whole alpha), or, `peek`, a look at every n from 2 with the whole
     alpha each time and stopping at the first decision: the uncorrected practice."""
@@ -141,13 +170,32 @@ def main() -> None:
     parser.add_argument("--cv", type=float, default=0.03, help="run-to-run noise (coefficient of variation)")
     parser.add_argument("--effect", type=float, default=-0.05, help="the real regression to detect")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only-try", action="store_true", help="part 4 only (what a try does)")
     args = parser.parse_args()
     sims, cv, started = args.sims, args.cv, time.monotonic()
-    null, real = one_metric(0.0, cv), one_metric(args.effect, cv)
     print(
         f"noise CV {cv:.1%}, real change {args.effect:+.0%}, min effect 3%, confidence 95%, {sims} sims a row"
     )
     print("verdict rates with 95% Clopper-Pearson intervals; 'regressed' under pure noise is a false alarm\n")
+    family = max(sims // 2, 200)
+    cases = {
+        "pure noise": {},
+        "server 5% slower (all metrics)": {
+            (m, lv): -args.effect for m in ("output_throughput", "median_tpot_ms") for lv in ("c=1", "c=64")
+        },
+        "one metric, one level 5% worse": {("output_throughput", "c=64"): -args.effect},
+    }
+    if not args.only_try:
+        parts_one_to_three(args, cases, family)
+    try_rows(args, cases, family)
+    print(f"\n({family} sims a row in the whole guard's rows; {time.monotonic() - started:.0f} s in all)")
+
+
+def parts_one_to_three(
+    args: argparse.Namespace, cases: dict[str, dict[tuple[str, str], float]], family: int
+) -> None:
+    sims, cv = args.sims, args.cv
+    null, real = one_metric(0.0, cv), one_metric(args.effect, cv)
 
     print("1. one metric at one level (sequential: looks evenly from 3 to the cap, O'Brien-Fleming spending)")
     print(
@@ -181,19 +229,28 @@ def main() -> None:
         )
 
     print("\n3. overall verdict over the default guard (3 metrics x c=1, c=64; alpha split over 6 cells)")
-    family = max(sims // 2, 200)
-    cases = {
-        "pure noise": {},
-        "server 5% slower (all metrics)": {
-            (m, lv): -args.effect for m in ("output_throughput", "median_tpot_ms") for lv in ("c=1", "c=64")
-        },
-        "one metric, one level 5% worse": {("output_throughput", "c=64"): -args.effect},
-    }
     for name, effects in cases.items():
         counts, mean_n = sequential(whole_guard(effects, cv), VerdictSettings(), family, args.seed + 5)
         rates = ", ".join(f"{v} {pct(counts[v], family)}" for v in ("regressed", "no effect", "undecided"))
         print(f"  {name:>32}: {rates}, mean n {mean_n:.1f}")
-    print(f"\n({family} sims a row in part 3; {time.monotonic() - started:.0f} s in all)")
+
+
+def try_rows(args: argparse.Namespace, cases: dict[str, dict[tuple[str, str], float]], family: int) -> None:
+    sims, cv = args.sims, args.cv
+    print(
+        "\n4. what a try does: before sized from its own noise (90% power against 5%, cap 10), after sequential"
+    )
+    for noise in sorted({0.01, cv}):
+        h0, _, _ = try_like(one_metric(0.0, noise), ONE, sims, args.seed + 6)
+        h1, nb, na = try_like(one_metric(args.effect, noise), ONE, sims, args.seed + 7)
+        print(
+            f"  one metric, noise {noise:.0%}: false regressed {pct(h0['regressed'], sims)}, "
+            f"power {pct(h1['regressed'], sims)}, mean repeats before {nb:.1f}, after {na:.1f}"
+        )
+    for name, effects in cases.items():
+        counts, nb, na = try_like(whole_guard(effects, cv), VerdictSettings(), family, args.seed + 8)
+        rates = ", ".join(f"{v} {pct(counts[v], family)}" for v in ("regressed", "no effect", "undecided"))
+        print(f"  whole guard, {name:>32}: {rates}, mean repeats before {nb:.1f}, after {na:.1f}")
 
 
 if __name__ == "__main__":

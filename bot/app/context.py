@@ -46,12 +46,13 @@ def evidence_dir(settings: Settings) -> Path:
 
 
 def open_store(settings: Settings) -> Store:
-    """The configured store (PostgreSQL from FLAGBOT_DATABASE_URL, else SQLite), checked to be
-    migrated; AppError (a usage problem: exit 2) with the first line of what is wrong."""
+    """The configured store (PostgreSQL from FLAGBOT_DATABASE_URL, else SQLite), ready to use:
+    SQLite created and migrated on first use, PostgreSQL checked to be migrated (`Store.prepare`);
+    AppError (a usage problem: exit 2) with the first line of what is wrong."""
     url = Secrets().database_url
     store = Store.open(url.get_secret_value() if url else None, sqlite_path=settings.database.sqlite_path)
     try:
-        store.check_ready()
+        store.prepare()
     except Exception as exc:
         store.close()
         raise AppError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, usage=True) from None

@@ -10,8 +10,10 @@ repository functions, turns them into the verdict's `Side`s, and hands the store
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
+from bot.bench.power import PowerReached, power_reached
 from bot.bench.verdict import ComparisonResult, Side, VerdictSettings, compare
 from bot.store.bench_repo import LoadedSet, UnknownMeasurementSetError, capacity_of, get_comparison, load_set
 from bot.store.models import Comparison
@@ -26,6 +28,9 @@ class Compared:
 
     result: ComparisonResult
     row: Comparison | None
+    power: PowerReached | None = None
+    """With `looks_on="candidate"` (a try): the power the comparison had (`bot.bench.power`)."""
+    sides: tuple[Side, Side] | None = None
 
 
 def side_of(loaded: LoadedSet) -> Side:
@@ -70,8 +75,10 @@ def compare_by_id(
     *,
     save: bool = True,
     single_look: bool = False,
+    looks_on: Literal["both", "candidate"] = "both",
 ) -> Compared:
-    """Judge set `candidate_id` against set `reference_id`; store the Comparison unless `save=False`."""
+    """Judge set `candidate_id` against set `reference_id`; store the Comparison unless `save=False`.
+    `looks_on="candidate"`: the try's comparison (`compare`), with the power it reached."""
     settings = settings or VerdictSettings()
     loaded = []
     for set_id in (reference_id, candidate_id):
@@ -79,7 +86,11 @@ def compare_by_id(
         if found is None:
             raise UnknownMeasurementSetError(f"no measurement set {set_id}")
         loaded.append(found)
-    result = compare(side_of(loaded[0]), side_of(loaded[1]), settings, single_look=single_look)
+    reference, candidate = side_of(loaded[0]), side_of(loaded[1])
+    result = compare(reference, candidate, settings, single_look=single_look, looks_on=looks_on)
+    reached = power_reached(reference, candidate, result, settings) if looks_on == "candidate" else None
+    if reached is not None:
+        result = replace(result, notes=(*result.notes, reached.describe()))
     row = (
         save_comparison(
             store, result, reference_id=reference_id, candidate_id=candidate_id, settings=settings
@@ -87,4 +98,4 @@ def compare_by_id(
         if save
         else None
     )
-    return Compared(result, row)
+    return Compared(result, row, reached, (reference, candidate))

@@ -22,7 +22,7 @@ from bot.bench.loadgen import LevelResult, LoadSpec, LoadWorkers, discover_model
 from bot.bench.remote import NodeRunner, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
-from bot.store.bench_repo import add_measurements, save_set
+from bot.store.bench_repo import UnknownMeasurementSetError, add_measurements, load_set, save_set
 from bot.store.models import Measurement, MeasurementSet
 
 __all__ = ["KEY_METRICS", "BenchPlan", "BenchRun", "jsonable", "run_plan"]
@@ -160,6 +160,8 @@ async def run_plan(
     store: Store | AsyncStore | None = None,
     node: NodeRunner | None = None,
     on_level: Callable[[int, LevelResult], None] | None = None,
+    extend: int | None = None,
+    first_repeat: int = 0,
 ) -> BenchRun:
     """Run every level and repeat; each `Measurement` is stored as soon as it exists (one
     transaction each, `bot.store.bench_repo`), so an interrupted run keeps what it measured.
@@ -169,7 +171,11 @@ async def run_plan(
     profile's full warmup; a kept worker is warm and skips the warmup of its later runs, and a
     worker that joins later (a level split over more workers) warms with one-token requests,
     which calibrate its prompt (the server is warm by then). bench_serving warms every run
-    itself, as it always does."""
+    itself, as it always does.
+
+    `extend=SET_ID` appends the plan's repeats, numbered from `first_repeat`, to that stored set
+    (a try's before side sized up, or its after side at the next look) and recomputes the set's
+    summary over all its repeats; the returned run holds only the new measurements."""
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
     mset = MeasurementSet(
@@ -180,7 +186,15 @@ async def run_plan(
         label=plan.label,
         params=jsonable(plan.params()),
     )
-    if store is not None:
+    earlier: Sequence[Measurement] = ()
+    if extend is not None:
+        if store is None:
+            raise ValueError("extending a stored set needs the store")
+        loaded = await _call(store, load_set, extend)
+        if loaded is None:
+            raise UnknownMeasurementSetError(f"no measurement set {extend}")
+        mset, earlier = loaded.set, loaded.measurements
+    elif store is not None:
         mset = (await _call(store, save_set, mset)).set
     measurements: list[Measurement] = []
     levels: list[tuple[int, LevelResult]] = []
@@ -191,7 +205,7 @@ async def run_plan(
     salt = mset.id if mset.id is not None else secrets.randbits(31)
     workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
     try:
-        for repeat in range(plan.repeats):
+        for repeat in range(first_repeat, first_repeat + plan.repeats):
             for concurrency in plan.concurrency:
                 spec = plan.spec(concurrency)
                 if plan.backend == "builtin":
@@ -226,9 +240,15 @@ async def run_plan(
                 measurements.append(row)
     finally:
         await workers.aclose()
-    mset.summary = jsonable(summarize_levels(levels))
-    mset.client = jsonable(client_summary(levels))
-    mset.client_bound = any(result.client_bound for _, result in levels)
+    if extend is not None:
+        mset.summary = jsonable(summarize_rows([*earlier, *measurements]))
+        mset.client = jsonable(merge_client(mset.client, client_summary(levels)))
+        mset.client_bound = mset.client_bound or any(result.client_bound for _, result in levels)
+        mset.params = {**mset.params, "repeats": first_repeat + plan.repeats}
+    else:
+        mset.summary = jsonable(summarize_levels(levels))
+        mset.client = jsonable(client_summary(levels))
+        mset.client_bound = any(result.client_bound for _, result in levels)
     if store is not None:
         mset = await _call(store, Store.add, mset)
     return BenchRun(mset, measurements, levels)
@@ -236,23 +256,49 @@ async def run_plan(
 
 def summarize_levels(levels: Sequence[tuple[int, LevelResult]]) -> dict[str, Any]:
     """Per concurrency: repeats, failed requests, client-bound repeats and the mean of each key metric."""
-    by_level: dict[int | None, list[LevelResult]] = {}
-    for _, result in levels:
-        by_level.setdefault(result.spec.concurrency, []).append(result)
+    return _summary([(r.spec.concurrency, r.metrics, r.client_bound) for _, r in levels])
+
+
+def summarize_rows(measurements: Sequence[Measurement]) -> dict[str, Any]:
+    """`summarize_levels` over stored measurements (a set that was extended)."""
+    return _summary([(m.concurrency, m.metrics, m.client_bound) for m in measurements])
+
+
+def _summary(runs: Sequence[tuple[int | None, dict[str, Any], bool]]) -> dict[str, Any]:
+    by_level: dict[int | None, list[tuple[dict[str, Any], bool]]] = {}
+    for concurrency, metrics, bound in runs:
+        by_level.setdefault(concurrency, []).append((metrics, bound))
     rows = []
     for concurrency, results in by_level.items():
         row: dict[str, Any] = {
             "concurrency": concurrency,
             "repeats": len(results),
-            "completed": sum(int(r.metrics.get("completed") or 0) for r in results),
-            "failed": sum(int(r.metrics.get("failed") or 0) for r in results),
-            "client_bound": sum(1 for r in results if r.client_bound),
+            "completed": sum(int(m.get("completed") or 0) for m, _ in results),
+            "failed": sum(int(m.get("failed") or 0) for m, _ in results),
+            "client_bound": sum(1 for _, bound in results if bound),
         }
         for key in KEY_METRICS:
-            values = [v for r in results if isinstance(v := r.metrics.get(key), int | float)]
+            values = [v for m, _ in results if isinstance(v := m.get(key), int | float)]
             row[key] = sum(values) / len(values) if values else None
         rows.append(row)
     return {"levels": rows}
+
+
+def merge_client(before: dict[str, Any] | None, after: dict[str, Any]) -> dict[str, Any]:
+    """A set's client figures after more repeats: the worst of both, every bound level."""
+    if not before:
+        return after
+
+    def worst(key: str) -> float | None:
+        values = [float(v) for v in (before.get(key), after.get(key)) if isinstance(v, int | float)]
+        return max(values, default=None)
+
+    return {
+        "client": before.get("client") or after.get("client"),
+        "max_cpu_util": worst("max_cpu_util"),
+        "max_loop_lag_p90_ms": worst("max_loop_lag_p90_ms"),
+        "bound": [*before.get("bound", []), *after.get("bound", [])],
+    }
 
 
 def client_summary(levels: Sequence[tuple[int, LevelResult]]) -> dict[str, Any]:

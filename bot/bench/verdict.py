@@ -59,6 +59,8 @@ class VerdictSettings:
     max_repeats: int = 10
     looks: int = 3
     spending: Spending = "obrien-fleming"
+    power: float = 0.9
+    power_against: float = 0.05
     guarded: Mapping[str, Better] = field(default_factory=lambda: dict(DEFAULT_GUARDED))
     min_effect_for: Mapping[str, float] = field(default_factory=dict)
     capacity: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_CAPACITY))
@@ -72,6 +74,8 @@ class VerdictSettings:
             max_repeats=section.max_repeats,
             looks=section.looks,
             spending=section.spending,
+            power=section.power / 100.0,
+            power_against=section.power_against / 100.0,
             guarded=dict(section.guarded),
             min_effect_for={k: v / 100.0 for k, v in section.min_effect_for.items()},
             capacity=dict(section.capacity),
@@ -248,15 +252,18 @@ def compare(
     settings: VerdictSettings | None = None,
     *,
     single_look: bool = False,
+    looks_on: Literal["both", "candidate"] = "both",
 ) -> ComparisonResult:
     """Judge candidate against reference (see the module doc).
 
     `single_look=True` spends the whole alpha on this one comparison: only for a comparison
-    that will never be followed by more repeats and another look.
+    that will never be followed by more repeats and another look. `looks_on="candidate"` counts
+    the looks on the candidate's repeats alone (a try: the reference was sized before the restart
+    and can no longer grow; `more_repeats` are then the candidate's).
     """
     settings = settings or VerdictSettings()
     plan = settings.plan()
-    n = min(reference.repeats(), candidate.repeats())
+    n = candidate.repeats() if looks_on == "candidate" else min(reference.repeats(), candidate.repeats())
     levels = sorted(set(reference.levels) & set(candidate.levels), key=level_key)
     notes: list[str] = []
     only = sorted(set(reference.levels) ^ set(candidate.levels), key=level_key)
@@ -280,6 +287,10 @@ def compare(
         notes.append("nothing guarded was measured on both sides")
     capacity_open = any(c.verdict == "undecided" for c in capacity)
     next_action, more = _next_action(verdict, cells, capacity_open, n, plan, single_look)
+    if looks_on == "candidate" and next_action is not None:
+        next_action = next_action.replace("repeats a side", "repeats of the candidate").replace(
+            "repeat a side", "repeat of the candidate"
+        )
     return ComparisonResult(
         verdict,
         guarded_by,

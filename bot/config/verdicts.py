@@ -71,6 +71,8 @@ class Verdicts(BaseModel):
     max_repeats: int = Field(10, ge=2, description="repeats a side at the last look (the cap)")
     looks: int = Field(3, ge=1, description="planned looks, evenly from min_repeats to max_repeats")
     spending: Literal["obrien-fleming", "pocock", "linear"] = "obrien-fleming"
+    power: Percent = Field(90.0, ge=50, lt=100, description="a try's planned power, percent")
+    power_against: Percent = Field(5.0, gt=0, lt=100, description="the real change that power is against")
     guarded: dict[str, Better] = Field(default_factory=lambda: dict(DEFAULT_GUARDED))
     min_effect_for: dict[str, Percent] = Field(default_factory=dict)
     capacity: dict[str, Tolerance] = Field(default_factory=lambda: dict(DEFAULT_CAPACITY))

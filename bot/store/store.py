@@ -8,17 +8,20 @@ thread so database work never blocks the bot's event loop. SQLite gets one worke
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from bot.store.database import DEFAULT_SQLITE_PATH, database_url, make_engine
-from bot.store.migrate import current_revision, head_revision, upgrade
+from bot.store.migrate import alembic_config, current_revision, head_revision, upgrade
 from bot.store.models import Measurement, Snapshot
 
 P = ParamSpec("P")
@@ -26,7 +29,8 @@ R = TypeVar("R")
 
 
 class StoreNotReadyError(RuntimeError):
-    """The schema is older than this flagbot; the message says to run `flagbot db upgrade`."""
+    """The schema is not this flagbot's head (PostgreSQL behind, or any backend ahead); the message
+    says to run `flagbot db upgrade`."""
 
 
 class Store:
@@ -44,9 +48,10 @@ class Store:
         return self.engine.dialect.name
 
     def upgrade(self) -> str | None:
-        """Migrate to the newest revision; returns it."""
-        upgrade(self.engine)
-        return current_revision(self.engine)
+        """Migrate to the newest revision; returns it. On SQLite under the migration lock (`prepare`)."""
+        with self._migration_lock():
+            upgrade(self.engine)
+            return current_revision(self.engine)
 
     def revision(self) -> str | None:
         return current_revision(self.engine)
@@ -58,6 +63,56 @@ class Store:
             raise StoreNotReadyError(
                 f"database schema is at {current or 'nothing'}, this flagbot needs {head}: run `flagbot db upgrade`"
             )
+
+    def prepare(self) -> str | None:
+        """Make the store ready to use, or refuse: the step every command runs before its work.
+
+        SQLite, the embedded default, is created and migrated here on first use (a file that does
+        not exist yet, or a schema behind this flagbot), so nobody runs `flagbot db upgrade` by
+        hand for it. Two processes starting at once on a new file take turns: the check and the
+        migration happen under an exclusive lock on `<file>.migrate.lock` (flock: released by the
+        kernel even when a process dies), so the second finds the schema at head and does nothing.
+        A schema *ahead* of this flagbot (a newer version wrote it) is refused, never touched.
+        PostgreSQL is only checked (StoreNotReadyError saying to run `flagbot db upgrade`), as a
+        shared server's schema is the operator's to migrate. Returns the revision in use."""
+        if self.sqlite_file() is None:
+            self.check_ready()
+            return current_revision(self.engine)
+        with self._migration_lock():
+            current = current_revision(self.engine)
+            if current != head_revision(self.engine):
+                if current is not None and not self._known(current):
+                    self.check_ready()  # ahead of (or foreign to) this flagbot: refuse, touch nothing
+                upgrade(self.engine)
+            self.check_ready()
+            return current_revision(self.engine)
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """An exclusive flock on `<sqlite file>.migrate.lock` (nothing for other backends)."""
+        path = self.sqlite_file()
+        if path is None:
+            yield
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)  # as for the default path: a new file's folder
+        with path.with_name(path.name + ".migrate.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def sqlite_file(self) -> Path | None:
+        """The SQLite database file, None for another backend or an in-memory SQLite."""
+        if self.backend != "sqlite":
+            return None
+        name = self.engine.url.database
+        return Path(name) if name and name != ":memory:" else None
+
+    def _known(self, revision: str) -> bool:
+        """Whether `revision` is one of this flagbot's migrations (else it is newer, or not ours)."""
+        script = ScriptDirectory.from_config(alembic_config(self.engine))
+        return any(r.revision == revision for r in script.walk_revisions())
 
     def add(self, row: R) -> R:
         """Insert or update one row and return it refreshed (ids filled in)."""

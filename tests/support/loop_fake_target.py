@@ -156,13 +156,23 @@ class FakeTarget:
         return SimpleNamespace(set=row)
 
     def compare_by_id(
-        self, store: Store, reference: int, candidate: int, *_: Any, **__: Any
+        self, store: Store, reference: int, candidate: int, *_: Any, save: bool = True, **__: Any
     ) -> SimpleNamespace:
-        row = store.add(
-            Comparison(reference_set_id=reference, candidate_set_id=candidate, verdict="regressed")
-        )
+        """A decided verdict (no more repeats asked for); stored by the caller when `save=False`."""
         lines = ["regressed: output_throughput -45.8 % (capacity 48 -> 26)"]
-        return SimpleNamespace(result=SimpleNamespace(verdict="regressed", lines=lambda: lines), row=row)
+        result = SimpleNamespace(
+            verdict="regressed",
+            guarded_by="max_running_requests",
+            more_repeats=None,
+            lines=lambda: lines,
+            to_json=lambda: {"verdict": "regressed", "lines": lines},
+        )
+        row = (
+            store.add(Comparison(reference_set_id=reference, candidate_set_id=candidate, verdict="regressed"))
+            if save
+            else None
+        )
+        return SimpleNamespace(result=result, row=row, power=None, sides=None)
 
 
 def _no_chart(*_: Any, **__: Any) -> None:

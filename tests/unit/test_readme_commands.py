@@ -36,10 +36,6 @@ COVERED: dict[str, tuple[str, str]] = {
         "tests/integration/testbed/test_twin_cli.py",
         '"twin", "up"',
     ),
-    "flagbot --config state/twin.toml db upgrade": (
-        "tests/integration/testbed/test_twin_cli.py",
-        '"db", "upgrade"',
-    ),
     "flagbot --config state/twin.toml status": ("tests/integration/testbed/test_twin_cli.py", '"status"'),
     "flagbot --config state/twin.toml try --enable-fused-moe-sum-all-reduce --dry-run": (
         "tests/integration/testbed/test_twin_cli.py",

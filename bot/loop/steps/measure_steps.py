@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from bot.bench.chart import render_chart
-from bot.bench.compare_sets import compare_by_id
+from bot.bench.compare_sets import Compared, compare_by_id, save_comparison, side_of
 from bot.bench.planning import UnknownProfileError, plan_for
+from bot.bench.power import Sizing, size_reference
 from bot.bench.run import BenchPlan, run_plan
 from bot.bench.verdict import ComparisonResult, VerdictSettings
 from bot.loop.actions import StepContext, action
@@ -29,6 +31,7 @@ from bot.loop.steps.common import (
 from bot.loop.steps.target_steps import back_to_before
 from bot.sglang.expectation import ExpectationResult
 from bot.store.bench_repo import load_set
+from bot.store.models import MeasurementSet
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
@@ -61,8 +64,15 @@ def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: s
     mutating=True,
 )
 async def measure(
-    ctx: StepContext, *, label: str = "after", profile: str | None = None, only_if_needed: bool = False
+    ctx: StepContext,
+    *,
+    label: str = "after",
+    profile: str | None = None,
+    only_if_needed: bool = False,
+    size: bool = False,
 ) -> dict[str, Any]:
+    """`size=True` (a try's before side): after the profile's repeats, add as many as its own
+    noise asks for (`bot.bench.power.size_reference`), while this start still runs."""
     if ctx.state.restart.start_failed:
         return {"skipped": "the start failed"}
     if only_if_needed and all(is_server_metric(e.metric) for e in expectations_of(ctx)):
@@ -79,8 +89,33 @@ async def measure(
         start.set_id = run.set.id
     elif run.set.id is not None:
         ctx.state.other_set_ids[label] = run.set.id
+    result: dict[str, Any] = {"set_id": run.set.id}
+    note = "means over repeats"
+    if size and run.set.id is not None:
+        sizing = await _size(ctx, run.set.id)
+        result["sizing"] = sizing.to_json()
+        note = f"sized for power: {sizing.reason}"
+        if sizing.more:
+            more = replace(plan, repeats=sizing.more)
+            run = await run_plan(
+                more, store=ctx.store, node=node, extend=run.set.id, first_repeat=sizing.measured
+            )
+            note += f"; {sizing.more} more repeats run"
+    await _emit_set(ctx, label, run.set, plan, note)
+    result["client_bound"] = run.set.client_bound
+    return result
+
+
+async def _size(ctx: StepContext, set_id: int) -> Sizing:
+    loaded = await ctx.store.run(load_set, ctx.store.store, set_id)
+    if loaded is None:
+        raise ValueError(f"measurement set #{set_id} vanished while sizing it")
+    return size_reference(side_of(loaded), VerdictSettings.from_config(ctx.settings.verdicts))
+
+
+async def _emit_set(ctx: StepContext, label: str, mset: MeasurementSet, plan: BenchPlan, note: str) -> None:
     rows = []
-    for level in run.set.summary.get("levels", []):
+    for level in mset.summary.get("levels", []):
         rows.append(
             (
                 str(level["concurrency"]),
@@ -94,13 +129,12 @@ async def measure(
         )
     await ctx.emit(
         TableBlock(
-            f"Benchmark ({label}): set #{run.set.id}, profile {plan.profile_name}, backend {plan.backend}",
+            f"Benchmark ({label}): set #{mset.id}, profile {plan.profile_name}, backend {plan.backend}",
             ("concurrency", "repeats", "out tok/s", "TTFT p50 ms", "TPOT ms", "ok/failed", "client"),
             tuple(rows),
-            "means over repeats",
+            note,
         )
     )
-    return {"set_id": run.set.id, "client_bound": run.set.client_bound}
 
 
 def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
@@ -123,7 +157,8 @@ def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
     "compare",
     summary="Judge the start and its benchmark against the reference (capacity exactly, throughput with statistics)",
 )
-async def compare(ctx: StepContext) -> dict[str, Any]:
+async def compare(ctx: StepContext, *, profile: str | None = None) -> dict[str, Any]:
+    """The after side is extended look by look (`_sequential`); the evidence states the power reached."""
     if ctx.state.restart.start_failed:
         return {"skipped": "the start failed", "verdict": "failed-to-start"}
     before = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.before.snapshot_id)
@@ -141,9 +176,7 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
     decided_by = "no benchmark on both sides: the statistics did not run"
     if reference is not None and candidate is not None:
         settings = VerdictSettings.from_config(ctx.settings.verdicts)
-        compared = await ctx.store.run(
-            compare_by_id, ctx.store.store, reference, candidate, settings, single_look=True
-        )
+        compared = await _sequential(ctx, reference, candidate, settings, profile)
         verdict = VERDICTS[compared.result.verdict]
         lines = compared.result.lines()
         ctx.state.conclusion.comparison_id = compared.row.id if compared.row else None
@@ -170,6 +203,42 @@ async def compare(ctx: StepContext) -> dict[str, Any]:
     conclusion.summary = headline
     await ctx.emit(VerdictBlock(verdict, headline, tuple(lines)))
     return {"verdict": verdict, "comparison_id": conclusion.comparison_id, "decided_by": decided_by}
+
+
+async def _sequential(
+    ctx: StepContext, reference: int, candidate: int, settings: VerdictSettings, profile: str | None
+) -> Compared:
+    """Compare; while the verdict asks for more repeats of the after side (the looks of
+    `settings.plan()` counted on it; the before side was sized before the restart and is gone),
+    run them on the running start into the same set and compare again. The last comparison is
+    stored, with the power it reached in its notes."""
+    while True:
+        compared = await ctx.store.run(
+            compare_by_id, ctx.store.store, reference, candidate, settings, save=False, looks_on="candidate"
+        )
+        more = compared.result.more_repeats
+        if more is None or compared.sides is None:
+            break
+        have = compared.sides[1].repeats()
+        plan = replace(bench_plan(ctx, "after", ctx.state.after.snapshot_id, profile), repeats=more)
+        node = ctx.session().node0 if plan.backend == "bench_serving" else None
+        extended = await run_plan(plan, store=ctx.store, node=node, extend=candidate, first_repeat=have)
+        await _emit_set(
+            ctx,
+            "after",
+            extended.set,
+            plan,
+            f"undecided at {have} repeats of the after side: {more} more, then look again",
+        )
+    row = await ctx.store.run(
+        save_comparison,
+        ctx.store.store,
+        compared.result,
+        reference_id=reference,
+        candidate_id=candidate,
+        settings=settings,
+    )
+    return Compared(compared.result, row, compared.power, compared.sides)
 
 
 async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:

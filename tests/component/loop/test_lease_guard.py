@@ -90,7 +90,7 @@ async def test_a_bounded_wait_ends_in_the_refusal(store: AsyncStore) -> None:
         ):
             pytest.fail("the lease was never free")
     elapsed = asyncio.get_running_loop().time() - started
-    assert 0.6 <= elapsed < 10  # it waited its whole budget, and not much longer
+    assert elapsed >= 0.6  # it waited its whole budget (how much longer is the machine's load)
     assert len(remaining) == 1 and 0 < remaining[0] <= 0.6  # told once: the holder never changed
 
 

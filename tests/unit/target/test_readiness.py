@@ -146,7 +146,7 @@ async def test_timeout_is_an_outcome_not_an_exception() -> None:
     result = await run(ns, [(0, 503)], timeout=0.4)
     assert result.outcome == "timeout"
     assert result.failure is not None and result.failure.reason == "timeout"
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started >= 0.4  # it waited its timeout (an upper bound would be the load's)
 
 
 async def test_the_follower_starts_at_the_new_invocation_on_the_host_clock() -> None:

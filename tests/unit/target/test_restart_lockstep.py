@@ -197,7 +197,7 @@ async def test_drain_polls_metrics_until_idle(fake_target: FakeTarget) -> None:
             assert report.drained and report.source == "metrics" and report.last_running == 0
             answers = iter([5] * 100)
             stuck = await drain(ts, DrainSettings(limit_s=0.2, first_poll_s=0.05))
-            assert not stuck.drained and stuck.last_running == 5 and stuck.waited_s < 1
+            assert not stuck.drained and stuck.last_running == 5 and stuck.waited_s > 0
     finally:
         server.close()
         await server.wait_closed()
