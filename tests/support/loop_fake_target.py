@@ -51,6 +51,18 @@ def capacity(flags: FlagSet) -> int:
     return 26 if any(item.flag == "--enable-metrics" for item in flags.items) else 48
 
 
+@dataclass(frozen=True)
+class FakePlan:
+    """What the steps read of a benchmark plan; a dataclass, so a try's sizing can `replace` its
+    repeats as it does a real `BenchPlan`'s."""
+
+    backend: str
+    profile_name: str
+    label: str
+    snapshot_id: int | None
+    repeats: int = 2
+
+
 @dataclass
 class FakeTarget:
     """The one node's running flags, and every restart flagbot asked for (node 0's flags)."""
@@ -129,9 +141,7 @@ class FakeTarget:
         )
 
     def bench_plan(self, ctx: Any, label: str, snapshot_id: int | None, profile: str | None) -> Any:
-        return SimpleNamespace(
-            backend="builtin", profile_name=profile or "probe", label=label, snapshot_id=snapshot_id
-        )
+        return FakePlan("builtin", profile or "probe", label, snapshot_id)
 
     async def run_plan(self, plan: Any, **_: Any) -> SimpleNamespace:
         """A measurement set whose throughput follows the capacity (stored like a real one's)."""

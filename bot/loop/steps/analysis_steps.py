@@ -27,6 +27,7 @@ from bot.loop.steps.common import (
     flags_from_json,
     fmt,
     is_server_metric,
+    rests_on,
     snapshot_value,
 )
 from bot.loop.steps.learn_steps import gpu_facts, record_observation
@@ -238,7 +239,8 @@ async def _good_premise(ctx: StepContext, reference: Snapshot) -> Premise:
     summary = ctx.state.reference.summary if _needs_bench(ctx) else None
     holds, seen = _judge(ctx, reference, summary, reference)
     set_note = f", set #{ctx.state.reference.set_id}" if summary is not None else ""
-    return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id)
+    set_id = ctx.state.reference.set_id if summary is not None else None
+    return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id, set_id)
 
 
 def _refuse_unjudgeable(ctx: StepContext, reference: Snapshot) -> None:
@@ -336,6 +338,9 @@ async def isolate_step(
     failing_side = await _failing_premise(ctx, view.flags, reference, regressed, profile)
     good_side = await _good_premise(ctx, reference)
     known = [f"failing side: {failing_side.evidence}", f"good side: {good_side.evidence}"]
+    for side in (failing_side, good_side):  # what was measured of either side, the verdict rests on
+        if side.holds is not None:
+            ctx.state.conclusion.cite(snapshots=(side.snapshot_id,), sets=(side.set_id,))
     await ctx.emit(TextBlock("premises, before any probe: " + "; ".join(known), "Isolate"))
 
     def config_for(subset: frozenset[str] | tuple[str, ...]) -> Any:
@@ -420,7 +425,7 @@ async def isolate_step(
     summary = ctx.state.conclusion.summary = (
         f"{head} after {len(result.probes)} probe restart(s){settled}; {where}"
     )
-    await ctx.emit(VerdictBlock(verdict, summary, (result.message,)))
+    await ctx.emit(VerdictBlock(verdict, summary, (result.message, rests_on(ctx))))
     return {"status": result.status, "culprits": list(result.culprits), "probes": len(result.probes)}
 
 

@@ -72,7 +72,9 @@ class Statistics:
         self.fake = fake
         self.word = "undecided"
 
-    def __call__(self, store: Store, reference: int, candidate: int, *_: Any, **__: Any) -> Any:
+    def __call__(
+        self, store: Store, reference: int, candidate: int, *_: Any, save: bool = True, **__: Any
+    ) -> Any:
         a, b = load_set(store, reference), load_set(store, candidate)
         assert a is not None and b is not None
         before = a.set.summary["levels"][0]["output_throughput"] / 10
@@ -86,14 +88,20 @@ class Statistics:
                 "max_running_requests", before, after, "exact", "regressed", True, after / before - 1
             )
             word, guard = "regressed", "max_running_requests"
-        row = store.add(Comparison(reference_set_id=reference, candidate_set_id=candidate, verdict=word))
+        row = (
+            store.add(Comparison(reference_set_id=reference, candidate_set_id=candidate, verdict=word))
+            if save
+            else None  # a try's compare stores its last comparison itself
+        )
         result = SimpleNamespace(
             verdict=word,
             guarded_by=guard,
             capacity=(cell,),
+            more_repeats=None,  # decided at the first look: no more repeats of the after side
             lines=lambda: [f"verdict: {word}"],
+            to_json=lambda: {"verdict": word},
         )
-        return SimpleNamespace(result=result, row=row)
+        return SimpleNamespace(result=result, row=row, power=None, sides=None)
 
 
 @contextmanager

@@ -135,12 +135,6 @@ async def test_each_builtin_playbook_verdict_cites_stored_measurements(
         says_rests_on(walk.reporter, outcome.experiment_id, state)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 18 item 2 (another change): isolate takes 'the current configuration fails' as given; "
-    "with one changed flag it names a culprit after 0 probes, resting on no measurement. When isolate "
-    "measures its premises (and cites them with Conclusion.cite) this passes: remove the mark.",
-)
 async def test_isolate_verdict_cites_the_measurements_it_rests_on(tmp_path: Path, store: AsyncStore) -> None:
     walk = Walk(tmp_path, store)
     with fake_everywhere(store):
