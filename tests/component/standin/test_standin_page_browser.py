@@ -18,8 +18,10 @@ import pytest
 from PIL import Image
 
 from bot.loop.playbook import load_playbooks, playbook_dirs
+from bot.store.experiments import create_experiment
 from flagbot_lab.standin import BotRequest, signature
 from flagbot_lab.standin.browser import Browser, chromium, missing, naming
+from tests.support.sample_thread import EXPERIMENT as SAMPLE_EXPERIMENT
 from tests.support.sample_thread import SampleThread, bot_without_hosts, post_sample_thread
 from tests.support.slack_bot import SIGNING_SECRET, TOKEN, RunningBot
 
@@ -44,6 +46,16 @@ def chart_png(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def thread(bot: RunningBot, chart_png: Path) -> SampleThread:
+    """The sample thread, and its experiment in the bot's store: a button acts on the experiment's
+    own target, so a click on a card whose experiment the store does not know is refused."""
+    store = bot.services.store
+    while (
+        row := await store.run(
+            create_experiment, store.store, target="lab", playbook="try", params={}, actor="cli:sample"
+        )
+    ).id < SAMPLE_EXPERIMENT:
+        pass
+    assert row.id == SAMPLE_EXPERIMENT
     return await post_sample_thread(bot.standin, TOKEN, chart_png)
 
 
