@@ -240,7 +240,9 @@ async def _good_premise(ctx: StepContext, reference: Snapshot) -> Premise:
     holds, seen = _judge(ctx, reference, summary, reference)
     set_note = f", set #{ctx.state.reference.set_id}" if summary is not None else ""
     set_id = ctx.state.reference.set_id if summary is not None else None
-    return Premise(holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id, set_id)
+    return Premise(
+        holds, f"the reference (snapshot #{reference.id}{set_note}) has {seen}", reference.id, set_id
+    )
 
 
 def _refuse_unjudgeable(ctx: StepContext, reference: Snapshot) -> None:
