@@ -274,13 +274,17 @@ class NodeSession:
         release = functools.partial(slots.release, privileged=privileged)
         if self.audit is not None:
             self.audit(self.name, rendered.shell)
+        opening = asyncio.ensure_future(conn.create_process(rendered.shell, encoding=None))
         try:
-            return (
-                conn,
-                await asyncio.wait_for(conn.create_process(rendered.shell, encoding=None), timeout),
-                release,
-            )
+            return conn, await asyncio.wait_for(asyncio.shield(opening), timeout), release
+        except asyncio.CancelledError:
+            # the caller gave up while the channel opened: the node may already run the command,
+            # so let the open finish (briefly) and stop what it started, as a cancelled run does
+            await _stop_opened(opening)
+            release()
+            raise
         except TimeoutError:
+            opening.cancel()
             release()
             self._drop(conn)
             raise UnreachableError(
@@ -460,3 +464,11 @@ def _output(data: bytes | str | None) -> bytes:
 def _said(exc: BaseException) -> str:
     """What the transport said about a lost connection, for the message."""
     return str(exc) or type(exc).__name__
+
+
+async def _stop_opened(opening: asyncio.Future[asyncssh.SSHClientProcess[bytes]]) -> None:
+    """TERM the process a cancelled open started, once the open completes (at most 5 s)."""
+    with contextlib.suppress(Exception):
+        process = await asyncio.wait_for(opening, 5)
+        process.send_signal("TERM")
+        process.close()
