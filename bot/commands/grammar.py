@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
-from bot.commands.tokens import CommandError, check_words, tokenize, value_problem
+from bot.commands.tokens import CommandError, check_words, tokenize
 from bot.commands.values import check_option, check_positional
 from bot.config.redaction import REFERENCE, redactor
 from bot.sglang.catalog import (
@@ -65,8 +65,11 @@ class Invocation:
 
 def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = None) -> Invocation:
     """Parse a command text (Slack) or word list (CLI); raise CommandError naming the exact problem."""
+    # every word, and so every value in it, is one line of text: `tokenize` checks a command text
+    # (Slack), `check_words` the CLI's words (a surrogate-escaped byte, a newline in a quoted argument)
     tokens = tokenize(words) if isinstance(words, str) else list(words)
-    check_words(tokens)  # the CLI's words too: a surrogate-escaped byte, a newline in a quoted argument
+    if not isinstance(words, str):
+        check_words(tokens)
     if tokens and tokens[0] in ("/flagbot", "flagbot"):
         tokens = tokens[1:]
     if not tokens:
@@ -265,9 +268,6 @@ class _Parser:
         if verb == "set":
             if not equals:
                 raise self.fail(f"env set {name}: write NAME=VALUE, e.g. env set {name}=1")
-            problem = value_problem(value)
-            if problem is not None:
-                raise self.fail(f"env set {name}: the value {value!r} {problem}")
             if redactor().is_secret_name(name):
                 raise self.fail(
                     f"env set {name}: {name} is a secret name ([redaction] secret_names): flagbot does not "
@@ -291,10 +291,6 @@ class _Parser:
                 raise self.fail(f"remove {written}: takes no value")
             return Change("remove", spec.name, written=written)
         value = self._values(spec, inline if has_inline else None)
-        for word in (value,) if isinstance(value, str) else value or ():
-            problem = value_problem(word)
-            if problem is not None:
-                raise self.fail(f"{verb} {spec.name}: the value {word!r} {problem}")
         if verb == "set" and not spec.takes_value:
             raise self.fail(
                 f"set {written}: {spec.name} is a switch; use `add {spec.name}` or `remove {spec.name}`"

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.expectations import Measured
 from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
@@ -34,7 +35,7 @@ from bot.loop.steps.learn_steps import gpu_facts, record_observation
 from bot.loop.steps.measure_steps import bench_plan
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets
-from bot.sglang.expectation import Reference, evaluate
+from bot.sglang.expectation import evaluate
 from bot.sglang.flagset import FlagSet
 from bot.store import Experiment, Snapshot
 from bot.store.bench_repo import load_set
@@ -149,20 +150,18 @@ def _judge(
     """Whether every expectation holds on a start (`snap`) and its benchmark (`summary`), each
     judged by the one `evaluate` against isolate's good reference: None when one is not measured
     (the measurement does not tell), and the values seen, in words."""
-    reference_summary = ctx.state.reference.summary
-    source = "the good reference" + (f" (snapshot #{reference.id})" if reference is not None else "")
+    start = Measured("the start", snap, summary=summary)
+    good = Measured(
+        "the good reference",
+        reference,
+        snapshot_id=None if reference is None else reference.id,
+        set_id=ctx.state.reference.set_id if ctx.state.reference.summary is not None else None,
+        summary=ctx.state.reference.summary,
+    )
     seen, ok = [], True
     for expectation in expectations_of(ctx):
-        server = is_server_metric(expectation.metric)
-        actual = (
-            snapshot_value(snap, expectation.metric) if server else bench_value(summary, expectation.metric)
-        )
-        base = (
-            _number(snapshot_value(reference, expectation.metric))
-            if server
-            else bench_value(reference_summary, expectation.metric)
-        )
-        result = evaluate(expectation, actual, Reference(base, source))
+        actual = start.value(expectation.metric)
+        result = evaluate(expectation, actual, good.reference_for(expectation.metric))
         if result.outcome == "not measured":
             return None, f"{expectation.metric} not measured: {result.why}"
         ok = ok and result.passed
