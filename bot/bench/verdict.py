@@ -315,11 +315,16 @@ def _overall(
     cells: Sequence[MetricVerdict], capacity: Sequence[CapacityVerdict]
 ) -> tuple[Verdict, str | None]:
     """The worst verdict and the cell that carries it (the furthest on the bad side, or the best
-    improvement, or for "no effect" the interval closest to its margin)."""
+    improvement, or for "no effect" the interval closest to its margin). A regressed capacity value
+    carries a regression before any statistical cell: it is an exact fact of the two starts, not an
+    estimate, so the reader is told the same cause however noisy the benchmark ran."""
     judged: list[tuple[Verdict, str, float]] = [(c.verdict, c.name, c.badness()) for c in cells]
     judged += [(c.verdict, c.metric, c.badness()) for c in capacity]
     if not judged:
         return "undecided", None
+    capacity_regressed = [c for c in capacity if c.verdict == "regressed"]
+    if capacity_regressed:
+        return "regressed", max(capacity_regressed, key=lambda c: c.badness()).metric
     for verdict in ("regressed", "undecided"):
         hits = [j for j in judged if j[0] == verdict]
         if hits:

@@ -121,6 +121,20 @@ def test_capacity_48_to_26_is_regressed_even_when_throughput_is_equal() -> None:
     assert slots.describe() == "max_running_requests: 48 -> 26 (-45.8%) regressed (tolerance exact)"
 
 
+def test_a_capacity_regression_carries_the_verdict_over_a_worse_statistical_one() -> None:
+    """On a loaded machine the benchmark may regress further than the capacity did: the verdict
+    still names the exact cause, the capacity value, not the noisier estimate."""
+    rng = np.random.default_rng(9)
+    a = Side(repeats(rng, 10, cv=0.003), SEED_CAPACITY)
+    slowed = repeats(rng, 10, cv=0.003)
+    for run in slowed["c=64"]:
+        run["median_ttft_ms"] *= 3.0  # far worse than 48 -> 26 on its own scale
+    result = compare(a, Side(slowed, {**SEED_CAPACITY, "max_running_requests": 26}))
+    assert result.verdict == "regressed"
+    assert "median_ttft_ms@c=64" in [c.name for c in result.cells if c.verdict == "regressed"]
+    assert result.guarded_by == "max_running_requests"
+
+
 def test_capacity_tolerances() -> None:
     exact, two, half_gb = parse_tolerance("exact"), parse_tolerance("2%"), parse_tolerance("0.5")
     assert judge_capacity("max_running_requests", 48, 49, exact).verdict == "improved"
