@@ -87,20 +87,30 @@ class Redactor:
         self._known: set[str] = set()
         self._lock = threading.Lock()
         self._known_pattern: re.Pattern[str] | None = None
+        self._name_verdicts: dict[str, bool] = {}
+        self._flag_verdicts: dict[str, bool] = {}
 
     # --- what is secret ------------------------------------------------------------------
 
     def is_secret_name(self, name: str) -> bool:
         """An environment-style name (`HF_TOKEN`) matching `secret_names`, or a secret flag's
-        Python spelling (`api_key` for `--api-key`)."""
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.secret_names):
-            return True
-        return not name.startswith("-") and self.is_secret_flag("--" + name.replace("_", "-"))
+        Python spelling (`api_key` for `--api-key`). Kept per name: every key of every stored row is asked."""
+        verdict = self._name_verdicts.get(name)
+        if verdict is None:
+            verdict = any(fnmatch.fnmatchcase(name, pattern) for pattern in self.secret_names) or (
+                not name.startswith("-") and self.is_secret_flag("--" + name.replace("_", "-"))
+            )
+            _bounded_put(self._name_verdicts, name, verdict)
+        return verdict
 
     def is_secret_flag(self, flag: str) -> bool:
         """A command-line flag (`--api-key`; `--api-key=...` is judged by its name) matching `secret_flags`."""
-        name = flag.partition("=")[0].lower()
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.secret_flags)
+        verdict = self._flag_verdicts.get(flag)
+        if verdict is None:
+            name = flag.partition("=")[0].lower()
+            verdict = any(fnmatch.fnmatchcase(name, pattern) for pattern in self.secret_flags)
+            _bounded_put(self._flag_verdicts, flag, verdict)
+        return verdict
 
     # --- values seen ---------------------------------------------------------------------
 
@@ -148,9 +158,15 @@ class Redactor:
         if not text:
             return text
         learned: list[str] = []
-        out = _scan(_FLAG_VALUE, text, "flag", self.is_secret_flag, learned)
-        out = _scan(_ITEM_VALUE, out, "flag", self.is_secret_flag, learned)
-        out = _scan(_NAME_VALUE, out, "name", self.is_secret_name, learned)
+        out = text
+        # Each pattern needs a literal of its own; most stored strings (step names, numbers' text,
+        # prose) have none and skip the regex scan.
+        if "--" in out:
+            out = _scan(_FLAG_VALUE, out, "flag", self.is_secret_flag, learned)
+        if "flag" in out:
+            out = _scan(_ITEM_VALUE, out, "flag", self.is_secret_flag, learned)
+        if "=" in out or ":" in out:
+            out = _scan(_NAME_VALUE, out, "name", self.is_secret_name, learned)
         if learned:
             self.remember(learned)
         pattern = self._known_pattern
@@ -226,6 +242,17 @@ def _scan(
                 pos += 1
     parts.append(text[pos:])
     return "".join(parts)
+
+
+_VERDICTS_KEPT = 4096
+"""How many names' secret-or-not answers a redactor keeps (the keys of stored rows repeat; a flood
+of distinct names must not grow the process without bound)."""
+
+
+def _bounded_put(verdicts: dict[str, bool], name: str, verdict: bool) -> None:
+    if len(verdicts) >= _VERDICTS_KEPT:
+        verdicts.clear()
+    verdicts[name] = verdict
 
 
 def _shown(value: str) -> bool:

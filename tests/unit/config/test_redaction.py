@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from bot.config import ConfigError, Settings, settings_from_mapping
+from bot.config import ConfigError, Settings, redaction, settings_from_mapping
 from bot.config.redaction import MASK, RedactingStream, Redactor, install_log_redaction, redact, redactor
 
 
@@ -150,3 +150,18 @@ def test_the_console_stream_masks_a_secret_written_in_pieces() -> None:
     assert inner.getvalue() == f"flags: --api-key {MASK} --tp 2\n"
     stream.flush()
     assert inner.getvalue().endswith("rest")
+
+
+def test_the_answers_kept_per_name_are_bounded_and_stay_right() -> None:
+    """Every key of every stored row is asked whether it is secret; the answers are kept, but a
+    flood of distinct names cannot grow the process, and a kept answer is the same as a fresh one."""
+    fresh = Redactor()
+    names = [f"NAME_{i}_TOKEN" if i % 2 else f"NAME_{i}" for i in range(10_000)]
+    assert [fresh.is_secret_name(n) for n in names] == [bool(i % 2) for i in range(10_000)]
+    assert [fresh.is_secret_name(n) for n in names[-50:]] == [bool(i % 2) for i in range(9_950, 10_000)]
+    assert len(fresh._name_verdicts) <= redaction._VERDICTS_KEPT
+    assert (
+        fresh.is_secret_flag("--api-key")
+        and fresh.is_secret_flag("--api-key")
+        and not fresh.is_secret_flag("--tp")
+    )
