@@ -279,8 +279,9 @@ class NodeSession:
             return conn, await asyncio.wait_for(asyncio.shield(opening), timeout), release
         except asyncio.CancelledError:
             # the caller gave up while the channel opened: the node may already run the command,
-            # so let the open finish (briefly) and stop what it started, as a cancelled run does
-            await _stop_opened(opening)
+            # so let the open finish (within the open's own bound) and stop what it started, as a
+            # cancelled run does
+            await _stop_opened(opening, min(timeout, STOP_OPENED_WAIT_S))
             release()
             raise
         except TimeoutError:
@@ -466,9 +467,15 @@ def _said(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-async def _stop_opened(opening: asyncio.Future[asyncssh.SSHClientProcess[bytes]]) -> None:
-    """TERM the process a cancelled open started, once the open completes (at most 5 s)."""
+STOP_OPENED_WAIT_S = 30.0
+"""How long a cancelled command waits for its channel's open to finish so it can TERM what the open
+started (at most the open's own bound). A fixed 5 s let a loaded machine's slow open run on
+unsignalled; a hung open must not hold a cancel for a command's whole limit either."""
+
+
+async def _stop_opened(opening: asyncio.Future[asyncssh.SSHClientProcess[bytes]], bound_s: float) -> None:
+    """TERM the process a cancelled open started, once the open completes (within `bound_s`)."""
     with contextlib.suppress(Exception):
-        process = await asyncio.wait_for(opening, 5)
+        process = await asyncio.wait_for(opening, bound_s)
         process.send_signal("TERM")
         process.close()
