@@ -35,7 +35,12 @@ Method `import` (any release; needed from the one whose arguments come from fiel
    calls `ServerArgs.add_cli_args(parser)` as `prepare_server_args` does, and records each
    action's option strings, class, dest, type, nargs, const, choices, default, required and
    help: the defaults are the parser's own, i.e. what `sglang serve` uses when the flag is not
-   given (the field defaults of 0.5.23's `arg_groups/fields/*.py`).
+   given (the field defaults of 0.5.23's `arg_groups/fields/*.py`). Where the parser's default
+   is None and the field declares an `Arg(fallback=...)` (applied by
+   `arg_groups/overrides.py:resolution_result` when neither input nor resolution sets the
+   field), the fallback is the default, and the flag's `default_source` says so; otherwise
+   `default_source` is `parser`. (AST-method files have no `default_source`: every default
+   there is the `add_argument(default=...)` value.)
 4. Refuses to write when any recorded value came from a stub (`stub_tainted`).
 
 `--method auto` (the default) uses `import` when the wheel has `sglang/srt/arg_groups/`, else
@@ -780,11 +785,19 @@ def dump_parser(root: Path, deps: list[Path], out: Path) -> None:
     else:
         structs = importlib.import_module("msgspec.structs")
         fields = [f.name for f in structs.fields(server_args)]
+    fallbacks: dict[str, Any] = {}
+    if importlib.util.find_spec("sglang.srt.arg_groups.arg_utils") is not None:
+        arg_utils = importlib.import_module("sglang.srt.arg_groups.arg_utils")
+        fallbacks = dict(arg_utils.fallbacks_of(server_args))
     actions: list[dict[str, Any]] = []
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
-        default, default_repr = _plain(action.default)
+        default_source = "argparse"
+        default_value = action.default
+        if default_value is None and action.dest in fallbacks:
+            default_source, default_value = "fallback", fallbacks[action.dest]
+        default, default_repr = _plain(default_value)
         choices, choices_repr = _plain(action.choices)
         const, _ = _plain(action.const)
         nargs, nargs_repr = _plain(action.nargs)
@@ -799,6 +812,7 @@ def dump_parser(root: Path, deps: list[Path], out: Path) -> None:
             "choices_repr": choices_repr,
             "default": default,
             "default_repr": default_repr,
+            "default_source": default_source,
             "required": bool(action.required),
             "help": action.help if isinstance(action.help, str) else repr(action.help or ""),
         }
@@ -829,6 +843,11 @@ ACTION_NAMES = {
     "_CountAction": "count",
     "_VersionAction": "version",
 }
+# Where an import-method default comes from (the AST method's are all `add_argument(default=)`).
+DEFAULT_SOURCES = {
+    "argparse": "parser",
+    "fallback": "Arg.fallback (the field's declared fallback: its parser default is None)",
+}
 DEPRECATED_ACTIONS_IMPORTED = {*DEPRECATED_ACTIONS, "DeprecatedStoreConstAction"}
 
 
@@ -839,7 +858,12 @@ def run_parser(wheel: zipfile.ZipFile, work: Path) -> dict[str, Any]:
         if name.startswith("sglang/") and not name.endswith("/"):
             wheel.extract(name, root)
     deps = [work / "deps"]
-    if importlib.util.find_spec("msgspec") is None:
+    needs_msgspec = any(
+        name.endswith(".py") and b"import msgspec" in wheel.read(name)
+        for name in wheel.namelist()
+        if name.startswith("sglang/srt/")
+    )
+    if needs_msgspec and importlib.util.find_spec("msgspec") is None:
         download_package("msgspec", deps[0])
     out = work / "parser.json"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
@@ -905,6 +929,7 @@ def extract_imported(dump: dict[str, Any], remap: dict[str, str]) -> list[dict[s
         entry["choices_extensible"] = False
         entry["default_repr"] = action["default_repr"]
         entry["default"] = action["default"]
+        entry["default_source"] = DEFAULT_SOURCES[action["default_source"]]
         entry["required"] = action["required"]
         entry["help"] = action["help"]
         entry["help_resolved"] = True
