@@ -18,6 +18,10 @@ sets (`--tp-size` for `--tensor-parallel-size`/`--tp-size`, field `tp_size`), be
 what the server's `server_args=ServerArgs(...)` startup line shows and what the bot diffs;
 when no option string spells the field, SGLang's first one (the one `--help` lists first).
 
+Lists are packaged for SGLang 0.5.9, 0.5.10 and 0.5.23 (`packaged_versions`); any other
+version is judged by the nearest of them in version order (`FlagCatalog.nearest`,
+`nearest_packaged`), and the caller names that list in its reply.
+
 `--no-X` of an `argparse.BooleanOptionalAction` flag is a spec of its own (`negates="--X"`),
 so canonicalising it can never silently turn "off" into "on".
 """

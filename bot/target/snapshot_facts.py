@@ -7,10 +7,10 @@ operator's back. A field the launch line did not set is compared with the defaul
 release the host runs (`ReleaseDefaults`): the packaged list of that release when there is one;
 otherwise the nearest packaged list, named, and the differences from it are marked as
 differences from another release (`same_release: false`), not shown as implications. SGLang's
-`--help` prints no defaults (its parser uses argparse's plain formatter, `prepare_server_args` in
-`sglang/srt/server_args.py`), so the host's own list cannot supply them. Some fields are filled on every start whatever
-the flags (tokenizer path = model path, a random seed, capture sizes from memory): they are kept
-apart as `derived`, so `implied` holds only real changes.
+`--help` prints no defaults (its parser uses argparse's plain formatter, `prepare_server_args`
+in `sglang/srt/server_args.py`), so the host's own list cannot supply them. Some fields are
+filled on every start whatever the flags (tokenizer path = model path, a random seed, capture
+sizes from memory): they are kept apart as `derived`, so `implied` holds only real changes.
 
 Capacity: the parsed `max_running_requests` (post-init arguments) is what the server was told;
 the capacity line and `/server_info`'s `internal_states[i].effective_max_running_requests_per_dp`
