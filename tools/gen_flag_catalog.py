@@ -814,7 +814,11 @@ def dump_parser(root: Path, deps: list[Path], out: Path) -> None:
             "default_repr": default_repr,
             "default_source": default_source,
             "required": bool(action.required),
-            "help": action.help if isinstance(action.help, str) else repr(action.help or ""),
+            "help": action.help
+            if isinstance(action.help, str)
+            else ""
+            if action.help is None
+            else repr(action.help),
         }
         # A value computed from a stub is not SGLang's: the generator refuses to ship it.
         tainted = [

@@ -28,7 +28,7 @@ def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gen_flag_catalog", ROOT / "tools" / "gen_flag_catalog.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_flag_catalog", module)
+    sys.modules["gen_flag_catalog"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 

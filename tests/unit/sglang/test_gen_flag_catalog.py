@@ -52,7 +52,7 @@ def _generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("gen_flag_catalog", ROOT / "tools" / "gen_flag_catalog.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_flag_catalog", module)
+    sys.modules["gen_flag_catalog"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -79,6 +79,7 @@ def test_the_import_method_reads_the_parser_the_wheel_builds(tmp_path: Path) -> 
     assert flags["--tp-size"]["field"] == "tp_size" and flags["--tp-size"]["help"] == "TP."
     # the stubs answer as a CUDA host; a set of choices is written in a stable order
     assert flags["--device"]["default"] == "cuda" and flags["--device"]["choices"] == ["cpu", "cuda"]
+    assert flags["--device"]["help"] == ""  # no help= given
     hicache = flags["--enable-hierarchical-cache"]
     assert hicache["aliases"] == ["--enable-hicache"] and hicache["action"] == "store_true"
     assert hicache["nargs"] == 0 and hicache["default"] is False
