@@ -73,7 +73,7 @@ def test_a_real_0_5_2_start_shows_release_differences_apart_not_as_implications(
 
 
 def test_a_0_5_9_start_is_diffed_against_0_5_9s_defaults() -> None:
-    line = _line_of_defaults("0.5.9", {"tp_size": 2, "chunked_prefill_size": 4096})
+    line = _line_of_defaults("0.5.9", {"model_path": "/m", "tp_size": 2, "chunked_prefill_size": 4096})
     own = release_defaults("0.5.9")
     assert own.same_release and own.note() is None
     implied, _ = _diff(line, "--model-path /m --tp-size 2", own)
@@ -98,7 +98,9 @@ def test_a_0_5_9_start_is_diffed_against_0_5_9s_defaults() -> None:
 
 
 def test_a_0_5_23_start_printed_as_a_dict_is_diffed_against_0_5_23s_defaults() -> None:
-    line = _line_of_defaults("0.5.23", {"tp_size": 2, "max_running_requests": 48}, as_dict=True)
+    line = _line_of_defaults(
+        "0.5.23", {"model_path": "/m", "tp_size": 2, "max_running_requests": 48}, as_dict=True
+    )
     own = release_defaults("0.5.23")
     implied, _ = _diff(line, "--model-path /m --tp-size 2", own)
     assert set(implied) == {"max_running_requests"}
