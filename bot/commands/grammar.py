@@ -115,8 +115,8 @@ class _Parser:
 
     @property
     def catalog(self) -> FlagCatalog:
-        if self._catalog is None:
-            self._catalog = FlagCatalog.load()
+        if self._catalog is None:  # no target, so no version: the documented default list
+            self._catalog, _ = FlagCatalog.nearest(None)
         return self._catalog
 
     def peek(self) -> str | None:

@@ -36,7 +36,7 @@ from bot.target.flaglist import host_catalog, host_version, python_of
 from bot.target.observe import read_gpus
 from bot.target.restart import flags_for_nodes
 from bot.target.session import TargetSession
-from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, requested_values
+from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, release_defaults, requested_values
 from bot.target.unit import UnitView, read_unit
 
 DOWNTIME_STARTS = 10
@@ -379,7 +379,8 @@ def _dry_run_findings(
         report.warnings.append(Finding(f"no dry run on {node}: {result.reason}", "dry run"))
         return
     requested, _unknown = requested_values(flags, catalog)
-    report.implied, derived = implied_flags(result.server_args or {}, requested, catalog)
+    defaults = release_defaults(report.sglang_version)
+    report.implied, derived = implied_flags(result.server_args or {}, requested, catalog, defaults)
     for text in result.warnings:
         report.warnings.append(Finding(text, f"SGLang's post-init on {node} (dry run)"))
     if before is not None and before.ok:

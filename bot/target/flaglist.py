@@ -5,8 +5,9 @@ Why ask the host: SGLang adds and drops flags every minor release (0.5.9 has 331
 then kills the restart with argparse's exit 2. The host's interpreter (the one its unit's
 ExecStart names) prints the list with `-m sglang.launch_server --help`; on a real host that
 imports torch and takes ~10 s, so the parsed list is cached per version (in memory and as JSON
-under the cache directory). The bundled 0.5.10 list is used only when the host cannot answer
-(a docker wrapper, a broken venv): the result says which source was used.
+under the cache directory). A bundled list is used only when the host cannot answer (a docker
+wrapper, a broken venv): the one of the host's version, else the nearest packaged one
+(`FlagCatalog.nearest`), and the result says which list was used.
 
 argparse's help shows names, aliases, metavars (hence nargs) and choices, not types or
 defaults; those come from the bundled catalog for the same option where it knows it.
@@ -20,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bot.sglang.catalog import DEFAULT_VERSION, FlagCatalog, FlagSpec
+from bot.sglang.catalog import FlagCatalog, FlagSpec
 from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 
@@ -117,11 +118,8 @@ def _from_json(items: list[dict[str, Any]]) -> list[FlagSpec]:
 
 
 def bundled_catalog(version: str | None) -> FlagCatalog:
-    """The packaged list for `version`, else the packaged 0.5.10 list."""
-    try:
-        return FlagCatalog.load(version or DEFAULT_VERSION)
-    except LookupError:
-        return FlagCatalog.load(DEFAULT_VERSION)
+    """The packaged list for `version`, else the nearest packaged one (`FlagCatalog.nearest`)."""
+    return FlagCatalog.nearest(version)[0]
 
 
 def python_of(prefix: list[str]) -> str | None:
@@ -183,6 +181,8 @@ async def host_catalog(
                     except OSError:
                         pass
                 return catalog, "host --help"
+    if version is not None and bundled.version != version:
+        return bundled, f"bundled {bundled.version} list, the nearest packaged to SGLang {version} (fallback)"
     return bundled, f"bundled {bundled.version} list (fallback)"
 
 

@@ -43,7 +43,9 @@ from bot.target.snapshot_facts import (
     args_mismatch,
     capacity,
     implied_flags,
+    is_release_difference,
     parse_gpus,
+    release_defaults,
     requested_values,
     startup_durations,
 )
@@ -220,7 +222,8 @@ async def _observe(
     for journal in journals:  # the expanded secrets SGLang printed (e.g. an EnvironmentFile's key)
         redactor().remember_mapping(journal.report.server_args or {})
     requested, unknown = requested_values(view.flags, catalog)
-    implied, derived = implied_flags(report.server_args or {}, requested, catalog)
+    defaults = release_defaults(version)
+    implied, derived = implied_flags(report.server_args or {}, requested, catalog, defaults)
     cap = capacity(report, info)
     mismatch = {
         journal.node: {k: list(v) for k, v in args_mismatch(report.server_args or {}, other).items()}
@@ -230,7 +233,12 @@ async def _observe(
     startup = startup_durations(report, main.times if main else {})
     if readiness is not None:
         startup |= {f"readiness_{key}": value for key, value in readiness.timings.items()}
-    flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}
+    flag_list = {
+        "source": source,
+        "version": catalog.version,
+        "flags": len(catalog),
+        "defaults": {**defaults.to_json(), "note": defaults.note()},
+    }
     effective = dict(report.effective)
     if effective.get("max_running_requests") is None:
         effective["max_running_requests"] = cap["effective_max_running_requests"]
@@ -291,6 +299,46 @@ def _cell(value: object) -> str:
     return "—" if value is None else str(value)
 
 
+def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any]) -> list[Evidence]:
+    """The implied-flags table (each default's source in the `from` column) and, apart, the
+    fields that differ only from another release's defaults, with the reason as the note."""
+    blocks: list[Evidence] = []
+    own = {key: entry for key, entry in implied.items() if not is_release_difference(entry)}
+    other = {key: entry for key, entry in implied.items() if is_release_difference(entry)}
+
+    def origin(entry: dict[str, Any]) -> str:
+        if entry["source"] != "default":
+            return str(entry["source"])
+        return f"default ({entry.get('default_from') or 'flag list'})"
+
+    if own:
+        rows = tuple(
+            (key, _cell(entry["value"]), _cell(entry["was"]), origin(entry))
+            for key, entry in sorted(own.items())
+        )
+        blocks.append(
+            TableBlock(
+                "Implied flags (printed server_args vs request/default)",
+                ("field", "printed", "was", "from"),
+                rows,
+            )
+        )
+    if other:
+        listed = next(iter(other.values())).get("default_from") or "another release's list"
+        rows = tuple(
+            (key, _cell(entry["value"]), _cell(entry["was"]), listed) for key, entry in sorted(other.items())
+        )
+        blocks.append(
+            TableBlock(
+                f"Not implications: differs from another release's defaults ({listed})",
+                ("field", "printed", "that list's default", "from"),
+                rows,
+                note=str(defaults.get("note") or "these defaults are another release's"),
+            )
+        )
+    return blocks
+
+
 def observation_evidence(obs: Observation) -> list[Evidence]:
     """Tables a human reads: capacity side by side, implied flags, GPUs, startup."""
     cap = obs.capacity
@@ -316,18 +364,7 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
             note="; ".join(cap["notes"]),
         )
     ]
-    if obs.implied:
-        rows = tuple(
-            (key, _cell(entry["value"]), _cell(entry["was"]), entry["source"])
-            for key, entry in sorted(obs.implied.items())
-        )
-        blocks.append(
-            TableBlock(
-                "Implied flags (printed server_args vs request/default)",
-                ("field", "printed", "was", "from"),
-                rows,
-            )
-        )
+    blocks.extend(implied_tables(obs.implied, (obs.flag_list or {}).get("defaults") or {}))
     gpu_rows = tuple(
         (
             node,

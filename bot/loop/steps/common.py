@@ -41,11 +41,7 @@ def changes_of(ctx: StepContext, key: str = "changes") -> list[Change]:
 def canonical_of(ctx: StepContext) -> Callable[[str], str]:
     """The target's flag names made canonical (a name SGLang does not know stays as written)."""
     config = ctx.settings.targets.get(ctx.target)
-    version = (config.sglang_version if config is not None else None) or "0.5.10"
-    try:
-        catalog = FlagCatalog.load(version)
-    except LookupError:
-        catalog = FlagCatalog.load("0.5.10")
+    catalog, _ = FlagCatalog.nearest(config.sglang_version if config is not None else None)
 
     def canonical(name: str) -> str:
         try:

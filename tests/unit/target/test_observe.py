@@ -212,7 +212,10 @@ async def test_host_flag_list_is_asked_once_per_version_then_cached(tmp_path: Pa
     assert source == "cache" and len(again) == len(catalog)
     assert [name for name, _ in node.calls] == ["sglang-help"]
     fallback, source = await host_catalog(node, python=None, version="0.4.0", cache_dir=None)
-    assert source.startswith("bundled 0.5.10") and fallback.version == "0.5.10"
+    assert fallback.version == "0.5.9"  # the nearest packaged list, named, never a silent 0.5.10
+    assert source == "bundled 0.5.9 list, the nearest packaged to SGLang 0.4.0 (fallback)"
+    exact, source = await host_catalog(node, python=None, version="0.5.23", cache_dir=None)
+    assert exact.version == "0.5.23" and source == "bundled 0.5.23 list (fallback)"
 
 
 # --- observe end to end, scripted ------------------------------------------------------------
