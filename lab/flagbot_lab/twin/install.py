@@ -45,6 +45,7 @@ _ENGINE = _HERE / "engine"
 _SHIM = _HERE / "shim"
 _DATA = Path(str(resources.files("bot.sglang.data")))
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+NEW_BENCH_MODULE = "sglang.benchmark.serving"
 _PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 
 
@@ -75,7 +76,7 @@ def install_into(root: Path, *, scenario: str | Path | Mapping[str, Any]) -> Non
             shutil.copyfile(catalog, site / ENGINE_PACKAGE / "flags.json")
             (site / ENGINE_PACKAGE / "flags.json").chmod(0o644)
     _replace_tree(_SHIM / "sglang", site / "sglang")
-    _fit_release(site / "sglang", version)
+    fit_release(root, version)
 
     smi = root / NVIDIA_SMI
     smi.parent.mkdir(parents=True, exist_ok=True)
@@ -94,20 +95,32 @@ def install_into(root: Path, *, scenario: str | Path | Mapping[str, Any]) -> Non
     truth.chmod(0o755)
 
 
-def _fit_release(package: Path, version: str) -> None:
-    """Make the installed `sglang` shim the scenario's release: its `__version__`, and only the
-    benchmark client modules that release has (0.5.9 has no `sglang.benchmark` package; before
-    0.5.15 it has no `sglang.benchmark.serving`)."""
+def fit_release(root: Path, version: str) -> None:
+    """Make the installed `sglang` shim under `root` (a node's `/`) the release `version`: its
+    `__version__`, and only the benchmark client modules that release has (0.5.9 has no
+    `sglang.benchmark` package; before 0.5.15 there is no `sglang.benchmark.serving`). The engine
+    holds every packaged flag list already, so this and the scenario file are all a switch of
+    release needs (tests/integration/loop/scenario_switch.py)."""
     facts = release(version)
-    (package / "_version.py").write_text(
+    package = root / NODE_SITE / "sglang"
+    version_file = package / "_version.py"
+    version_file.write_text(
         f'"""The SGLang release this twin node is (written by install.py)."""\n\n__version__ = "{version}"\n',
         encoding="utf-8",
     )
-    (package / "_version.py").chmod(0o644)
-    if "sglang.benchmark.serving" not in facts.bench_modules:
-        (package / "benchmark" / "serving.py").unlink()
-    if not facts.benchmark_package:
-        shutil.rmtree(package / "benchmark")
+    version_file.chmod(0o644)
+    benchmark = package / "benchmark"
+    if facts.benchmark_package:
+        benchmark.mkdir(mode=0o755, exist_ok=True)
+        for name in ("__init__.py", "serving.py"):
+            wanted = name == "__init__.py" or NEW_BENCH_MODULE in facts.bench_modules
+            if wanted:
+                shutil.copyfile(_SHIM / "sglang" / "benchmark" / name, benchmark / name)
+                (benchmark / name).chmod(0o644)
+            else:
+                (benchmark / name).unlink(missing_ok=True)
+    elif benchmark.exists():
+        shutil.rmtree(benchmark)
 
 
 def systemd_quote(token: str) -> str:

@@ -79,7 +79,8 @@ def catalog(version: str = DEFAULT_RELEASE) -> dict[str, Any]:
             if str(document.get("sglang_version")) == version:
                 return document
     raise FileNotFoundError(
-        f"SGLang {version} flag catalog not found; looked in " + ", ".join(str(p) for p in _candidates(version))
+        f"SGLang {version} flag catalog not found; looked in "
+        + ", ".join(str(p) for p in _candidates(version))
     )
 
 
@@ -93,7 +94,9 @@ def field_names(version: str = DEFAULT_RELEASE) -> tuple[str, ...]:
     """Every ServerArgs field of `version`, in its repr / resolved-dict order."""
     ordered = list(FIELDS[version])
     seen = set(ordered)
-    ordered += [name for name in dict.fromkeys(f["field"] for f in flags(version) if f["field"]) if name not in seen]
+    ordered += [
+        name for name in dict.fromkeys(f["field"] for f in flags(version) if f["field"]) if name not in seen
+    ]
     return tuple(ordered)
 
 
@@ -180,7 +183,64 @@ def _human_readable_int(value: str) -> int:
         ) from None
 
 
+_CUDA_GRAPH_KEYS = {
+    "decode": ("backend", "max_bs", "bs"),
+    "prefill": (
+        "backend",
+        "max_bs",
+        "bs",
+        "max_context_size",
+        "full_prefill_max_req",
+        "full_prefill_prefix_chunk_tokens",
+        "max_seq_len",
+    ),
+}
+"""0.5.23 `model_executor/cuda_graph_config.py` `ALLOWED_KEYS_PER_PHASE`."""
+
+
+def _parse_cuda_graph_backend_arg(raw: str) -> str:
+    """0.5.23 `cuda_graph_config.py` `parse_cuda_graph_backend_arg`."""
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+def _parse_cuda_graph_config_arg(raw: str) -> dict[str, dict[str, Any]]:
+    """0.5.23 `cuda_graph_config.py` `parse_cuda_graph_config_arg`: phase -> settings, checked."""
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(
+            f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}"
+        )
+    result: dict[str, dict[str, Any]] = {}
+    for phase, settings in parsed.items():
+        phase = str(phase)
+        if phase not in _CUDA_GRAPH_KEYS:
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config: unknown phase '{phase}', expected one of ('decode', 'prefill')"
+            )
+        if not isinstance(settings, dict):
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}"
+            )
+        if "backend" in settings:
+            _parse_cuda_graph_backend_arg(settings["backend"])
+        result[phase] = {}
+        for key, value in settings.items():
+            if key not in _CUDA_GRAPH_KEYS[phase]:
+                raise argparse.ArgumentTypeError(
+                    f"--cuda-graph-config['{phase}']: unknown key '{key}', expected one of {_CUDA_GRAPH_KEYS[phase]}"
+                )
+            result[phase][key] = value
+    return result
+
+
 _json_loads.__name__ = "loads"
+_parse_cuda_graph_backend_arg.__name__ = "parse_cuda_graph_backend_arg"
+_parse_cuda_graph_config_arg.__name__ = "parse_cuda_graph_config_arg"
 _json_list_type.__name__ = "json_list_type"
 _nullable_str.__name__ = "nullable_str"
 _human_readable_int.__name__ = "human_readable_int"
@@ -193,6 +253,8 @@ _CONVERTERS: dict[str, Callable[[str], Any]] = {
     "json_list_type": _json_list_type,
     "nullable_str": _nullable_str,
     "human_readable_int": _human_readable_int,
+    "parse_cuda_graph_backend_arg": _parse_cuda_graph_backend_arg,
+    "parse_cuda_graph_config_arg": _parse_cuda_graph_config_arg,
 }
 
 
@@ -254,6 +316,32 @@ class _LoRAPathAction(argparse.Action):
         setattr(namespace, self.dest, [str(v).strip() for v in values or []])
 
 
+_NEW_FLAGS: dict[str, tuple[str, Any]] = {
+    "--disable-cuda-graph": ("--cuda-graph-backend-{decode,prefill}=disabled", True),
+    "--enable-dp-attention": ("--attn-dp-size <dp-size>", True),
+    "--monokernel-backend": ("--enable-amd-monokernel", True),
+}
+"""0.5.23 `srt/server_args.py` `ServerArgs.add_cli_args`: each deprecated flag's `new_flag` (what
+the warning names) and the value it stores (`const_value=True` for `--monokernel-backend`)."""
+
+
+class _DeprecatedStore(argparse.Action):
+    """0.5.23 `DeprecatedStoreTrueAction` / `DeprecatedStoreConstAction`: warn naming the new
+    flag, then store (True, or the const value)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        new_flag, value = _NEW_FLAGS.get(self.option_strings[0], (None, True))
+        replacement = f" Use '{new_flag}' instead." if new_flag else ""
+        _warn(parser, DEPRECATED_STORE_WARNING.format(option=option_string, replacement=replacement))
+        setattr(namespace, self.dest, value)
+
+
 _ACTIONS: dict[str, Any] = {
     "DeprecatedAction": _DeprecatedAction,
     "DeprecatedStoreTrueAction": _DeprecatedStoreTrueAction,
@@ -266,11 +354,17 @@ def build_parser(version: str = DEFAULT_RELEASE) -> _Parser:
     """SGLang's parser: every catalog flag of `version`, in catalog order, defaults suppressed."""
     parser = _Parser(prog=PROG, allow_abbrev=True)
     parser.twin_warnings = []
+    store_deprecations = release(version).deferred_resolution  # 0.5.23's deprecation actions
     for entry in flags(version):
         kwargs: dict[str, Any] = {"dest": entry["dest"], "help": entry["help"], "default": argparse.SUPPRESS}
         action = entry["action"]
         kwargs["action"] = _ACTIONS.get(action, action)
-        if action == "store":
+        if store_deprecations and action in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction"):
+            kwargs["action"] = _DeprecatedStore
+            kwargs["nargs"] = entry["nargs"] if entry["nargs"] is not None else None
+            if entry["nargs"] is None:
+                kwargs.pop("nargs")
+        elif action == "store":
             if entry["type"] is not None:
                 kwargs["type"] = _CONVERTERS.get(entry["type"], str)
             if entry["nargs"] is not None:

@@ -249,7 +249,9 @@ def build_steps(
         b.each(0.0, text, "kv")
     b.each(
         t.kv_alloc_s * 0.7,
-        kv_allocated(plan.max_total_num_tokens, plan.k_size_gib, plan.v_size_gib, torch_dtype, r.kv_line_dtype),
+        kv_allocated(
+            plan.max_total_num_tokens, plan.k_size_gib, plan.v_size_gib, torch_dtype, r.kv_line_dtype
+        ),
         "kv",
     )
     b.each(t.kv_alloc_s * 0.2, f"Memory pool end. avail mem={_gb(plan.pool_end_gib)} GB", "kv")
@@ -388,7 +390,7 @@ def _prefill_graph_0_5_23(b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, s
     b.first(
         t.piecewise_s * 0.98,
         _tqdm(
-            f"Capturing prefill shape (num_tokens={sizes[-1] if sizes else 4} "
+            f"Capturing prefill shape (num_tokens={sizes[0] if sizes else 4} "
             f"avail_mem={_gb(plan.cuda_graph_begin_gib - plan.piecewise_usage_gib + 0.02)} GB)",
             len(sizes),
             scaled * 0.98,
@@ -487,7 +489,11 @@ def _draft(b: _Builder, plan: MemoryPlan, scenario: Scenario, a: Mapping[str, An
         usage = plan.draft_graph_usage_gib * (share / 0.7)
         if r.nested_graph_config:
             extend = "extend" in kind
-            per_req = int(a.get("speculative_num_draft_tokens") or 1) if extend else int(a.get("speculative_eagle_topk") or 1)
+            per_req = (
+                int(a.get("speculative_num_draft_tokens") or 1)
+                if extend
+                else int(a.get("speculative_eagle_topk") or 1)
+            )
             label = "draft extend" if extend else "draft decode"
             backend = a["cuda_graph_config"]["decode"]["backend"]
             b.first(
