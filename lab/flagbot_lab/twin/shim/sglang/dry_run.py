@@ -17,7 +17,7 @@ from .srt.server_args import prepare_server_args
 
 def main(argv: list[str]) -> int:
     server_args = prepare_server_args(argv)
-    if server_args.__dict__.get("_twin_argv") is not None:  # 0.5.23: resolution runs later
+    if hasattr(server_args, "resolve_once"):  # 0.5.23: resolution runs later
         print(f"server_args={server_args.resolved_dict()!r}", flush=True)
     else:
         print(f"{server_args=}", flush=True)

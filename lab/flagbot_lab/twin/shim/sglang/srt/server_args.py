@@ -52,7 +52,8 @@ def _server_args_class() -> type:
     names: tuple[str, ...] = _engine("args").field_names(__version__)
     hidden: tuple[str, ...] = _engine("adjust").HIDDEN_FIELDS if _deferred() else ()
     fields = [(name, Any, dataclasses.field(default=None, repr=name not in hidden)) for name in names]
-    cls = dataclasses.make_dataclass("ServerArgs", fields, namespace={"resolve_once": _resolve_once, "resolved_dict": _resolved_dict})
+    methods = {"resolve_once": _resolve_once, "resolved_dict": _resolved_dict} if _deferred() else {}
+    cls = dataclasses.make_dataclass("ServerArgs", fields, namespace=methods)
     cls.__module__ = __name__
     return cls
 
