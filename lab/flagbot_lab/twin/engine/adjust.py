@@ -207,7 +207,11 @@ class _Run:
         if a.get("disable_decode_cuda_graph"):
             put("decode", "backend", "disabled")
         for phase in ("decode", "prefill"):
-            for key, name in (("backend", "cuda_graph_backend_"), ("max_bs", "cuda_graph_max_bs_"), ("bs", "cuda_graph_bs_")):
+            for key, name in (
+                ("backend", "cuda_graph_backend_"),
+                ("max_bs", "cuda_graph_max_bs_"),
+                ("bs", "cuda_graph_bs_"),
+            ):
                 if a.get(name + phase) is not None:
                     put(phase, key, a[name + phase])
         if a.get("cuda_graph_max_seq_len_prefill") is not None:
@@ -215,7 +219,7 @@ class _Run:
         if a.get("cuda_graph_prefill_max_context") is not None:
             put("prefill", "max_context_size", a["cuda_graph_prefill_max_context"])
         explicit = a.get("cuda_graph_config")
-        for phase, settings in (explicit.items() if isinstance(explicit, dict) else ()):
+        for phase, settings in explicit.items() if isinstance(explicit, dict) else ():
             if isinstance(settings, dict) and phase in config:
                 for key, value in settings.items():
                     put(phase, key, value)

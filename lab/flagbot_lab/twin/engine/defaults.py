@@ -53,7 +53,9 @@ W_QWEN25 = "The tool_call_parser 'qwen25' is deprecated. Please use 'qwen' inste
 W_LORA = "--enable-lora is set to True because --lora-paths is provided."
 W_SPEC_V2_SYNC = "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding."
 """0.5.23 `arg_groups/speculative_hook.py` `_handle_eagle_family` (only with --disable-overlap-schedule)."""
-W_SPEC_MIXED_0_5_23 = "Mixed chunked prefill is disabled: {algorithm} speculative decoding does not support it."
+W_SPEC_MIXED_0_5_23 = (
+    "Mixed chunked prefill is disabled: {algorithm} speculative decoding does not support it."
+)
 """0.5.23 `_handle_eagle_family` (0.5.9 and 0.5.10 print W_EAGLE_MIXED)."""
 W_BREAKABLE_INCOMPATIBLE = "Breakable CUDA graph is incompatible with {name}; disabling prefill CUDA graph."
 """0.5.23 `arg_groups/cuda_graph_hook.py` `disable_breakable_cudagraph_if_incompatible`."""
@@ -82,14 +84,22 @@ def memory_tier_0_5_23(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
     return memory_tier(gpu_mem_mib, tp)
 
 
-def cuda_graph_batch_sizes(max_bs: int, *, spec: bool, append_max: bool = True, padding: bool = True) -> list[int]:
+def cuda_graph_batch_sizes(
+    max_bs: int, *, spec: bool, append_max: bool = True, padding: bool = True
+) -> list[int]:
     """`_generate_cuda_graph_batch_sizes` (0.5.9, 0.5.10 `server_args.py`; 0.5.23
     `arg_groups/cuda_graph_hook.py` `generate_decode_cuda_graph_batch_sizes`): the denser list
     under speculative decoding; 0.5.10 and later append `max_bs` when the list misses it."""
     if not padding:
         sizes = list(range(1, max_bs + 1))
     elif spec:
-        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
+        sizes = [
+            *range(1, 9),
+            *range(10, 33, 2),
+            *range(40, 65, 4),
+            *range(72, 257, 8),
+            *range(272, max_bs + 1, 16),
+        ]
     else:
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
     sizes = [bs for bs in sizes if bs <= max_bs]

@@ -119,6 +119,4 @@ def release(version: str) -> Release:
     try:
         return _TABLE[version]
     except KeyError:
-        raise ValueError(
-            f"the twin has no SGLang {version}; it models {', '.join(RELEASES)}"
-        ) from None
+        raise ValueError(f"the twin has no SGLang {version}; it models {', '.join(RELEASES)}") from None
