@@ -1,4 +1,5 @@
-"""The memory model of SGLang 0.5.10's scheduler start (reference §2.2-2.3), per GPU of a node.
+"""The memory model of SGLang's scheduler start (reference §2.2-2.3), per GPU of a node: 0.5.10's
+figures, and each release's request-pool rule (`resolve_max_num_reqs`).
 
 Why a model and not fixed numbers: the effective `max_running_requests` a flag-tuning bot
 watches is *derived* (free memory, weights, `mem_fraction_static`, KV cell size, the hybrid
