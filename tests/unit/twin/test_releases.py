@@ -24,7 +24,7 @@ from flagbot_lab.twin.engine.memory import resolve_max_num_reqs
 from flagbot_lab.twin.engine.releases import RELEASES, release
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import Resolved, dry_run, resolve, resolve_args
-from flagbot_lab.twin.schema import ScenarioError, compile_scenario
+from flagbot_lab.twin.schema import SCENARIO_DIR, ScenarioError, compile_scenario
 
 MAMBA_CAP = (
     "max_running_requests is capped to %d by the mamba state cache (max_mamba_cache_size=%d, %d state "
@@ -118,7 +118,7 @@ def test_0_5_23_types_and_deprecations(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_a_scenario_is_checked_against_its_own_release(tmp_path: Path) -> None:
-    text = (install.SCENARIO_DIR / "seed-gb10-0.5.9.yaml").read_text()
+    text = (SCENARIO_DIR / "seed-gb10-0.5.9.yaml").read_text()
     path = tmp_path / "seed-gb10-0.5.9.yaml"
     path.write_text(text + "  --enable-fused-moe-sum-all-reduce:\n    throughput_factor: 1.01\n")
     with pytest.raises(
