@@ -324,11 +324,12 @@ class _Run:
         else:
             decode["max_bs"] = max(decode["bs"])
         if prefill["max_bs"] is None:
-            prefill["max_bs"] = a["chunked_prefill_size"]
+            tokens: int = a["chunked_prefill_size"]
             if a["max_total_tokens"] is not None:
-                prefill["max_bs"] = min(prefill["max_bs"], a["max_total_tokens"])
+                tokens = min(tokens, a["max_total_tokens"])
             if "llama-2" in str(a["model_path"]).lower():
-                prefill["max_bs"] = min(prefill["max_bs"], 4096)
+                tokens = min(tokens, 4096)
+            prefill["max_bs"] = tokens
         if prefill["bs"] is None:
             prefill["bs"] = prefill_cuda_graph_batch_sizes(prefill["max_bs"])
         if a["mem_fraction_static"] is None:
