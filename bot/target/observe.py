@@ -265,6 +265,9 @@ async def _observe(
         readiness=readiness.to_json() if readiness is not None else None,
     )
     obs.evidence = observation_evidence(obs)
+    if report.current.unparsed:
+        unread = "\n".join(f"{key}: {reason}" for key, reason in sorted(report.current.unparsed.items()))
+        obs.evidence.insert(-1, TextBlock(unread, "Printed but not read (nothing here means unset)"))
     if store and ts.store is not None:
         good = obs.healthy and promote
         snapshot = await ts.store.run(store_snapshot, ts.store.store, obs.to_snapshot(), good)
@@ -285,6 +288,12 @@ async def read_gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
         node.name: (gpus if isinstance(gpus, list) else [])
         for node, gpus in zip(ts.nodes, found, strict=True)
     }
+
+
+def _field_label(key: str, entry: Mapping[str, Any]) -> str:
+    """A field's name, with the nested path it was printed under (0.5.14+ graph settings)."""
+    nested = entry.get("printed_as")
+    return f"{key} (printed as {nested})" if nested else key
 
 
 def _cell(value: object) -> str:
@@ -318,7 +327,7 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
     ]
     if obs.implied:
         rows = tuple(
-            (key, _cell(entry["value"]), _cell(entry["was"]), entry["source"])
+            (_field_label(key, entry), _cell(entry["value"]), _cell(entry["was"]), entry["source"])
             for key, entry in sorted(obs.implied.items())
         )
         blocks.append(
