@@ -62,6 +62,7 @@ _KV_FIELDS = {"#tokens": "tokens", "K size": "k_size_gb", "V size": "v_size_gb",
 _WEIGHT_RE = re.compile(
     rf"(elapsed|avail mem|mem usage)=({_NUM})|\b(type|dtype|quant|fmt)=([^,\s]{{1,200}}?)(?=,|\s|$)"
 )
+_COMMITTED_RE = re.compile(rf"Committed real weights after CUDA graph capture in ({_NUM}) s")
 _GRAPH_RE = re.compile(r"Capture (?P<kind>[\w ]{1,60}?) (?P<phase>begin|end)\b")
 _GRAPH_NUM_RE = re.compile(rf"(Time elapsed: |elapsed=|mem usage=|avail mem=)({_NUM})")
 _GRAPH_TEXT_RE = re.compile(r"\b(backend|num_tokens_per_req)=([\w.-]{1,40})")
@@ -157,7 +158,14 @@ def kv_cache(message: str) -> dict[str, Any] | None:
 
 
 def weights(message: str) -> dict[str, Any] | None:
-    """`Load weight begin. avail mem=...` and `Load weight end. [elapsed=...,] type=..., ...`."""
+    """`Load weight begin. avail mem=...` and `Load weight end. [elapsed=...,] type=..., ...`.
+
+    0.5.23's overlapped startup load (`startup_weight_load.py`) ends with `Load weight end.
+    Committed real weights after CUDA graph capture in T s (capture overlap window W s, startup
+    overlap total S s)`: `T` is taken as `elapsed_s`, `committed_after_capture` is set. Releases
+    before about 0.5.0 print no `elapsed=`; an `end` line with none of elapsed, type and avail mem
+    gets `unparsed`.
+    """
     stripped = message.lstrip()
     if stripped.startswith("Load weight begin"):
         phase = "begin"
@@ -166,12 +174,18 @@ def weights(message: str) -> dict[str, Any] | None:
     else:
         return None
     values: dict[str, Any] = {"phase": phase}
+    committed = _COMMITTED_RE.search(message) if phase == "end" else None
+    if committed:
+        values["elapsed_s"] = _number(committed.group(1))
+        values["committed_after_capture"] = True
     for num_key, num, text_key, text in _WEIGHT_RE.findall(message):
         if num_key:
             field = {"elapsed": "elapsed_s", "avail mem": "avail_mem_gb", "mem usage": "mem_usage_gb"}
             values.setdefault(field[num_key], _number(num))
         else:
             values.setdefault(text_key, text)
+    if phase == "end" and not ({"elapsed_s", "avail_mem_gb", "type"} & set(values)):
+        values["unparsed"] = "no elapsed time, type or avail mem on a weight load end line"
     return values
 
 

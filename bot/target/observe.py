@@ -267,7 +267,7 @@ async def _observe(
     obs.evidence = observation_evidence(obs)
     if report.current.unparsed:
         unread = "\n".join(f"{key}: {reason}" for key, reason in sorted(report.current.unparsed.items()))
-        obs.evidence.insert(-1, TextBlock(unread, "Printed but not read (nothing here means unset)"))
+        obs.evidence.insert(-1, TextBlock(unread, "Printed but not read (unknown, not unset)"))
     if store and ts.store is not None:
         good = obs.healthy and promote
         snapshot = await ts.store.run(store_snapshot, ts.store.store, obs.to_snapshot(), good)

@@ -788,3 +788,18 @@ def test_a_cut_server_args_line_says_what_is_missing_is_not_unset(fixtures_dir: 
     assert data["parsed"]["tp_size"] == 2
     assert data["parsed"]["cuda_graph_max_bs"] is None
     assert "cut short" in data["unparsed"]["server_args"]
+
+
+def test_0_5_23_overlapped_weight_load_end_line() -> None:
+    text = (
+        "[2026-11-30 11:00:50 TP0] Load weight end. Committed real weights after CUDA graph capture in 3.42 s "
+        "(capture overlap window 21.07 s, startup overlap total 30.15 s)"
+    )
+    data = parse_log_text(text).to_json()
+    assert data["weights"][0]["elapsed_s"] == 3.42
+    assert data["weights"][0]["committed_after_capture"] is True
+    assert data["unparsed"] == {}
+    old = parse_log_text("[2024-12-13 01:44:59 TP0] Load weight end. type=Q, avail mem=9.69 GB").to_json()
+    assert old["unparsed"] == {}  # no elapsed time in older releases: a known form
+    bare = parse_log_text("[2026-11-30 11:00:50 TP0] Load weight end. took 7 s").to_json()
+    assert bare["unparsed"]["weights"].startswith("line 1: no elapsed time, type or avail mem")
