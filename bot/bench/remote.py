@@ -113,7 +113,9 @@ def _flat(key: str, value: dict[str, Any]) -> dict[str, Any]:
     (kept as `<key>_<name>`).
     """
     prefix = "" if key == "cache_report" else f"{key}_"
-    return {f"{prefix}{sub}": _scalar(item) for sub, item in value.items() if not isinstance(item, dict | list)}
+    return {
+        f"{prefix}{sub}": _scalar(item) for sub, item in value.items() if not isinstance(item, dict | list)
+    }
 
 
 def parse_remote(stdout: str, jsonl: str, *, num_prompts: int) -> dict[str, Any]:

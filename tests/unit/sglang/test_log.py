@@ -704,7 +704,9 @@ def test_release_0_5_23_graph_settings_read_from_the_nested_dict(fixtures_dir: P
     ]
     assert begin[0]["max_num_tokens"] == 8192
     assert begin[1]["num_tokens_per_req"] == 1
-    decode_end = [g for g in data["cuda_graph"] if g["rank"] == "TP0" and g["kind"] == "target decode CUDA graph"]
+    decode_end = [
+        g for g in data["cuda_graph"] if g["rank"] == "TP0" and g["kind"] == "target decode CUDA graph"
+    ]
     assert decode_end[-1]["max_bs"] == 48
     assert decode_end[-1]["elapsed_s"] == 6.93
     assert data["kv_cache"][0]["dtype"] == "torch.bfloat16"

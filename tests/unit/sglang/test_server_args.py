@@ -299,3 +299,21 @@ def test_jsonable() -> None:
         {"raw": "nan"},
         {"1": "a"},
     ]
+
+
+def test_0_5_23_line_with_an_enum_repr_salvages_and_still_flattens() -> None:
+    release = Path(__file__).resolve().parents[2] / "fixtures" / "sglang-releases" / "0.5.23.log"
+    line = (
+        release.read_text()
+        .split("\n")[0]
+        .replace("'load_format': 'auto'", "'load_format': <LoadFormat.AUTO: 'auto'>")
+    )
+    read = read_server_args(line)  # not Python syntax as a whole: the item splitter reads it
+    assert read.complete is True
+    assert read.form == "dict"
+    assert read.values is not None
+    assert read.values["load_format"] == {"raw": "<LoadFormat.AUTO: 'auto'>"}
+    assert read.values["cuda_graph_config"]["decode"]["max_bs"] == 48
+    assert read.values["cuda_graph_max_bs"] == 48
+    assert read.values["disable_piecewise_cuda_graph"] is False
+    assert read.unparsed == {}
