@@ -107,6 +107,9 @@ class _Scanner:
                 self._event(lineno, "server_args")
                 return
             if msg.startswith("server_args="):  # SGLang's own line, in a form not read
+                if self._has_content():
+                    self._new_start(lineno, take_warnings=True)
+                    cur = self.cur
                 cur.unparsed.update(read.unparsed)
                 cur.server_args_line = cur.server_args_line or lineno
                 self._event(lineno, "server_args")

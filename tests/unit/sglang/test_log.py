@@ -781,6 +781,9 @@ def test_a_server_args_line_in_an_unknown_form_is_named() -> None:
     assert "neither `ServerArgs(...)` nor `{...}`" in data["unparsed"]["server_args"]
     assert data["server_args_line"] == 1
     assert data["effective"]["max_running_requests"] == 48
+    restarted = parse_log_text(text + "\n" + text).to_json()
+    assert len(restarted["starts"]) == 2  # the unread line still opens its start
+    assert restarted["starts"][1]["unparsed"]["server_args"] == data["unparsed"]["server_args"]
 
 
 def test_a_cut_server_args_line_says_what_is_missing_is_not_unset(fixtures_dir: Path) -> None:
