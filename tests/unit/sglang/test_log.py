@@ -808,3 +808,14 @@ def test_0_5_23_overlapped_weight_load_end_line() -> None:
     assert old["unparsed"] == {}  # no elapsed time in older releases: a known form
     bare = parse_log_text("[2026-11-30 11:00:50 TP0] Load weight end. took 7 s").to_json()
     assert bare["unparsed"]["weights"].startswith("line 1: no elapsed time, type or avail mem")
+
+
+@pytest.mark.parametrize("name", ["014.log", "015.log"])
+def test_corpus_0_5_16_nested_graph_settings_read_under_flat_names(fixtures_dir: Path, name: str) -> None:
+    data = parse_log_text(_text(fixtures_dir, name)).to_json()
+    assert data["server_args_form"] == "repr"
+    assert data["parsed"]["cuda_graph_max_bs"] == 8  # null before: the value sits in cuda_graph_config
+    assert data["parsed"]["disable_piecewise_cuda_graph"] is False  # prefill backend 'breakable'
+    assert data["server_args"]["piecewise_cuda_graph_max_tokens"] == 8192
+    assert data["server_args_nested"]["cuda_graph_max_bs"] == "cuda_graph_config.decode.max_bs"
+    assert data["unparsed"] == {}
