@@ -128,6 +128,19 @@ def _scalar(value: T) -> T | str:
     return value
 
 
+def _flat(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A nested object of the JSON line as flat metrics.
+
+    0.5.23's `sglang.benchmark.serving` nests `cache_report` (its keys are the printed block's,
+    kept as they are) and, with `--goodput`, `goodput_slos_ms` and `slo_attainment_by_metric`
+    (kept as `<key>_<name>`).
+    """
+    prefix = "" if key == "cache_report" else f"{key}_"
+    return {
+        f"{prefix}{sub}": _scalar(item) for sub, item in value.items() if not isinstance(item, dict | list)
+    }
+
+
 def parse_remote(stdout: str, jsonl: str, *, num_prompts: int) -> dict[str, Any]:
     """bench_serving's JSON line and printed block as one metrics dict (JSON line first)."""
     line = _last_json(jsonl)
@@ -137,7 +150,11 @@ def parse_remote(stdout: str, jsonl: str, *, num_prompts: int) -> dict[str, Any]
         raise LoadError("bench_serving wrote no JSON line and printed no result block")
     metrics: dict[str, Any] = {}
     for key, value in (line or {}).items():
-        if key not in DETAIL_KEYS and key != "server_info":
+        if key in DETAIL_KEYS or key == "server_info":
+            continue
+        if isinstance(value, dict):
+            metrics.update(_flat(key, value))
+        else:
             metrics[key] = _scalar(value)
     for key, value in printed.items():
         metrics.setdefault(key, _scalar(value))

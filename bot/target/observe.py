@@ -273,6 +273,9 @@ async def _observe(
         readiness=readiness.to_json() if readiness is not None else None,
     )
     obs.evidence = observation_evidence(obs)
+    if report.current.unparsed:
+        unread = "\n".join(f"{key}: {reason}" for key, reason in sorted(report.current.unparsed.items()))
+        obs.evidence.insert(-1, TextBlock(unread, "Printed but not read (unknown, not unset)"))
     if store and ts.store is not None:
         good = obs.healthy and promote
         snapshot = await ts.store.run(store_snapshot, ts.store.store, obs.to_snapshot(), good)
@@ -295,6 +298,12 @@ async def read_gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def _field_label(key: str, entry: Mapping[str, Any]) -> str:
+    """A field's name, with the nested path it was printed under (0.5.14+ graph settings)."""
+    nested = entry.get("printed_as")
+    return f"{key} (printed as {nested})" if nested else key
+
+
 def _cell(value: object) -> str:
     return "—" if value is None else str(value)
 
@@ -313,7 +322,7 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
 
     if own:
         rows = tuple(
-            (key, _cell(entry["value"]), _cell(entry["was"]), origin(entry))
+            (_field_label(key, entry), _cell(entry["value"]), _cell(entry["was"]), origin(entry))
             for key, entry in sorted(own.items())
         )
         blocks.append(
@@ -326,7 +335,8 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
     if other:
         listed = next(iter(other.values())).get("default_from") or "another release's list"
         rows = tuple(
-            (key, _cell(entry["value"]), _cell(entry["was"]), listed) for key, entry in sorted(other.items())
+            (_field_label(key, entry), _cell(entry["value"]), _cell(entry["was"]), listed)
+            for key, entry in sorted(other.items())
         )
         blocks.append(
             TableBlock(

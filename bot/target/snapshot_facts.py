@@ -29,8 +29,8 @@ from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, UnknownFlagError
 from bot.sglang.flag_types import CONVERTERS
 from bot.sglang.flagset import FlagSet
 from bot.sglang.json_value import JsonValue
-from bot.sglang.log_report import LogReport
-from bot.sglang.server_args import jsonable
+from bot.sglang.log_report import LogReport, lowest_rank
+from bot.sglang.server_args import GRAPH_CONFIG, NESTED_FIELDS, PIECEWISE_DISABLED, flatten_nested, jsonable
 from bot.target.lines import split_lines
 
 ALWAYS_DERIVED = frozenset(
@@ -171,23 +171,36 @@ def implied_flags(
     `same_release` (False: that list is another release's, so the difference may be one of
     release). `defaults` defaults to `catalog`'s own, taken as the running release's. Fields no
     flag sets (no known baseline) are left out.
+
+    0.5.14+ print the graph settings nested (`cuda_graph_config.decode.max_bs`): they are
+    compared under their flat names (`cuda_graph_max_bs`, `disable_piecewise_cuda_graph`; see
+    `bot.sglang.server_args.NESTED_FIELDS`), with `"printed_as"` naming the nested path, and the
+    baseline of the 0.5.14+ flag that sets them when the catalog has no flat flag; the nested
+    record itself is not compared again.
     """
     defaults = defaults if defaults is not None else ReleaseDefaults(catalog, catalog.version)
     known = {spec.field: spec.default for spec in defaults.catalog if spec.field and spec.negates is None}
+    added, nested, _unparsed = flatten_nested(dict(server_args))
     implied: dict[str, dict[str, Any]] = {}
     derived: dict[str, dict[str, Any]] = {}
-    for key, printed in server_args.items():
-        extra: dict[str, Any] = {}
+    for key, printed in {**server_args, **added}.items():
+        if key == GRAPH_CONFIG and nested:
+            continue
         if key in requested:
             base, source = requested[key], "requested"
         elif key in known:
             base, source = jsonable(known[key]), "default"
-            extra = {"default_from": defaults.label, "same_release": defaults.same_release}
+        elif key in nested and (found := _nested_baseline(key, requested, known)) is not None:
+            base, source = found
         else:
             continue
         if _same(printed, base):
             continue
-        entry = {"value": printed, "was": base, "source": source, **extra}
+        entry: dict[str, Any] = {"value": printed, "was": base, "source": source}
+        if source == "default":
+            entry |= {"default_from": defaults.label, "same_release": defaults.same_release}
+        if key in nested:
+            entry["printed_as"] = nested[key]
         noise = key in ALWAYS_DERIVED or key.startswith(DERIVED_PREFIXES)
         (derived if noise else implied)[key] = entry
     return implied, derived
@@ -196,6 +209,28 @@ def implied_flags(
 def is_release_difference(entry: Mapping[str, Any]) -> bool:
     """True for an implied entry that differs only from another release's default."""
     return entry.get("source") == "default" and entry.get("same_release") is False
+
+
+def _nested_baseline(
+    key: str, requested: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> tuple[Any, str] | None:
+    """The baseline of a flat graph field from the 0.5.14+ flag that now sets it (or None)."""
+    if key == PIECEWISE_DISABLED:
+        if requested.get("cuda_graph_backend_prefill") is not None:
+            return requested["cuda_graph_backend_prefill"] == "disabled", "requested"
+        if "disable_prefill_cuda_graph" in requested:
+            return bool(requested["disable_prefill_cuda_graph"]), "requested"
+        if "disable_prefill_cuda_graph" in defaults:
+            return bool(defaults["disable_prefill_cuda_graph"]), "default"
+        return None
+    new = next((field for flat, _phase, _key, field in NESTED_FIELDS if flat == key), None)
+    if new is None:
+        return None
+    if new in requested:
+        return requested[new], "requested"
+    if new in defaults:
+        return jsonable(defaults[new]), "default"
+    return None
 
 
 def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -271,17 +306,20 @@ def startup_durations(report: LogReport, times: Mapping[int, float]) -> dict[str
     for key, moment in milestones.items():
         if moment is not None:
             out[key] = round(moment - first, 3)
-    weights = [
-        entry.get("elapsed_s") or 0.0 for entry in report.current.weights if entry.get("phase") == "end"
-    ]
-    graphs = [
-        entry.get("elapsed_s") or 0.0 for entry in report.current.cuda_graph if entry.get("phase") == "end"
-    ]
+    weights = _one_rank_elapsed(report.current.weights)
+    graphs = _one_rank_elapsed(report.current.cuda_graph)
     if weights:
         out["weight_load_s"] = round(sum(weights), 3)
     if graphs:
         out["graph_capture_s"] = round(sum(graphs), 3)
     return out
+
+
+def _one_rank_elapsed(entries: list[dict[str, Any]]) -> list[float]:
+    """The `end` lines' elapsed times of one rank (the lowest): ranks load and capture side by side."""
+    ends = [entry for entry in entries if entry.get("phase") == "end"]
+    rank = lowest_rank([str(entry.get("rank", "")) for entry in ends])
+    return [float(entry.get("elapsed_s") or 0.0) for entry in ends if str(entry.get("rank", "")) == rank]
 
 
 def args_mismatch(

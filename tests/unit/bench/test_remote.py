@@ -138,6 +138,29 @@ def test_the_json_line_wins_the_block_fills_in_and_failures_are_grouped() -> Non
     json.dumps(metrics, allow_nan=False)
 
 
+def test_the_nested_objects_of_0_5_23s_json_line_become_flat_metrics() -> None:
+    line = jsonl_line(
+        goodput_slos_ms={"ttft": 2000.0},
+        request_goodput=4.9,
+        slo_attainment=0.913,
+        slo_attainment_by_metric={"ttft": 0.951},
+        cache_report={
+            "total_prompt_tokens": 524288,
+            "total_cached_tokens": 262144,
+            "cache_hit_rate_pct": 50.0,
+            "device_cached_tokens": None,
+        },
+    )
+    metrics = parse_remote(BLOCK, line, num_prompts=120)
+    assert metrics["total_cached_tokens"] == 262144
+    assert metrics["cache_hit_rate_pct"] == 50.0
+    assert metrics["device_cached_tokens"] is None
+    assert metrics["goodput_slos_ms_ttft"] == 2000.0
+    assert metrics["slo_attainment_by_metric_ttft"] == 0.951
+    assert metrics["request_goodput"] == 4.9
+    assert not any(isinstance(value, dict) for key, value in metrics.items() if key != "errors")
+
+
 def test_a_printed_block_alone_is_enough() -> None:
     metrics = parse_remote(BLOCK, "", num_prompts=120)
     assert metrics["completed"] == 120
