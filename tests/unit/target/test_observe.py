@@ -125,6 +125,8 @@ def test_implied_flags_read_the_nested_graph_settings_under_their_flat_names() -
         "value": True,
         "was": False,
         "source": "default",
+        "default_from": "SGLang 0.5.10 list",
+        "same_release": True,
         "printed_as": "cuda_graph_config.prefill.backend",
     }
     assert implied["cuda_graph_max_bs"]["value"] == 48
