@@ -71,6 +71,8 @@ class FlagList:
     """True: the host's own `--help` list (read now or cached); False: a packaged list."""
     note: str
     """`host's list for SGLang 0.5.23`, or `packaged list for SGLang 0.5.10 (...why...)`."""
+    needed: bool = True
+    """False when the words name no flag (`needs_flag_list`): then the list decides nothing."""
 
 
 def needs_flag_list(words: Sequence[str]) -> bool:
@@ -95,7 +97,9 @@ def _target_name(settings: Settings, words: Sequence[str]) -> str | None:
     return name if name in settings.targets else None
 
 
-def packaged_flag_list(settings: Settings, words: Sequence[str], why: str | None = None) -> FlagList:
+def packaged_flag_list(
+    settings: Settings, words: Sequence[str], why: str | None = None, *, needed: bool = True
+) -> FlagList:
     """The packaged list for the target's configured version (`catalog_for`), with why it stands in."""
     found = catalog_for(settings, words)
     note = f"packaged list for SGLang {found.catalog.version}"
@@ -105,6 +109,7 @@ def packaged_flag_list(settings: Settings, words: Sequence[str], why: str | None
         _target_name(settings, words),
         False,
         note + (f" ({'; '.join(details)})" if details else ""),
+        needed,
     )
 
 
@@ -115,7 +120,7 @@ def cached_flag_list(
     when the target's host was read before, else None (ask the host: `read_flag_list`)."""
     name = _target_name(settings, words)
     if not needs_flag_list(words) or name is None:
-        return packaged_flag_list(settings, words)
+        return packaged_flag_list(settings, words, needed=needs_flag_list(words))
     directory = cache_dir if cache_dir is not None else default_cache_dir(settings)
     version = remembered_version(directory, name, settings.targets[name])
     catalog = cached_catalog(version, directory)
@@ -143,7 +148,7 @@ async def read_flag_list(
     version); the packaged list, with the reason, when the host cannot answer."""
     name = _target_name(settings, words)
     if not needs_flag_list(words) or name is None:
-        return packaged_flag_list(settings, words)
+        return packaged_flag_list(settings, words, needed=needs_flag_list(words))
     directory = cache_dir if cache_dir is not None else default_cache_dir(settings)
     config = settings.targets[name]
     try:
@@ -156,14 +161,18 @@ async def read_flag_list(
                 )
             reported = await host_version(ts.node0, python)
             version = reported or config.sglang_version
-            catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=directory)
+            catalog, source = await host_catalog(
+                ts.node0, python=python, version=version, cache_dir=directory
+            )
     except UnreachableError:
         return packaged_flag_list(settings, words, f"{name}'s node 0 cannot be reached")
     except HostKeyError:
         return packaged_flag_list(settings, words, f"{name}'s node 0 offers a host key known_hosts lacks")
     except (LaunchParseError, UnitReadError):
-        return packaged_flag_list(settings, words, f"{name}'s unit has no SGLang launch line flagbot can read")
-    except (TargetError, OSError):
+        return packaged_flag_list(
+            settings, words, f"{name}'s unit has no SGLang launch line flagbot can read"
+        )
+    except (TargetError, OSError, TimeoutError, ValueError):  # what reading a unit can meet on a host
         return packaged_flag_list(settings, words, f"{name}'s unit could not be read")
     if version is None:
         return packaged_flag_list(settings, words, "the host's SGLang did not say its version")

@@ -244,7 +244,7 @@ class _Parser:
                 raise self.fail(
                     f"{option.name}={value!r}: expected comma-separated flags such as --enable-x,--tp"
                 )
-            return ",".join(dict.fromkeys(self._resolve(name).name for name in names))
+            return ",".join(dict.fromkeys(self._taken_out(option.name, name) for name in names))
         try:
             return check_option(option, value)
         except ValueError as exc:
@@ -341,6 +341,22 @@ class _Parser:
             "if the unit carries it (a unit that does not is refused when the unit is read)"
         )
         return Change("remove", written, written=written)
+
+    def _taken_out(self, option: str, written: str) -> str:
+        """A flag name of a `flags=` option (flags a revert takes out of the unit): canonical, or a
+        well-formed name the list lacks as written, with a note (the unit may carry a flag its
+        SGLang dropped; the step that reads the unit refuses a name it does not carry)."""
+        try:
+            return self.catalog.resolve(written).name
+        except UnknownFlagError as exc:
+            if not FLAG_NAME.match(written):
+                raise self.fail(str(exc)) from None
+        except AmbiguousFlagError as exc:
+            raise self.fail(str(exc), flag_list=True) from None
+        self.notes.append(
+            f"{option}={written}: not a flag of SGLang {self.catalog.version}'s list; taken as written"
+        )
+        return written
 
     def _resolve(self, written: str) -> FlagSpec:
         try:

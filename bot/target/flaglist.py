@@ -34,8 +34,10 @@ from bot.target.nodestate import NodeLike
 _OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,40}$")
 _PYTHON_WORD = re.compile(r"^/\S*/python[0-9.]*$")
-_memory: dict[str, tuple[FlagCatalog, str]] = {}
-_targets: dict[tuple[str, str], str] = {}
+_memory: dict[tuple[str, str], tuple[FlagCatalog, str]] = {}
+"""(cache directory, version) -> the list and where it came from."""
+_targets: dict[tuple[str, str, str], str] = {}
+"""(cache directory, target name, `target_key`) -> the version its host reported."""
 
 
 def _nargs(metavar: list[str]) -> tuple[bool, str | int | None, tuple[str, ...] | None]:
@@ -159,8 +161,8 @@ def cached_catalog(version: str | None, cache_dir: Path | None) -> FlagCatalog |
     No SSH: what answers a command before Slack's ack."""
     if version is None or not _VERSION.match(version):
         return None
-    if version in _memory:
-        return _memory[version][0]
+    if (str(cache_dir), version) in _memory:
+        return _memory[(str(cache_dir), version)][0]
     path = _list_path(cache_dir, version)
     if path is None or not path.is_file():
         return None
@@ -168,7 +170,7 @@ def cached_catalog(version: str | None, cache_dir: Path | None) -> FlagCatalog |
         catalog = FlagCatalog.from_specs(version, _from_json(json.loads(path.read_text())["flags"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    _memory[version] = (catalog, "cache")
+    _memory[(str(cache_dir), version)] = (catalog, "cache")
     return catalog
 
 
@@ -184,7 +186,6 @@ async def host_catalog(
         cached = cached_catalog(version, cache_dir)
         if cached is not None:
             return cached, "cache"
-        path = _list_path(cache_dir, version)
         if python is not None:
             try:
                 result = await node.run("sglang-help", python=python, check=False, timeout=300)
@@ -198,15 +199,22 @@ async def host_catalog(
             if parsed:
                 specs = merge_with_bundled(parsed, bundled)
                 catalog = FlagCatalog.from_specs(version, specs)
-                _memory[version] = (catalog, "host --help")
-                if path is not None:
-                    try:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        path.write_text(json.dumps({"sglang_version": version, "flags": _to_json(specs)}))
-                    except OSError:
-                        pass
+                _memory[(str(cache_dir), version)] = (catalog, "host --help")
+                save_catalog(cache_dir, version, specs)
                 return catalog, "host --help"
     return bundled, f"bundled {bundled.version} list (fallback)"
+
+
+def save_catalog(cache_dir: Path | None, version: str, specs: list[FlagSpec]) -> None:
+    """Keep a host's list of `version` as JSON under the cache directory (best effort)."""
+    path = _list_path(cache_dir, version)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"sglang_version": version, "flags": _to_json(specs)}))
+    except OSError:
+        pass
 
 
 def host_answered(source: str) -> bool:
@@ -231,7 +239,7 @@ def remember_target(cache_dir: Path | None, name: str, target: Target, version: 
     if not _VERSION.match(version):
         return
     key = target_key(target)
-    _targets[(name, key)] = version
+    _targets[(str(cache_dir), name, key)] = version
     path = _target_path(cache_dir, name)
     if path is None:
         return
@@ -246,8 +254,8 @@ def remembered_version(cache_dir: Path | None, name: str, target: Target) -> str
     """The SGLang version `name`'s host reported last (None when never read, or read for another
     host or unit than the config names now)."""
     key = target_key(target)
-    if (name, key) in _targets:
-        return _targets[(name, key)]
+    if (str(cache_dir), name, key) in _targets:
+        return _targets[(str(cache_dir), name, key)]
     path = _target_path(cache_dir, name)
     if path is None or not path.is_file():
         return None
@@ -258,7 +266,7 @@ def remembered_version(cache_dir: Path | None, name: str, target: Target) -> str
         return None
     if not isinstance(version, str) or not _VERSION.match(version):
         return None
-    _targets[(name, key)] = version
+    _targets[(str(cache_dir), name, key)] = version
     return version
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.store import AsyncStore, Store
 from bot.store.records import audit_events
 from flagbot_lab.standin.model import Channel, Message
+from tests.support.host_flags import seed_flag_lists
 from tests.support.slack_bot import RunningBot, running_bot
 
 ADMIN, OPERATOR = "U0ADMIN", "U0OPER"
@@ -43,6 +44,13 @@ require_approval = true
 PROTECTED = "`--model-path` is a protected flag of target {target} (policy.protected_flags): only an admin may change it"
 
 
+def _known_flags(settings: Settings) -> Settings:
+    """The targets' flag lists in the cache, as on a bot that has read its hosts before: flags
+    are judged before the ack (tests/component/slack/test_host_flag_list.py covers a miss)."""
+    seed_flag_lists(settings)
+    return settings
+
+
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     db = tmp_path / "flagbot.db"
@@ -52,7 +60,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     sync.upgrade()
     store = AsyncStore(sync)
     try:
-        async with running_bot(load_settings(config, required=True), store) as running:
+        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
             running.standin.workspace.add_channel(Channel(CHANNEL, "rules"))
             yield running
     finally:
