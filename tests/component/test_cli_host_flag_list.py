@@ -89,7 +89,7 @@ async def test_the_cli_removes_a_flag_no_list_knows_with_a_note(node: tuple[Fake
 
 
 async def test_an_unreachable_host_is_judged_by_the_packaged_list_named_on_stderr(tmp_path: Path) -> None:
-    config = _config(tmp_path, 9, None)
+    config = _config(tmp_path, 9, Keys.make(tmp_path, 1))
     code, _out, err = await _cli(config, "explain", "try", "add", "--enable-hicache")
     assert code == 2
     assert (

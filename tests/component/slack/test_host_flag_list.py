@@ -61,7 +61,7 @@ async def _bot(
     keys = Keys.make(tmp_path, 1)
     node = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
     await node.start(keys.host_keys[0], keys.client_public)
-    config = _config(tmp_path, node.port, keys) if reachable else _config(tmp_path, 9, None)
+    config = _config(tmp_path, node.port, keys) if reachable else _config(tmp_path, 9, keys)
     settings: Settings = load_settings(config, required=True)
     sync = Store.open(None, sqlite_path=settings.database.sqlite_path)
     sync.upgrade()

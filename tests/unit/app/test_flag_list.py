@@ -60,7 +60,7 @@ async def host(tmp_path: Path) -> AsyncIterator[tuple[FakeNode, Settings]]:
 def test_only_words_that_name_a_flag_need_the_list() -> None:
     assert needs_flag_list(HICACHE)
     assert needs_flag_list(["try", "remove", "--x"])
-    assert needs_flag_list(["isolate", "max_running_requests>=48", "flags=--enable-metrics"])
+    assert needs_flag_list(["revert", "flags=--enable-metrics"])
     assert needs_flag_list(["run", "try", "changes=--enable-metrics"])
     assert not needs_flag_list(["try", "env", "set", "NCCL_DEBUG=INFO"])
     assert not needs_flag_list(["grep", "--enable-metrics"])  # a pattern, not a change
@@ -122,7 +122,7 @@ async def test_a_command_without_flags_never_asks_the_host(host: tuple[FakeNode,
 
 async def test_an_unreachable_host_is_judged_by_the_packaged_list_named_in_the_note(tmp_path: Path) -> None:
     forget_cache()
-    settings = settings_for(tmp_path, 9, None)  # a closed port
+    settings = settings_for(tmp_path, 9, Keys.make(tmp_path, 1))  # a closed port
     found = await read_flag_list(settings, HICACHE)
     assert not found.host and found.catalog.version == "0.5.10"
     assert found.note == "packaged list for SGLang 0.5.10 (lab's node 0 cannot be reached)"
