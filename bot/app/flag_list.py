@@ -167,7 +167,9 @@ async def read_flag_list(
     except UnreachableError:
         return packaged_flag_list(settings, words, f"{name}'s node 0 cannot be reached")
     except HostKeyError:
-        return packaged_flag_list(settings, words, f"{name}'s node 0 host key could not be verified against ssh.known_hosts")
+        return packaged_flag_list(
+            settings, words, f"{name}'s node 0 host key could not be verified against ssh.known_hosts"
+        )
     except (LaunchParseError, UnitReadError):
         return packaged_flag_list(
             settings, words, f"{name}'s unit has no SGLang launch line flagbot can read"

@@ -386,6 +386,8 @@ def _dry_run_findings(
     for text in result.warnings:
         report.warnings.append(Finding(text, f"SGLang's post-init on {node} (dry run)"))
     if before is not None and before.ok:
-        asked = {spec.field for change in changes if change.flag is not None and (spec := catalog.get(change.flag))}
+        asked = {
+            spec.field for change in changes if change.flag is not None and (spec := catalog.get(change.flag))
+        }
         skip = set(derived) | set(ALWAYS_DERIVED) | {name for name in asked if name is not None}
         report.implied_changes = _changed(before.server_args or {}, result.server_args or {}, skip)
