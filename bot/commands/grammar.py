@@ -334,11 +334,12 @@ class _Parser:
         except UnknownFlagError as exc:
             if not FLAG_NAME.match(written):
                 raise self.fail(str(exc)) from None
+            close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
         except AmbiguousFlagError as exc:
             raise self.fail(str(exc), flag_list=True) from None
         self.notes.append(
-            f"remove {written}: not a flag of SGLang {self.catalog.version}'s list; removed as written "
-            "if the unit carries it (a unit that does not is refused when the unit is read)"
+            f"remove {written}: not a flag of SGLang {self.catalog.version}'s list{close}; removed as "
+            "written if the unit carries it (a unit that does not is refused when the unit is read)"
         )
         return Change("remove", written, written=written)
 
@@ -351,10 +352,11 @@ class _Parser:
         except UnknownFlagError as exc:
             if not FLAG_NAME.match(written):
                 raise self.fail(str(exc)) from None
+            close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
         except AmbiguousFlagError as exc:
             raise self.fail(str(exc), flag_list=True) from None
         self.notes.append(
-            f"{option}={written}: not a flag of SGLang {self.catalog.version}'s list; taken as written"
+            f"{option}={written}: not a flag of SGLang {self.catalog.version}'s list{close}; taken as written"
         )
         return written
 

@@ -41,6 +41,7 @@ nodes = [{{ host = "127.0.0.1", port = 9 }}]
 [targets.prod.policy]
 require_approval = true
 """
+CHECKED = "flags checked against the host's list for SGLang 0.5.10"  # the list `_known_flags` cached
 PROTECTED = "`--model-path` is a protected flag of target {target} (policy.protected_flags): only an admin may change it"
 
 
@@ -149,10 +150,10 @@ async def test_an_admin_may_change_a_protected_flag_and_production_still_needs_a
     body = (
         await bot.standin.slash("try dry-run=yes add --model-path /m", user=ADMIN, channel=CHANNEL)
     ).json()
-    assert body["text"] == "starting `try`: follow it in the thread", body
+    assert body["text"] == "starting `try`: follow it in the thread\n" + CHECKED, body
     body = (
         await bot.standin.slash("try add --model-path /m target=prod", user=ADMIN, channel=CHANNEL)
     ).json()
-    assert body["text"] == "`try` needs approval: see the card", body
+    assert body["text"] == "`try` needs approval: see the card\n" + CHECKED, body
     allowed = await decisions(bot, "prod", ADMIN)
     assert [d["allowed"] for d in allowed] == [True]

@@ -106,9 +106,11 @@ def test_a_flag_the_list_lacks_can_still_be_removed_as_written_with_a_note() -> 
 def test_a_revert_may_take_out_a_flag_the_list_lacks_with_a_note() -> None:
     invocation = parse_command("revert flags=--disable-hicache-numa-detect,--tp")
     assert invocation.options["flags"] == "--disable-hicache-numa-detect,--tp-size"
-    assert invocation.notes == (
-        "flags=--disable-hicache-numa-detect: not a flag of SGLang 0.5.10's list; taken as written",
-    )
+    [note] = invocation.notes
+    assert note.startswith("flags=--disable-hicache-numa-detect: not a flag of SGLang 0.5.10's list")
+    assert note.endswith("; taken as written")
+    typo = parse_command("try remove --enable-metricz").notes[0]
+    assert "(did you mean --enable-metrics" in typo  # a typo is still pointed out
     with pytest.raises(CommandError, match="unknown flag --x;id"):
         parse_command("revert flags=--x;id")
 
