@@ -32,7 +32,7 @@ from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_catalog, host_version, python_of
+from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
 from bot.target.invocation_journal import journal_with_ready, ready_line_into
 from bot.target.known_good import store_snapshot
 from bot.target.nodestate import NodeLike, node_state, probe_health
@@ -195,10 +195,11 @@ async def _observe(
     python = python_of(view.prefix)
 
     async def read_flag_list() -> tuple[str | None, FlagCatalog, str]:
-        version = (
-            (info or {}).get("version") or await host_version(ts.node0, python) or ts.target.sglang_version
-        )
+        reported = (info or {}).get("version") or await host_version(ts.node0, python)
+        version = reported or ts.target.sglang_version
         catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=cache_dir)
+        if reported and host_answered(source):  # the next command is judged by this list
+            remember_target(cache_dir, ts.name, ts.target, str(reported))
         return version, catalog, source
 
     # independent reads at once: the journals, the flag list, the GPUs (SSH runs them side by side)
