@@ -329,24 +329,22 @@ class _Parser:
     def _removal(self, written: str) -> Change:
         """`remove --x`: the list's canonical name; a well-formed name the list lacks as written
         (a flag already in the unit can always be removed, even one this SGLang dropped)."""
-        try:
-            return Change("remove", self.catalog.resolve(written).name, written=written)
-        except UnknownFlagError as exc:
-            if not FLAG_NAME.match(written):
-                raise self.fail(str(exc)) from None
-            close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
-        except AmbiguousFlagError as exc:
-            raise self.fail(str(exc), flag_list=True) from None
-        self.notes.append(
-            f"remove {written}: not a flag of SGLang {self.catalog.version}'s list{close}; removed as "
-            "written if the unit carries it (a unit that does not is refused when the unit is read)"
+        name = self._known_or_as_written(
+            written,
+            f"remove {written}",
+            "removed as written if the unit carries it (a unit that does not is refused when the unit is read)",
         )
-        return Change("remove", written, written=written)
+        return Change("remove", name, written=written)
 
     def _taken_out(self, option: str, written: str) -> str:
         """A flag name of a `flags=` option (flags a revert takes out of the unit): canonical, or a
         well-formed name the list lacks as written, with a note (the unit may carry a flag its
         SGLang dropped; the step that reads the unit refuses a name it does not carry)."""
+        return self._known_or_as_written(written, f"{option}={written}", "taken as written")
+
+    def _known_or_as_written(self, written: str, what: str, outcome: str) -> str:
+        """A flag name to take out of a unit: canonical when the list knows it, else as written
+        when it is well formed, with a note saying so (`what`: the words, `outcome`: what is done)."""
         try:
             return self.catalog.resolve(written).name
         except UnknownFlagError as exc:
@@ -355,9 +353,7 @@ class _Parser:
             close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
         except AmbiguousFlagError as exc:
             raise self.fail(str(exc), flag_list=True) from None
-        self.notes.append(
-            f"{option}={written}: not a flag of SGLang {self.catalog.version}'s list{close}; taken as written"
-        )
+        self.notes.append(f"{what}: not a flag of SGLang {self.catalog.version}'s list{close}; {outcome}")
         return written
 
     def _resolve(self, written: str) -> FlagSpec:
