@@ -1,24 +1,57 @@
 #!/usr/bin/env python3
-"""Regenerate `bot/sglang/data/sglang-<version>-flags.json`, the flag catalog flagbot ships.
+"""Regenerate `bot/sglang/data/sglang-<version>-flags.json`, the flag catalogs flagbot ships.
 
 Why this exists: the bot must reject a misspelt or invalid flag in chat, before it restarts a
-server, and it must do so without torch (importing `sglang.srt.server_args` needs torch). For
-SGLang <= 0.5.13 every CLI flag is a literal `parser.add_argument(...)` call in
-`sglang/srt/server_args.py`, so reading that file's AST gives the exact flag list cheaply
-(for 0.5.10 this is the same 354 flags as `sglang serve --help`).
+server, and it must do so without torch (importing `sglang.srt.server_args` needs torch). The
+shipped lists (0.5.9, 0.5.10, 0.5.23) are read from the released wheels by one of two methods.
 
-What it does:
+Both start the same way: `pip download --no-deps sglang==<version>` into a temporary directory
+(needs network; `--wheel PATH` uses a wheel you already have).
 
-1. `pip download --no-deps sglang==<version>` into a temporary directory (needs network;
-   `--wheel PATH` uses a wheel you already have). 0.5.9 and 0.5.10 are pure-Python wheels.
-2. Opens `sglang/srt/server_args.py` straight from the wheel with `zipfile` (nothing is
+Method `ast` (SGLang <= 0.5.13, where every CLI flag is a literal `parser.add_argument(...)` call
+in `sglang/srt/server_args.py`, inside `ServerArgs.add_cli_args`):
+
+1. Opens `sglang/srt/server_args.py` straight from the wheel with `zipfile` (nothing is
    installed or imported) and walks every `parser.add_argument(...)` call in source order.
-3. Records option strings, action, type, nargs, const, choices, default, dest, help. Names
+2. Records option strings, action, type, nargs, const, choices, default, dest, help. Names
    that refer to literals elsewhere (`LOAD_FORMAT_CHOICES`, `ServerArgs.tp_size`, a dict's
    `.keys()` in another sglang module) are resolved by reading those modules' ASTs from the
    same wheel; what cannot be resolved to a literal is kept as source text (`*_repr`).
-4. Writes the JSON the package ships. The data file is shipped; this script is only how to
-   regenerate it, so it is not part of the package.
+
+Method `import` (any release; needed from the one whose arguments come from field groups in
+`sglang/srt/arg_groups/`, e.g. 0.5.23, where `ServerArgs.add_cli_args` calls
+`arg_utils.add_cli_args_from_dataclass` and no literal call names most flags):
+
+1. Unpacks `sglang/` from the wheel into a temporary directory.
+2. Runs a fresh interpreter (`python -I`, empty environment but PATH, PYTHONHASHSEED=0, so no
+   `SGLANG_*` variable changes a default) that puts that directory first on `sys.path` and a
+   meta-path finder first on `sys.meta_path`: every top-level package that is neither stdlib
+   nor in `REAL_PACKAGES` (sglang, msgspec, typing_extensions) is replaced by a permissive stub
+   module (`_Stub`: any attribute, call or operator gives another stub). Where SGLang asks the
+   machine something at import time the stubs answer as a CUDA host (`STUB_FACTS`,
+   `STUB_ABSENT`). msgspec is real because 0.5.23's field groups are msgspec Structs; it is
+   pip-downloaded the same way when this Python lacks it.
+3. Imports `sglang.srt.server_args`, builds `argparse.ArgumentParser(prog="sglang serve")`,
+   calls `ServerArgs.add_cli_args(parser)` as `prepare_server_args` does, and records each
+   action's option strings, class, dest, type, nargs, const, choices, default, required and
+   help: the defaults are the parser's own, i.e. what `sglang serve` uses when the flag is not
+   given (the field defaults of 0.5.23's `arg_groups/fields/*.py`). Where the parser's default
+   is None and the field declares an `Arg(fallback=...)` (applied by
+   `arg_groups/overrides.py:resolution_result` when neither input nor resolution sets the
+   field), the fallback is the default, and the flag's `default_source` says so; otherwise
+   `default_source` is `parser`. (AST-method files have no `default_source`: every default
+   there is the `add_argument(default=...)` value.)
+4. Refuses to write when any recorded value came from a stub (`stub_tainted`).
+
+`--method auto` (the default) uses `import` when the wheel has `sglang/srt/arg_groups/`, else
+`ast`. The two methods agree on 0.5.9 and 0.5.10 (same flags, names, aliases, defaults, types,
+nargs and help; only a set's choice order differs), which is how the import method was checked.
+
+Each document's `source` says which method read which wheel (name and sha256): that is the
+source of every default in it. `primary_flag_count` is compared with `EXPECTED_PRIMARY_FLAGS`
+(a mismatch is reported loudly). The data files are shipped; this script is only how to
+regenerate them (`--check` regenerates and exits 1 if the file on disk differs), so it is not
+part of the package.
 
 The canonical flag name is chosen as flagbot shows and diffs flags: the option string that
 spells the `ServerArgs` field the flag ends up in (what the `server_args=ServerArgs(...)`
@@ -26,18 +59,25 @@ startup line prints), else the first option string, which is what `--help` lists
 Example: `--tensor-parallel-size, --tp-size` has argparse dest `tensor_parallel_size`, which
 `ServerArgs.from_cli_args` copies into field `tp_size`, so the canonical name is `--tp-size`.
 
-Usage: `python tools/gen_flag_catalog.py [--version 0.5.10] [--wheel PATH] [--check]`.
+Usage: `python tools/gen_flag_catalog.py [--version 0.5.10] [--wheel PATH] [--method auto|ast|import]
+[--check]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import hashlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
 import subprocess
 import sys
 import tempfile
+import types
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -48,9 +88,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DATA_DIR = REPO_ROOT / "bot" / "sglang" / "data"
 SERVER_ARGS = "sglang/srt/server_args.py"
 
-# Primary flag counts measured against `--help` (reference §6); a mismatch means the AST walk
-# missed or invented calls, so it is reported loudly rather than silently shipped.
-EXPECTED_PRIMARY_FLAGS = {"0.5.9": 331, "0.5.10": 354, "0.5.11": 374, "0.5.12": 387, "0.5.13": 406}
+# Primary flag counts measured against `--help` (reference §6) and the wheel's own parser (the
+# import method); a mismatch means a method missed or invented flags, so it is reported loudly
+# rather than silently shipped.
+EXPECTED_PRIMARY_FLAGS = {
+    "0.5.9": 331,
+    "0.5.10": 354,
+    "0.5.11": 374,
+    "0.5.12": 387,
+    "0.5.13": 406,
+    "0.5.23": 531,  # the import method's own parser; the AST method agrees for 0.5.9 and 0.5.10
+}
 
 # argparse's built-in actions that take no value, and SGLang's own.
 NO_VALUE_ACTIONS = {
@@ -484,6 +532,425 @@ def extract(resolver: Resolver, mod: Module) -> list[dict[str, Any]]:
     return flags
 
 
+# -- the import method: build SGLang's own ArgumentParser with the heavy imports stubbed ----------
+
+ARG_GROUPS = "sglang/srt/arg_groups/__init__.py"
+PARSER_MODULE = "sglang.srt.server_args"
+
+# Third-party packages the argument definitions need for real (msgspec builds 0.5.23's field
+# groups); every other non-stdlib import outside `sglang` is stubbed.
+REAL_PACKAGES = frozenset({"sglang", "msgspec", "typing_extensions"})
+# What the stubs answer where SGLang asks about the machine at import time: a CUDA host, the
+# platform flagbot tunes. Without these, `sglang.srt.platforms` cannot pick a platform.
+STUB_FACTS: dict[str, Any] = {
+    "torch.cuda.is_available": lambda *a, **k: True,
+    "torch.cuda.device_count": lambda *a, **k: 1,
+    "torch.cuda.get_device_name": lambda *a, **k: "NVIDIA H100 80GB HBM3",
+    "torch.cuda.get_device_capability": lambda *a, **k: (9, 0),
+    "torch.version.cuda": "12.8",
+    "torch.version.hip": None,
+    "torch.version.musa": None,
+    "dill.dumps": lambda *a, **k: b"",  # 0.5.10 serialises a logit processor at import time
+    "triton.runtime.driver.active.get_current_target": lambda *a, **k: types.SimpleNamespace(
+        backend="cuda", arch=90, warp_size=32
+    ),
+}
+STUB_ABSENT = frozenset({"torch.npu", "torch.hpu", "torch.xpu", "torch.musa", "torch.mlu", "torch.mps"})
+# Attributes Python itself probes (typing, inspect, copy, import): a stub must not have them.
+STUB_PROTOCOL = frozenset(
+    [
+        "__wrapped__",
+        "__signature__",
+        "__origin__",
+        "__args__",
+        "__parameters__",
+        "__typing_subst__",
+        "__typing_is_unpacked_typevarlike__",
+        "__typing_unpacked_tuple_args__",
+        "__deepcopy__",
+        "__copy__",
+        "__getstate__",
+        "__setstate__",
+        "__length_hint__",
+        "__fspath__",
+        "__set_name__",
+        "__await__",
+        "__aiter__",
+        "__anext__",
+        "__buffer__",
+        "__dataclass_fields__",
+        "__attrs_attrs__",
+        "__struct_fields__",
+        "__isabstractmethod__",
+        "__objclass__",
+        "__self__",
+        "__func__",
+        "__code__",
+        "__defaults__",
+        "__kwdefaults__",
+        "__annotations__",
+        "__text_signature__",
+        "__module__",
+        "__qualname__",
+        "__name__",
+        "__doc__",
+        "__file__",
+        "__path__",
+        "__spec__",
+        "__loader__",
+        "__all__",
+        "__get__",
+        "__set__",
+        "__delete__",
+        "__instancecheck__",
+        "__subclasscheck__",
+        "__iter__",
+        "__next__",
+        "__len__",
+        "__index__",
+        "__int__",
+    ]
+)
+_ABSENT_FACT = object()
+
+
+def _stub_fact(name: str) -> Any:
+    if name in STUB_ABSENT:
+        raise AttributeError(name)
+    return STUB_FACTS.get(name, _ABSENT_FACT)
+
+
+class _StubBase:
+    """What a class deriving from a stub (`class X(torch.nn.Module)`) derives from instead."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        pass
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return cls
+
+
+class _Stub:
+    """A permissive stand-in for anything a stubbed module exports: every attribute, call,
+    subscript and operator gives another stub; it is falsy, empty and usable as a base class
+    or a function decorator (`@triton.jit` returns the function unchanged)."""
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_stub_name", name)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in STUB_PROTOCOL:
+            raise AttributeError(attr)
+        name = f"{self._stub_name}.{attr}"
+        fact = _stub_fact(name)
+        return _Stub(name) if fact is _ABSENT_FACT else fact
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and isinstance(args[0], types.FunctionType):
+            return args[0]  # used as a decorator
+        return _Stub(f"{self._stub_name}()")
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (_StubBase,)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __getitem__(self, item: Any) -> Any:
+        return _Stub(f"{self._stub_name}[]")
+
+    def __setitem__(self, item: Any, value: Any) -> None:
+        pass
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        pass
+
+    def __int__(self) -> int:
+        return 0
+
+    def __index__(self) -> int:
+        return 0
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __repr__(self) -> str:
+        return f"<stub {self._stub_name}>"
+
+    def _same(self, *args: Any) -> Any:
+        return self
+
+    __neg__ = __pos__ = __abs__ = __invert__ = _same
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _same
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _same
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _same
+    __matmul__ = __rmatmul__ = __lshift__ = __rshift__ = _same
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr in STUB_PROTOCOL:
+            raise AttributeError(attr)
+        name = f"{self.__name__}.{attr}"
+        fact = _stub_fact(name)
+        return _Stub(name) if fact is _ABSENT_FACT else fact
+
+
+class _StubLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = _StubModule(spec.name)
+        module.__path__ = []
+        module.__version__ = "0.0.0"  # type: ignore[attr-defined]
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+class _StubFinder(importlib.abc.MetaPathFinder):
+    """First on `sys.meta_path`: stubs every top-level package not in stdlib or REAL_PACKAGES."""
+
+    def __init__(self) -> None:
+        self.stubbed: set[str] = set()
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        top = fullname.partition(".")[0]
+        if top in sys.stdlib_module_names or top in REAL_PACKAGES:
+            return None
+        self.stubbed.add(top)
+        return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+
+
+def _type_label(converter: Any) -> str | None:
+    """The name the AST method would give `type=` (`int`, `json.loads`, `human_readable_int`)."""
+    if converter is None:
+        return None
+    name = getattr(converter, "__name__", None) or repr(converter)
+    module = getattr(converter, "__module__", "")
+    if module in {"json", "ast"}:
+        return f"{module}.{name}"
+    return str(name)
+
+
+def _plain(value: Any) -> tuple[Any, str | None]:
+    """`value` as JSON, or (None, repr) when it is not representable."""
+    if isinstance(value, set | frozenset):
+        value = sorted(value, key=str)
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None, repr(value)
+    return value, None
+
+
+def dump_parser(root: Path, deps: list[Path], out: Path) -> None:
+    """Run in a fresh interpreter (`--dump-parser`): import SGLang from `root` with the heavy
+    imports stubbed, build `sglang serve`'s parser and write its actions to `out` as JSON."""
+    sys.path[:0] = [str(root), *(str(d) for d in deps)]
+    finder = _StubFinder()
+    sys.meta_path.insert(0, finder)
+    module = importlib.import_module(PARSER_MODULE)
+    server_args = module.ServerArgs
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    server_args.add_cli_args(parser)
+    if dataclasses.is_dataclass(server_args):
+        fields = [f.name for f in dataclasses.fields(server_args)]
+    else:
+        structs = importlib.import_module("msgspec.structs")
+        fields = [f.name for f in structs.fields(server_args)]
+    fallbacks: dict[str, Any] = {}
+    if importlib.util.find_spec("sglang.srt.arg_groups.arg_utils") is not None:
+        arg_utils = importlib.import_module("sglang.srt.arg_groups.arg_utils")
+        fallbacks = dict(arg_utils.fallbacks_of(server_args))
+    actions: list[dict[str, Any]] = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        default_source = "argparse"
+        default_value = action.default
+        if default_value is None and action.dest in fallbacks:
+            default_source, default_value = "fallback", fallbacks[action.dest]
+        default, default_repr = _plain(default_value)
+        choices, choices_repr = _plain(action.choices)
+        const, _ = _plain(action.const)
+        nargs, nargs_repr = _plain(action.nargs)
+        entry = {
+            "option_strings": list(action.option_strings),
+            "class": type(action).__name__,
+            "dest": action.dest,
+            "type": _type_label(action.type),
+            "nargs": nargs,
+            "const": const,
+            "choices": choices,
+            "choices_repr": choices_repr,
+            "default": default,
+            "default_repr": default_repr,
+            "default_source": default_source,
+            "required": bool(action.required),
+            "help": action.help
+            if isinstance(action.help, str)
+            else ""
+            if action.help is None
+            else repr(action.help),
+        }
+        # A value computed from a stub is not SGLang's: the generator refuses to ship it.
+        tainted = [
+            key for key in ("type", "nargs", "choices", "default", "help") if "<stub " in repr(entry[key])
+        ]
+        tainted += [
+            key
+            for key, text in (("nargs", nargs_repr), ("choices", choices_repr), ("default", default_repr))
+            if text and "<stub " in text
+        ]
+        entry["stub_tainted"] = sorted(set(tainted))
+        actions.append(entry)
+    document = {"fields": fields, "actions": actions, "stubbed": sorted(finder.stubbed)}
+    out.write_text(json.dumps(document), encoding="utf-8")
+
+
+# argparse's action classes by the name the AST method records (`store_true`, not
+# `_StoreTrueAction`); SGLang's own actions keep their class names.
+ACTION_NAMES = {
+    "_StoreAction": "store",
+    "_StoreTrueAction": "store_true",
+    "_StoreFalseAction": "store_false",
+    "_StoreConstAction": "store_const",
+    "_AppendAction": "append",
+    "_AppendConstAction": "append_const",
+    "_CountAction": "count",
+    "_VersionAction": "version",
+}
+# Where an import-method default comes from (the AST method's are all `add_argument(default=)`).
+DEFAULT_SOURCES = {
+    "argparse": "parser",
+    "fallback": "Arg.fallback (the field's declared fallback: its parser default is None)",
+}
+DEPRECATED_ACTIONS_IMPORTED = {*DEPRECATED_ACTIONS, "DeprecatedStoreConstAction"}
+
+
+def run_parser(wheel: zipfile.ZipFile, work: Path) -> dict[str, Any]:
+    """Unpack `sglang/` from the wheel into `work` and dump its parser in a clean interpreter."""
+    root = work / "wheel"
+    for name in wheel.namelist():
+        if name.startswith("sglang/") and not name.endswith("/"):
+            wheel.extract(name, root)
+    deps = [work / "deps"]
+    needs_msgspec = any(
+        name.endswith(".py") and b"import msgspec" in wheel.read(name)
+        for name in wheel.namelist()
+        if name.startswith("sglang/srt/")
+    )
+    if needs_msgspec and importlib.util.find_spec("msgspec") is None:
+        download_package("msgspec", deps[0])
+    out = work / "parser.json"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(work), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
+    cmd = [sys.executable, "-I", str(Path(__file__).resolve()), "--dump-parser", str(root), "--out", str(out)]
+    for extra in deps:
+        cmd += ["--deps", str(extra)]
+    subprocess.run(cmd, check=True, env=env, cwd=work)  # noqa: S603 - fixed argv of our own paths
+    loaded: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return loaded
+
+
+def download_package(name: str, into: Path) -> None:
+    """`pip download` a pure dependency the parser needs and unpack it into `into`."""
+    into.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", name, "-d", str(into)]
+    subprocess.run(cmd, check=True)  # noqa: S603 - fixed argv
+    for wheel in into.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(into)
+
+
+def extract_imported(dump: dict[str, Any], remap: dict[str, str]) -> list[dict[str, Any]]:
+    """The catalog's flag entries from the wheel's own parser (same keys as `extract`)."""
+    fields = set(dump["fields"])
+    flags: list[dict[str, Any]] = []
+    tainted: list[str] = []
+    for action in dump["actions"]:
+        option_strings: list[str] = action["option_strings"]
+        cls = action["class"]
+        name_of_action = ACTION_NAMES.get(cls, cls)
+        dest = action["dest"]
+        server_field = remap.get(dest, dest)
+        field_flag = "--" + server_field.replace("_", "-")
+        primary = (
+            [s for s in option_strings if not s.startswith("--no-")]
+            if cls == "BooleanOptionalAction"
+            else option_strings
+        )
+        name = field_flag if field_flag in primary else primary[0]
+        nargs = action["nargs"]
+        entry: dict[str, Any] = {
+            "name": name,
+            "option_strings": primary,
+            "aliases": [s for s in primary if s != name],
+            "dest": dest,
+            "field": server_field if server_field in fields else None,
+            "action": name_of_action,
+            "type": action["type"],
+            "nargs": nargs,
+        }
+        if cls == "BooleanOptionalAction":
+            entry["negative_option_strings"] = [s for s in option_strings if s.startswith("--no-")]
+        if action["stub_tainted"]:
+            tainted.append(f"{name} ({', '.join(action['stub_tainted'])})")
+        if action["const"] is not None and name_of_action not in {
+            "store_true",
+            "store_false",
+            "BooleanOptionalAction",
+        }:
+            entry["const"] = action["const"]
+        entry["choices"] = action["choices"]
+        entry["choices_repr"] = action["choices_repr"]
+        entry["choices_extensible"] = False
+        entry["default_repr"] = action["default_repr"]
+        entry["default"] = action["default"]
+        entry["default_source"] = DEFAULT_SOURCES[action["default_source"]]
+        entry["required"] = action["required"]
+        entry["help"] = action["help"]
+        entry["help_resolved"] = True
+        lowered = entry["help"].lower()
+        entry["deprecated"] = cls in DEPRECATED_ACTIONS_IMPORTED or lowered.startswith(
+            ("[deprecated]", "deprecated", "(deprecated")
+        )
+        entry["lineno"] = None
+        flags.append(entry)
+    if tainted:
+        raise SystemExit(
+            "values computed from stubbed modules, not SGLang's; teach STUB_FACTS the answer: "
+            + "; ".join(tainted)
+        )
+    return flags
+
+
 def download_wheel(version: str, into: Path) -> Path:
     cmd = [
         sys.executable,
@@ -503,21 +970,43 @@ def download_wheel(version: str, into: Path) -> Path:
     return wheels[0]
 
 
-def build(version: str, wheel_path: Path) -> dict[str, Any]:
+def choose_method(wheel: zipfile.ZipFile) -> str:
+    """`ast` while every flag is a literal `add_argument` call in server_args.py (<= 0.5.13),
+    `import` once the arguments come from field groups (`sglang/srt/arg_groups/`)."""
+    return "import" if ARG_GROUPS in wheel.namelist() else "ast"
+
+
+def build(version: str, wheel_path: Path, method: str = "auto") -> dict[str, Any]:
     digest = hashlib.sha256(wheel_path.read_bytes()).hexdigest()
     with zipfile.ZipFile(wheel_path) as wheel:
+        if method == "auto":
+            method = choose_method(wheel)
         resolver = Resolver(wheel)
         mod = resolver.module(SERVER_ARGS[: -len(".py")].replace("/", "."))
         if mod is None:
             raise SystemExit(f"{SERVER_ARGS} is not in {wheel_path.name}")
-        flags = extract(resolver, mod)
+        if method == "ast":
+            flags = extract(resolver, mod)
+            how = f"AST walk of every parser.add_argument(...) call in {SERVER_ARGS}"
+            tail = "nothing imported"
+        else:
+            with tempfile.TemporaryDirectory(prefix="sglang-parser-") as work:
+                dump = run_parser(wheel, Path(work))
+            flags = extract_imported(dump, cli_remap(mod))
+            how = (
+                f"the actions of the ArgumentParser that {PARSER_MODULE}.ServerArgs.add_cli_args builds "
+                "(as prepare_server_args does), defaults and choices as that parser holds them"
+            )
+            tail = (
+                "imported in a clean interpreter with every third-party package but "
+                f"{', '.join(sorted(REAL_PACKAGES - {'sglang'}))} stubbed (a CUDA host as the stubs answer)"
+            )
     return {
         "sglang_version": version,
         "source": (
             "Generated by tools/gen_flag_catalog.py (regenerate with "
             f"`python tools/gen_flag_catalog.py --version {version}`; do not edit by hand): "
-            f"AST walk of every parser.add_argument(...) call in {SERVER_ARGS} "
-            f"of {wheel_path.name} (sha256 {digest}), nothing imported."
+            f"{how} of {wheel_path.name} (sha256 {digest}), {tail}."
         ),
         "primary_flag_count": len(flags),
         "flags": flags,
@@ -557,12 +1046,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="do not write; exit 1 if the file on disk differs"
     )
+    parser.add_argument(
+        "--method",
+        choices=["auto", "ast", "import"],
+        default="auto",
+        help="how to read the wheel (default auto: import when it has sglang/srt/arg_groups/, else ast)",
+    )
+    parser.add_argument("--dump-parser", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--deps", type=Path, action="append", default=[], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.dump_parser is not None:  # the import method's child interpreter
+        dump_parser(args.dump_parser, args.deps, args.out)
+        return 0
     output: Path = args.output or DATA_DIR / f"sglang-{args.version}-flags.json"
 
     with tempfile.TemporaryDirectory(prefix="sglang-wheel-") as tmp:
         wheel = args.wheel or download_wheel(args.version, Path(tmp))
-        catalog = build(args.version, wheel)
+        catalog = build(args.version, wheel, args.method)
 
     flags = catalog["flags"]
     print(f"SGLang {args.version}: {len(flags)} primary flags", file=sys.stderr)

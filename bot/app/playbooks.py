@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.app.flag_list import target_flag_list
 from bot.app.targets import resolve_target, target_of
 from bot.commands import CommandError, Invocation
-from bot.commands.target_catalog import catalog_for
 from bot.config import Settings
 from bot.loop.params import ParamError, complete_params, parse_params
 from bot.loop.playbook import Playbook, PlaybookError, StepSpec, load_playbooks, playbook_dirs
@@ -140,10 +140,12 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
         raw.pop("target", None)
     target = resolve_target(settings, invocation.options.get("target"))
     try:
-        params = parse_params(book, raw, catalog=catalog_for(settings, [f"target={target}"]).catalog)
+        params = parse_params(book, raw, catalog=target_flag_list(settings, target))
     except ParamError as exc:
         raise CommandError(
-            str(exc), usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params)
+            str(exc),
+            usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params),
+            flag_list=exc.flag_list,
         ) from None
     return PlaybookCall(book, params, target, books)
 

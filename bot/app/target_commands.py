@@ -30,6 +30,7 @@ from bot.target.nodestate import NodeState, node_state, probe_health
 from bot.target.observe import Observation, observe
 from bot.target.rollback import RollbackResult, rollback
 from bot.target.session import TargetSession
+from bot.target.snapshot_facts import is_release_difference
 from bot.target.unit import read_unit
 
 
@@ -87,7 +88,7 @@ def _snapshot_summary(snapshot: Snapshot) -> dict[str, Any]:
         "startup_error": snapshot.startup_error,
         "parsed_max_running_requests": effective.get("parsed_max_running_requests"),
         "effective_max_running_requests": effective.get("max_running_requests"),
-        "implied": sorted(snapshot.implied or {}),
+        "implied": sorted(k for k, e in (snapshot.implied or {}).items() if not is_release_difference(e)),
     }
 
 

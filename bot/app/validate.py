@@ -3,7 +3,9 @@ the acknowledgement): one call for every command, so no value is found wrong onl
 background task the user's ack has already left behind.
 
 The grammar (`bot.commands`) has checked each word on its own: characters, numbers and
-durations in bounds, ids, weeks, choices, flag names and values. What needs the configuration
+durations in bounds, ids, weeks, choices, flag names and values (against the flag list the
+front end got from `bot.app.flag_list`: the target host's own, cached per SGLang version, or a
+packaged one when the host cannot answer). What needs the configuration
 or two words together is here: the target (`target=` or `--target`), `grep`'s `scope=since`
 without `since=`, and, for the commands that open a thread, the playbook and its parameters
 and `bench`'s plan. Every refusal is a `CommandError` naming the rule.

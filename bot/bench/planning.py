@@ -53,5 +53,7 @@ def plan_for(
         backend=backend,
         label=label,
         snapshot_id=snapshot_id,
-        **({"bench_serving": config.bench_serving} if config else {}),
+        **(
+            {"bench_serving": config.bench_serving, "sglang_version": config.sglang_version} if config else {}
+        ),
     )

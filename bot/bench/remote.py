@@ -3,7 +3,10 @@
 Same parameters as flagbot's generator (random-ids dataset with fixed lengths, the level's
 concurrency and rate, the seed and warmup), run over SSH through the command table entry
 `bench-serving` (`bot/target/privileged.py`: every value typed and validated; the interpreter
-and module configurable per target, `[targets.NAME.bench_serving]`). Its `--output-file` is a
+and module configurable per target, `[targets.NAME.bench_serving]`). Without a configured
+module, the one the host's release has runs (`sglang.benchmark.serving` from 0.5.15,
+`bot.sglang.bench_module`): `resolve_command` asks the host's `sglang.__version__` once per
+benchmark, and falls back to the target's configured `sglang_version`. Its `--output-file` is a
 fresh `/tmp/flagbot-bench-<hex>.jsonl`, read back with `read-bench-output` and removed.
 
 The result is the same `LevelResult` the built-in generator returns: the JSON line's keys
@@ -26,9 +29,10 @@ from bot.bench.client_health import ClientHealth
 from bot.bench.loadgen import LevelResult, LoadError, LoadSpec
 from bot.bench.metrics import group_error
 from bot.config.schema import BenchServingCommand
+from bot.sglang.bench_module import bench_module_for, release_tuple
 from bot.sglang.bench_result import parse_bench_text
 
-__all__ = ["NodeRunner", "bench_serving_params", "parse_remote", "run_remote"]
+__all__ = ["NodeRunner", "bench_serving_params", "parse_remote", "resolve_command", "run_remote"]
 
 DETAIL_KEYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 ALL_FAILED = "All requests failed"
@@ -67,7 +71,7 @@ def bench_serving_params(
     backend = command.backend or ("sglang-oai-chat" if spec.endpoint == "chat" else "sglang-oai")
     return {
         "python": command.python,
-        "bench_module": command.module,
+        "bench_module": command.module or bench_module_for(None),
         "bench_backend": backend,
         "base_url": base_url.rstrip("/"),
         "input_len": spec.input_len,
@@ -81,6 +85,25 @@ def bench_serving_params(
         "warmup_requests": spec.warmup_requests,
         "bench_output": output_file,
     }
+
+
+async def resolve_command(
+    node: NodeRunner, command: BenchServingCommand, *, fallback_version: str | None = None
+) -> BenchServingCommand:
+    """`command` with its module decided: as configured, else the one the host's SGLang has
+    (its `sglang.__version__`, asked with the `sglang-version` table entry), else the one
+    `fallback_version` (the target's configured `sglang_version`) has."""
+    if command.module is not None:
+        return command
+    version: str | None = None
+    try:
+        ran = await node.run("sglang-version", check=False, timeout=120, python=command.python)
+        lines = ran.stdout.decode("utf-8", "replace").strip().splitlines()
+        if ran.exit_status == 0 and lines and release_tuple(lines[-1].strip()) is not None:
+            version = lines[-1].strip()
+    except Exception:
+        version = None
+    return command.model_copy(update={"module": bench_module_for(version or fallback_version)})
 
 
 def _last_json(text: str) -> dict[str, Any] | None:
@@ -105,6 +128,19 @@ def _scalar(value: T) -> T | str:
     return value
 
 
+def _flat(key: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A nested object of the JSON line as flat metrics.
+
+    0.5.23's `sglang.benchmark.serving` nests `cache_report` (its keys are the printed block's,
+    kept as they are) and, with `--goodput`, `goodput_slos_ms` and `slo_attainment_by_metric`
+    (kept as `<key>_<name>`).
+    """
+    prefix = "" if key == "cache_report" else f"{key}_"
+    return {
+        f"{prefix}{sub}": _scalar(item) for sub, item in value.items() if not isinstance(item, dict | list)
+    }
+
+
 def parse_remote(stdout: str, jsonl: str, *, num_prompts: int) -> dict[str, Any]:
     """bench_serving's JSON line and printed block as one metrics dict (JSON line first)."""
     line = _last_json(jsonl)
@@ -114,7 +150,11 @@ def parse_remote(stdout: str, jsonl: str, *, num_prompts: int) -> dict[str, Any]
         raise LoadError("bench_serving wrote no JSON line and printed no result block")
     metrics: dict[str, Any] = {}
     for key, value in (line or {}).items():
-        if key not in DETAIL_KEYS and key != "server_info":
+        if key in DETAIL_KEYS or key == "server_info":
+            continue
+        if isinstance(value, dict):
+            metrics.update(_flat(key, value))
+        else:
             metrics[key] = _scalar(value)
     for key, value in printed.items():
         metrics.setdefault(key, _scalar(value))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from bot.bench.loadgen import LevelResult, LoadSpec, LoadWorkers, discover_model
-from bot.bench.remote import NodeRunner, run_remote
+from bot.bench.remote import NodeRunner, resolve_command, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
 from bot.store.bench_repo import UnknownMeasurementSetError, add_measurements, load_set, save_set
@@ -59,6 +59,9 @@ class BenchPlan:
     bench_serving: BenchServingCommand = field(default_factory=BenchServingCommand)
     extra_cost_us: float = 0.0
     """Artificial client CPU per event (tests and demonstrations of a client-bound run)."""
+    sglang_version: str | None = None
+    """The target's configured SGLang version: which bench_serving module runs when the host
+    cannot say (`bot.bench.remote.resolve_command`)."""
 
     @classmethod
     def build(
@@ -204,6 +207,9 @@ async def run_plan(
     # this set's own prompts: never ones an earlier set sent to the same running server
     salt = mset.id if mset.id is not None else secrets.randbits(31)
     workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
+    command = plan.bench_serving
+    if plan.backend == "bench_serving" and node is not None:  # the host's module, asked once per plan
+        command = await resolve_command(node, command, fallback_version=plan.sglang_version)
     try:
         for repeat in range(first_repeat, first_repeat + plan.repeats):
             for concurrency in plan.concurrency:
@@ -217,7 +223,7 @@ async def run_plan(
                 if plan.backend == "bench_serving":
                     assert node is not None
                     url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server
-                    result = await run_remote(node, spec, command=plan.bench_serving, base_url=url)
+                    result = await run_remote(node, spec, command=command, base_url=url)
                 else:
                     result = await workers.run_async(spec)
                 levels.append((repeat, result))

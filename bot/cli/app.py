@@ -165,7 +165,7 @@ def _chat_command(name: str) -> None:
         config = settings()
         words, json_output = split_json(ctx.args) if name in TARGET_COMMANDS else (ctx.args, False)
         try:
-            invocation = parse_command([name, *words], catalog=catalog_for(config, words))
+            invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
         except CommandError as exc:
             raise fail(exc.render()) from None
         if name in TARGET_COMMANDS:

@@ -84,7 +84,7 @@ def bench(ctx: typer.Context) -> None:
     config = settings()
     try:
         local, words = _console_options(list(ctx.args))
-        invocation = parse_command(["bench", *words], catalog=catalog_for(config, words))
+        invocation = parse_command(["bench", *words], catalog=catalog_for(config, words, "bench"))
     except CommandError as exc:
         raise fail(exc.render()) from None
     request = BenchRequest.of(config, invocation, base_url=local["base_url"])

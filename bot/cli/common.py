@@ -17,9 +17,9 @@ import typer
 
 from bot.app.context import AppContext, lease_ttl_s, open_store
 from bot.app.errors import AppError
+from bot.app.flag_list import needs_flag_list, read_flag_list
 from bot.commands import CommandError
 from bot.commands.target_catalog import UnknownTargetError
-from bot.commands.target_catalog import catalog_for as target_catalog
 from bot.config import ConfigError, Settings, load_settings
 from bot.sglang.catalog import FlagCatalog
 from bot.store import AsyncStore
@@ -50,15 +50,19 @@ def settings() -> Settings:
         raise fail(f"error: {exc}") from None
 
 
-def catalog_for(config: Settings, words: list[str]) -> FlagCatalog:
-    """The flag list of the command's target (`bot.commands.target_catalog`); an unknown
-    `target=` is one `error:` line, a missing version list a note on stderr."""
+def catalog_for(config: Settings, words: list[str], command: str | None = None) -> FlagCatalog:
+    """The flag list of the command's target (`bot.app.flag_list`): for a command whose words
+    name SGLang flags, the host's own list (its version read now, the list cached per version),
+    or the packaged one when the host cannot answer; a note on stderr says which list it was.
+    `words` start with the command's name unless `command` gives it. An unknown `target=` is one
+    `error:` line."""
+    full = [command, *words] if command is not None else list(words)
     try:
-        found = target_catalog(config, words)
+        found = asyncio.run(read_flag_list(config, full))
     except UnknownTargetError as exc:
         raise fail(f"error: {exc}") from None
-    if found.note:
-        typer.echo(f"note: {found.note}", err=True)
+    if needs_flag_list(full):
+        typer.echo(f"note: flags checked against the {found.note}", err=True)
     return found.catalog
 
 

@@ -45,9 +45,11 @@ def _command(name: str) -> Callable[[typer.Context], None]:
         words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
         config = settings()
         try:
-            invocation = parse_command([name, *words], catalog=catalog_for(config, words))
+            invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
         except CommandError as exc:
             raise fail(exc.render()) from None
+        for note in invocation.notes:  # e.g. a removed flag the list lacks
+            typer.echo(f"note: {note}", err=True)
         with usage_errors():
             target = target_of(config, invocation)
         if name in ("hypothesis", "knowledge", "log", "cancel") or (

@@ -73,7 +73,7 @@ def run(ctx: typer.Context) -> None:
         typer.echo(help_text("run"))
         return
     config = settings()
-    catalog = catalog_for(config, words)
+    catalog = catalog_for(config, words, "run")
     try:
         invocation = parse_command(["run", *words], catalog=catalog)
     except CommandError as exc:

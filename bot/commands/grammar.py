@@ -6,7 +6,10 @@
   `remove --x`, `env set NAME=V`, `env unset NAME`; a bare `--x [V]` means `add`.
   Flag names are resolved against the target's own SGLang flag list (aliases and unambiguous
   prefixes become canonical names, as SGLang's argparse would take them) and values are
-  checked the way argparse checks them.
+  checked the way argparse checks them. `remove --x` of a well-formed name the list does not
+  have is taken as written, with a note (`Invocation.notes`): a unit may carry a flag its
+  SGLang dropped, and it must stay removable; whether the unit has it is checked where the
+  unit is read (preflight: "not in the current flags").
 - EXPECTATION: `metric OP value`, e.g. `max_running_requests>=48`.
 - Options: `name=value`; in commands without flag changes also `--name value`, because there a
   `--` word cannot be an SGLang flag.
@@ -41,6 +44,8 @@ from bot.sglang.metrics import unknown_metric_message
 CHANGE_VERBS = frozenset({"add", "set", "remove", "env"})
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _OPTION_WORD = re.compile(r"^(?P<key>[a-z][a-z0-9_-]*)=(?P<value>.*)$", re.DOTALL)
+FLAG_NAME = re.compile(r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
+"""What an SGLang flag name can look like; a word of another shape is refused whatever the list."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class Invocation:
     options: dict[str, str] = field(default_factory=dict)
     changes: tuple[Change, ...] = ()
     expectations: tuple[Expectation, ...] = ()
+    notes: tuple[str, ...] = ()
+    """What the user should know of how the words were read (a removed flag the list lacks)."""
 
     @property
     def name(self) -> str:
@@ -105,18 +112,21 @@ class _Parser:
         self.options: dict[str, str] = {}
         self.changes: list[Change] = []
         self.expectations: list[Expectation] = []
+        self.notes: list[str] = []
         self.words: list[str] = []
         self.slots: tuple[Positional, ...] = ()
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def fail(self, message: str) -> CommandError:
-        return CommandError(message, usage=self.spec.usage, example=self.spec.examples[0])
+    def fail(self, message: str, *, flag_list: bool = False) -> CommandError:
+        return CommandError(
+            message, usage=self.spec.usage, example=self.spec.examples[0], flag_list=flag_list
+        )
 
     @property
     def catalog(self) -> FlagCatalog:
-        if self._catalog is None:
-            self._catalog = FlagCatalog.load()
+        if self._catalog is None:  # no target, so no version: the documented default list
+            self._catalog, _ = FlagCatalog.nearest(None)
         return self._catalog
 
     def peek(self) -> str | None:
@@ -234,7 +244,7 @@ class _Parser:
                 raise self.fail(
                     f"{option.name}={value!r}: expected comma-separated flags such as --enable-x,--tp"
                 )
-            return ",".join(dict.fromkeys(self._resolve(name).name for name in names))
+            return ",".join(dict.fromkeys(self._taken_out(option.name, name) for name in names))
         try:
             return check_option(option, value)
         except ValueError as exc:
@@ -285,11 +295,11 @@ class _Parser:
             hint = typographic_dash_hint(word)
             raise self.fail(hint or f"{verb} expects an SGLang flag such as --enable-metrics, got {word!r}")
         written, has_inline, inline = word.partition("=")
-        spec = self._resolve(written)
         if verb == "remove":
             if has_inline or self.is_value(self.peek()):
                 raise self.fail(f"remove {written}: takes no value")
-            return Change("remove", spec.name, written=written)
+            return self._removal(written)
+        spec = self._resolve(written)
         value = self._values(spec, inline if has_inline else None)
         if verb == "set" and not spec.takes_value:
             raise self.fail(
@@ -299,7 +309,7 @@ class _Parser:
         try:
             self.catalog.check_value(spec, value)
         except FlagValueError as exc:
-            raise self.fail(str(exc)) from None
+            raise self.fail(str(exc), flag_list=True) from None
         return Change("add" if verb == "add" else "set", spec.name, value, written=written)
 
     def _no_literal_secret(self, flag: str, value: FlagValue) -> None:
@@ -316,13 +326,43 @@ class _Parser:
             f"the node and write a reference, e.g. `{flag}=${{SGLANG_API_KEY}}`"
         )
 
+    def _removal(self, written: str) -> Change:
+        """`remove --x`: the list's canonical name; a well-formed name the list lacks as written
+        (a flag already in the unit can always be removed, even one this SGLang dropped)."""
+        name = self._known_or_as_written(
+            written,
+            f"remove {written}",
+            "removed as written if the unit carries it (a unit that does not is refused when the unit is read)",
+        )
+        return Change("remove", name, written=written)
+
+    def _taken_out(self, option: str, written: str) -> str:
+        """A flag name of a `flags=` option (flags a revert takes out of the unit): canonical, or a
+        well-formed name the list lacks as written, with a note (the unit may carry a flag its
+        SGLang dropped; the step that reads the unit refuses a name it does not carry)."""
+        return self._known_or_as_written(written, f"{option}={written}", "taken as written")
+
+    def _known_or_as_written(self, written: str, what: str, outcome: str) -> str:
+        """A flag name to take out of a unit: canonical when the list knows it, else as written
+        when it is well formed, with a note saying so (`what`: the words, `outcome`: what is done)."""
+        try:
+            return self.catalog.resolve(written).name
+        except UnknownFlagError as exc:
+            if not FLAG_NAME.match(written):
+                raise self.fail(str(exc)) from None
+            close = f" (did you mean {' or '.join(exc.suggestions)}?)" if exc.suggestions else ""
+        except AmbiguousFlagError as exc:
+            raise self.fail(str(exc), flag_list=True) from None
+        self.notes.append(f"{what}: not a flag of SGLang {self.catalog.version}'s list{close}; {outcome}")
+        return written
+
     def _resolve(self, written: str) -> FlagSpec:
         try:
             return self.catalog.resolve(written)
-        except UnknownFlagError as exc:
-            raise self.fail(str(exc)) from None
+        except UnknownFlagError as exc:  # another version's list may have it, unless no list can
+            raise self.fail(str(exc), flag_list=bool(FLAG_NAME.match(written))) from None
         except AmbiguousFlagError as exc:
-            raise self.fail(str(exc)) from None
+            raise self.fail(str(exc), flag_list=True) from None
 
     def _values(self, spec: FlagSpec, inline: str | None) -> FlagValue:
         """Collect values the way argparse would for this flag's nargs (see module doc)."""
@@ -375,7 +415,13 @@ class _Parser:
         if self.spec.needs_expectation and not self.expectations:
             raise self.fail(f"{self.spec.name} needs an expectation, e.g. max_running_requests>=48")
         return Invocation(
-            self.spec, self.sub, values, dict(self.options), tuple(self.changes), tuple(self.expectations)
+            self.spec,
+            self.sub,
+            values,
+            dict(self.options),
+            tuple(self.changes),
+            tuple(self.expectations),
+            tuple(self.notes),
         )
 
 

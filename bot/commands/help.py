@@ -39,4 +39,5 @@ def describe_invocation(invocation: Invocation) -> dict[str, Any]:
         "options": invocation.options,
         "changes": [change.to_json() for change in invocation.changes],
         "expectations": [str(expectation) for expectation in invocation.expectations],
+        **({"notes": list(invocation.notes)} if invocation.notes else {}),
     }

@@ -1,9 +1,10 @@
 """Which flag list judges a command's flags: the one of the SGLang version its target runs.
 
 One rule for the CLI and Slack: `target=` in the words, else `default_target`; a configured
-`sglang_version` picks the packaged list of that version, and without one (or without a list
-for it) the packaged 0.5.10 list is used. A `target=` naming no configured target is refused
-before any flag is judged against the wrong list.
+`sglang_version` picks the packaged list of that version, else the nearest packaged list
+(`FlagCatalog.nearest`), named in the note; without a configured version the packaged 0.5.10
+list is used. A `target=` naming no configured target is refused before any flag is judged
+against the wrong list.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from dataclasses import dataclass
 from bot.config import Settings
 from bot.sglang.catalog import FlagCatalog
 
-FALLBACK_VERSION = "0.5.10"
-
 
 class UnknownTargetError(LookupError):
     """`target=` names a target flagbot.toml does not define."""
@@ -25,7 +24,7 @@ class UnknownTargetError(LookupError):
 class TargetCatalog:
     catalog: FlagCatalog
     note: str | None = None
-    """Set when the target's own version has no packaged list and 0.5.10 stands in."""
+    """Set when the target's own version has no packaged list and the nearest one stands in."""
 
 
 def catalog_for(settings: Settings, words: Sequence[str]) -> TargetCatalog:
@@ -34,8 +33,5 @@ def catalog_for(settings: Settings, words: Sequence[str]) -> TargetCatalog:
         raise UnknownTargetError(f"unknown target {named!r}; targets: {', '.join(sorted(settings.targets))}")
     name = named or settings.default_target
     version = settings.targets[name].sglang_version if name in settings.targets else None
-    try:
-        return TargetCatalog(FlagCatalog.load(version or FALLBACK_VERSION))
-    except LookupError:
-        note = f"no flag list for SGLang {version} is packaged; checking against {FALLBACK_VERSION}"
-        return TargetCatalog(FlagCatalog.load(FALLBACK_VERSION), note)
+    catalog, note = FlagCatalog.nearest(version)
+    return TargetCatalog(catalog, note)

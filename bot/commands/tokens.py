@@ -45,11 +45,16 @@ def value_problem(value: str) -> str | None:
 class CommandError(ValueError):
     """A command that cannot be run as written: the problem, the usage and a correct example."""
 
-    def __init__(self, message: str, *, usage: str | None = None, example: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, usage: str | None = None, example: str | None = None, flag_list: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.usage = usage
         self.example = example
+        self.flag_list = flag_list
+        """The refusal comes from the flag list the words were judged by (a flag it does not have,
+        a value it refuses): another SGLang version's list could take them."""
 
     def render(self) -> str:
         """The text shown to the user (ephemerally in Slack, on stderr in the CLI)."""

@@ -189,7 +189,8 @@ class BenchServingCommand(Strict):
     """How `python -m sglang.bench_serving` is started on node 0 (`backend = "bench_serving"`)."""
 
     python: NodePath = "/usr/bin/python3"
-    module: Literal["sglang.bench_serving", "sglang.benchmark.serving"] = "sglang.bench_serving"
+    module: Literal["sglang.bench_serving", "sglang.benchmark.serving"] | None = None
+    """None: the module the host's SGLang has (`sglang.benchmark.serving` from 0.5.15), asked once per benchmark."""
     backend: Literal["sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat", "sglang"] | None = None
     """bench_serving's `--backend`; default from the profile's endpoint (sglang-oai / sglang-oai-chat)."""
     base_url: str | None = Field(

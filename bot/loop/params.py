@@ -61,7 +61,16 @@ class WithParams(Protocol):
 
 
 class ParamError(ValueError):
-    """A parameter value that does not fit its playbook; the message names the playbook and key."""
+    """A parameter value that does not fit its playbook; the message names the playbook and key.
+    `flag_list`: refused by the flag list it was read with (another SGLang version's may take it)."""
+
+    def __init__(self, message: str, *, flag_list: bool = False) -> None:
+        super().__init__(message)
+        self.flag_list = flag_list
+
+
+class _FlagListValueError(ValueError):
+    """A `changes` value the flag list refused (a flag it lacks, a value it refuses)."""
 
 
 def convert(spec: ParamSpec, value: object, *, catalog: FlagCatalog | None) -> ParamValue:
@@ -110,7 +119,7 @@ def _changes(value: object, catalog: FlagCatalog | None) -> list[dict[str, Any]]
     try:
         invocation = parse_command(["try", *tokenize(text)], catalog=catalog)
     except CommandError as exc:
-        raise ValueError(exc.message) from None
+        raise (_FlagListValueError if exc.flag_list else ValueError)(exc.message) from None
     if invocation.expectations or invocation.options:
         raise ValueError(f"{text!r}: only flag changes here (add, set, remove, env)")
     return [change.to_json() for change in invocation.changes]
@@ -186,7 +195,10 @@ def _converted(
     try:
         return convert(spec, value, catalog=catalog)
     except ValueError as exc:
-        raise ParamError(f"playbook {playbook.name}: {spec.name}={value!r}: {exc}") from None
+        raise ParamError(
+            f"playbook {playbook.name}: {spec.name}={value!r}: {exc}",
+            flag_list=isinstance(exc, _FlagListValueError),
+        ) from None
 
 
 def _listing(playbook: WithParams) -> str:

@@ -32,11 +32,11 @@ from bot.target.dropin import DropinSpec, render_dropin
 from bot.target.dryrun import DryRunResult
 from bot.target.dryrun import dry_run as run_dry
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_catalog, host_version, python_of
+from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
 from bot.target.observe import read_gpus
 from bot.target.restart import flags_for_nodes
 from bot.target.session import TargetSession
-from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, requested_values
+from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, release_defaults, requested_values
 from bot.target.unit import UnitView, read_unit
 
 DOWNTIME_STARTS = 10
@@ -286,8 +286,11 @@ async def _resolve(
     node = ts.node0
     view = await read_unit(node)
     python = python_of(view.prefix)
-    version = await host_version(node, python) or ts.target.sglang_version
+    reported = await host_version(node, python)
+    version = reported or ts.target.sglang_version
     catalog, source = await host_catalog(node, python=python, version=version, cache_dir=cache_dir)
+    if reported is not None and host_answered(source):  # the next command is judged by this list
+        remember_target(cache_dir, ts.name, ts.target, reported)
     report.sglang_version = version
     report.flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}
     report.refused = _check_changes(changes, catalog)
@@ -379,10 +382,13 @@ def _dry_run_findings(
         report.warnings.append(Finding(f"no dry run on {node}: {result.reason}", "dry run"))
         return
     requested, _unknown = requested_values(flags, catalog)
-    report.implied, derived = implied_flags(result.server_args or {}, requested, catalog)
+    defaults = release_defaults(report.sglang_version)
+    report.implied, derived = implied_flags(result.server_args or {}, requested, catalog, defaults)
     for text in result.warnings:
         report.warnings.append(Finding(text, f"SGLang's post-init on {node} (dry run)"))
     if before is not None and before.ok:
-        asked = {catalog.resolve(change.flag).field for change in changes if change.flag is not None}
+        asked = {
+            spec.field for change in changes if change.flag is not None and (spec := catalog.get(change.flag))
+        }
         skip = set(derived) | set(ALWAYS_DERIVED) | {name for name in asked if name is not None}
         report.implied_changes = _changed(before.server_args or {}, result.server_args or {}, skip)

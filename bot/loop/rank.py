@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from bot.loop.knowledge import KnowledgeBase, ObservationLike, describe_observation, observation_stance
 from bot.sglang.catalog import FlagCatalog
+from bot.target.snapshot_facts import is_release_difference
 
 CAPACITY_METRICS = frozenset(
     {"max_running_requests", "max_total_num_tokens", "available_gpu_mem_gb", "max_req_input_len"}
@@ -214,6 +215,8 @@ def rank_hypotheses(
         before = implied_before.get(field)
         if before is not None and before.get("value") == entry.get("value"):
             continue
+        if is_release_difference(entry):
+            continue  # differs from another release's default: not something SGLang set itself
         flag = _flag_of(field, catalog)
         if flag in changed or flag in removed:
             continue  # requested, not implied: already a candidate

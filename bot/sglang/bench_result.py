@@ -92,6 +92,7 @@ LABELS: dict[str, str] = {
     "cache hit rate": "cache_hit_rate_pct",
     "device": "device_cached_tokens",
     "host": "host_cached_tokens",
+    "request goodput (req/s)": "request_goodput",  # 0.5.23 `--goodput` (benchmark/goodput.py)
 }
 """Printed label (lower-cased, colon removed) -> bench_serving JSON key. Latency rows
 (`Mean|Median|Std|P90|... E2E Latency|TTFT|TPOT|ITL (ms)`) are mapped by pattern instead."""

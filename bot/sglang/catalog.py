@@ -18,6 +18,10 @@ sets (`--tp-size` for `--tensor-parallel-size`/`--tp-size`, field `tp_size`), be
 what the server's `server_args=ServerArgs(...)` startup line shows and what the bot diffs;
 when no option string spells the field, SGLang's first one (the one `--help` lists first).
 
+Lists are packaged for SGLang 0.5.9, 0.5.10 and 0.5.23 (`packaged_versions`); any other
+version is judged by the nearest of them in version order (`FlagCatalog.nearest`,
+`nearest_packaged`), and the caller names that list in its reply.
+
 `--no-X` of an `argparse.BooleanOptionalAction` flag is a spec of its own (`negates="--X"`),
 so canonicalising it can never silently turn "off" into "on".
 """
@@ -169,6 +173,37 @@ class FlagCatalog:
     def load(cls, version: str = DEFAULT_VERSION) -> FlagCatalog:
         """The catalog packaged for `version` (cached; raises LookupError if none is shipped)."""
         return _load_packaged(version)
+
+    @classmethod
+    def nearest(cls, version: str | None) -> tuple[FlagCatalog, str | None]:
+        """The packaged list for `version`, else the nearest one, with a note naming it.
+
+        (catalog, None) when `version` has its own packaged list, or is None (no version
+        known: the default `DEFAULT_VERSION` list, as documented for an unset
+        `sglang_version`). Otherwise the nearest packaged release by version order (see
+        `nearest_packaged`) and a note that says which list stands in and why.
+        """
+        if version is None:
+            return _load_packaged(DEFAULT_VERSION), None
+        if version in packaged_versions():
+            return _load_packaged(version), None
+        try:
+            chosen, tied = nearest_packaged(version)
+        except ValueError:
+            return _load_packaged(DEFAULT_VERSION), (
+                f"SGLang version {version!r} is not a release number (like {DEFAULT_VERSION}); "
+                f"checking against the packaged SGLang {DEFAULT_VERSION} list"
+            )
+        note = (
+            f"no flag list for SGLang {version} is packaged; "
+            f"checking against the nearest packaged list, SGLang {chosen}"
+        )
+        if tied is not None:
+            note += (
+                f" ({chosen} and {tied} are equally near; the older is used, "
+                "as releases add flags more often than they drop them)"
+            )
+        return _load_packaged(chosen), note
 
     @classmethod
     def from_specs(cls, version: str, specs: Iterable[FlagSpec]) -> FlagCatalog:
@@ -423,15 +458,101 @@ def _as_choice(converter: Converter, choice: str) -> JsonValue:
         return choice
 
 
+# -- versions -------------------------------------------------------------------------------------
+
+_RELEASE = re.compile(
+    r"v?(?P<release>[0-9]+(?:\.[0-9]+)*)"
+    r"(?:[-_.]?(?P<pre>a|alpha|b|beta|c|rc|pre|preview)[-_.]?(?P<pre_n>[0-9]*))?"
+    r"(?:[-_.]?(?P<post>post|rev|r)[-_.]?(?P<post_n>[0-9]*))?"
+    r"(?:[-_.]?(?P<dev>dev)[-_.]?(?P<dev_n>[0-9]*))?"
+    r"(?:\+[0-9a-z.]+)?",
+    re.IGNORECASE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+VersionKey = tuple[tuple[int, ...], tuple[int, int], int, tuple[int, int]]
+
+
+def version_key(version: str) -> VersionKey:
+    """A sort key that orders SGLang versions as PEP 440 does: `0.5.9 < 0.5.10 < 0.5.23`,
+    `0.5.10.dev1 < 0.5.10rc1 < 0.5.10 < 0.5.10.post1`; a local part (`+cu128`) is ignored.
+
+    Raises ValueError for text that is not a release number.
+    """
+    match = _RELEASE.fullmatch(version.strip())
+    if match is None:
+        raise ValueError(f"{version!r} is not a release number like 0.5.10, 0.5.10rc1 or 0.5.10.post1")
+    release = tuple(int(part) for part in match["release"].split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    if match["pre"]:
+        pre = (_PRE_RANK[match["pre"].lower()], int(match["pre_n"] or 0))
+    elif match["dev"] and not match["post"]:
+        pre = (-1, 0)  # 0.5.10.dev1 comes before 0.5.10a1
+    else:
+        pre = (3, 0)
+    post = int(match["post_n"] or 0) if match["post"] else -1
+    dev = (0, int(match["dev_n"] or 0)) if match["dev"] else (1, 0)
+    return release, pre, post, dev
+
+
+def packaged_versions() -> tuple[str, ...]:
+    """The SGLang versions whose flag lists are shipped, in version order."""
+    names = (
+        entry.name.removeprefix("sglang-").removesuffix("-flags.json")
+        for entry in resources.files(_data).iterdir()
+        if entry.name.startswith("sglang-") and entry.name.endswith("-flags.json")
+    )
+    return tuple(sorted(names, key=version_key))
+
+
+def _distance(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int]:
+    """How far apart two release numbers are: the first component that differs (earlier is
+    farther: another minor release is farther than any patch) and by how much."""
+    width = max(len(a), len(b))
+    pa, pb = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+    for index, (x, y) in enumerate(zip(pa, pb, strict=True)):
+        if x != y:
+            return -index, abs(x - y)
+    return -width, 0
+
+
+def nearest_packaged(version: str, shipped: Sequence[str] | None = None) -> tuple[str, str | None]:
+    """(the packaged version nearest to `version`, the other one when two are equally near).
+
+    Only the two neighbours in version order compete (the newest list at or below `version`
+    and the oldest at or above it); the nearer by release number wins, so a 0.5.10.post1 or a
+    0.5.23rc1 gets its own release's list and 0.5.12 gets 0.5.10 rather than 0.5.23. On a tie
+    the older wins: releases add flags more often than they drop them, so an older list errs
+    by refusing a flag the host has (a message), where a newer one errs by accepting a flag
+    the host lacks (a restart that dies in argparse).
+    Raises ValueError when `version` is not a release number or nothing is packaged.
+    """
+    key = version_key(version)
+    ordered = sorted(shipped if shipped is not None else packaged_versions(), key=version_key)
+    if not ordered:
+        raise ValueError("no flag list is packaged")
+    below = [v for v in ordered if version_key(v) <= key]
+    above = [v for v in ordered if version_key(v) >= key]
+    if not below:
+        return above[0], None
+    if not above:
+        return below[-1], None
+    older, newer = below[-1], above[0]
+    if older == newer:
+        return older, None
+    near_older = _distance(version_key(older)[0], key[0])
+    near_newer = _distance(version_key(newer)[0], key[0])
+    if near_newer < near_older:
+        return newer, None
+    return older, (newer if near_older == near_newer else None)
+
+
 @cache
 def _load_packaged(version: str) -> FlagCatalog:
     resource = resources.files(_data).joinpath(f"sglang-{version}-flags.json")
     if not resource.is_file():
-        shipped = sorted(
-            entry.name.removeprefix("sglang-").removesuffix("-flags.json")
-            for entry in resources.files(_data).iterdir()
-            if entry.name.startswith("sglang-") and entry.name.endswith("-flags.json")
-        )
+        shipped = packaged_versions()
         raise LookupError(f"no flag catalog for SGLang {version}; shipped: {', '.join(shipped) or 'none'}")
     document = json.loads(resource.read_text(encoding="utf-8"))
     if document.get("sglang_version") != version:

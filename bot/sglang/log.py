@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 from bot.sglang import log_events as ev
 from bot.sglang.log_report import LIST_CAP, LogReport, StartReport
 from bot.sglang.logline import LogLine, parse_line
-from bot.sglang.server_args import parse_server_args_status
+from bot.sglang.server_args import read_server_args
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -95,13 +95,23 @@ class _Scanner:
         msg = line.message
         self._boundaries(lineno, line)
         cur = self.cur
-        if "server_args=" in msg and ("server_args=ServerArgs(" in msg or "server_args={" in msg):
-            values, complete = parse_server_args_status(msg)
-            if values is not None:  # not a source line quoting `f"server_args={...}"`
+        if "server_args=" in msg and (
+            msg.startswith("server_args=") or "server_args=ServerArgs(" in msg or "server_args={" in msg
+        ):
+            read = read_server_args(msg)
+            if read.values is not None:  # not a source line quoting `f"server_args={...}"`
                 if self._has_content():
                     self._new_start(lineno, take_warnings=True)
                     cur = self.cur
-                cur.set_server_args(values, complete, lineno)
+                cur.set_server_args(read.values, read.complete, lineno, read)
+                self._event(lineno, "server_args")
+                return
+            if msg.startswith("server_args="):  # SGLang's own line, in a form not read
+                if self._has_content():
+                    self._new_start(lineno, take_warnings=True)
+                    cur = self.cur
+                cur.unparsed.update(read.unparsed)
+                cur.server_args_line = cur.server_args_line or lineno
                 self._event(lineno, "server_args")
                 return
         if "max_total_num_tokens=" in msg:
@@ -123,6 +133,8 @@ class _Scanner:
         ):
             found = extract(msg)
             if found is not None:
+                if "unparsed" in found:
+                    cur.unparsed.setdefault(stage, f"line {lineno}: {found['unparsed']}")
                 if len(target) < LIST_CAP:
                     target.append({"line": lineno, "rank": line.rank_label, **found})
                 self._event(lineno, stage)

@@ -20,7 +20,7 @@ from bot.sglang.logline import LogLine
 KEYWORDS: tuple[str, ...] = (
     "server_args=",
     "max_total_num_tokens=",
-    "KV Cache is allocated",
+    "KV Cache ",
     "Load weight ",
     "Capture ",
     "ready to roll",
@@ -56,12 +56,18 @@ _CAPACITY_FIELDS = {
     "available_cpu_mem": "available_cpu_mem_gb",
 }
 _KV_RE = re.compile(r"(dtype|#tokens|K size|V size|KV size): ([^,\s]{1,40})")
+_KV_STATES = (("is allocated", None), ("VA upper bound", "va_upper_bound"), ("skipped", "skipped"))
+_KV_SKIPPED_RE = re.compile(r"Logical #tokens: (\d{1,15})")
 _KV_FIELDS = {"#tokens": "tokens", "K size": "k_size_gb", "V size": "v_size_gb", "KV size": "kv_size_gb"}
 _WEIGHT_RE = re.compile(
     rf"(elapsed|avail mem|mem usage)=({_NUM})|\b(type|dtype|quant|fmt)=([^,\s]{{1,200}}?)(?=,|\s|$)"
 )
+_COMMITTED_RE = re.compile(rf"Committed real weights after CUDA graph capture in ({_NUM}) s")
 _GRAPH_RE = re.compile(r"Capture (?P<kind>[\w ]{1,60}?) (?P<phase>begin|end)\b")
 _GRAPH_NUM_RE = re.compile(rf"(Time elapsed: |elapsed=|mem usage=|avail mem=)({_NUM})")
+_GRAPH_TEXT_RE = re.compile(r"\b(backend|num_tokens_per_req)=([\w.-]{1,40})")
+_GRAPH_LIST_RE = re.compile(r"\b(bs|num_tokens)=\[([\d, ]{0,20000})\]")
+_GRAPH_LIST_FIELDS = {"bs": "max_bs", "num_tokens": "max_num_tokens"}
 _GRAPH_NUM_FIELDS = {
     "Time elapsed: ": "elapsed_s",
     "elapsed=": "elapsed_s",
@@ -106,11 +112,39 @@ def capacity(message: str) -> dict[str, Any] | None:
 
 
 def kv_cache(message: str) -> dict[str, Any] | None:
-    """`KV Cache is allocated. ...` in its MHA, MLA (`KV size`) and 0.5.13+ (`dtype:`) forms."""
-    if "KV Cache is allocated" not in message:
+    """The KV pool line, in every form the releases print (memory_pool.py).
+
+    `KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB` (MHA) or `..., KV size: X GB`
+    (MLA) up to 0.5.12; `dtype: torch.bfloat16, ` after the first period from 0.5.13; from 0.5.19
+    (`_finalize_allocation_log`) a pool label may come first (`MiniMax ... KV Cache is allocated`,
+    kept as `pool`), `VA upper bound` replaces `is allocated` for a pool sized after graph capture
+    (`state: "va_upper_bound"`), and a no-op pool prints `KV Cache skipped (no-op pool). Logical
+    #tokens: N, ...` (`state: "skipped"`). A line of this kind without any size or token count
+    gets `unparsed` with the reason.
+    """
+    pos = message.find("KV Cache ")
+    if pos < 0:
+        return None
+    after = message[pos + 9 :]
+    state: str | None = ""
+    for text, name in _KV_STATES:
+        if after.startswith(text):
+            state = name
+            break
+    if state == "":
         return None
     values: dict[str, Any] = {}
-    for key, text in _KV_RE.findall(message):
+    label = message[:pos].strip()
+    if label and pos <= 120:
+        values["pool"] = label
+    if state is not None:
+        values["state"] = state
+    if state == "skipped":
+        match = _KV_SKIPPED_RE.search(after)
+        if match:
+            values["tokens"] = int(match.group(1))
+        return values
+    for key, text in _KV_RE.findall(after):
         if key == "dtype":
             values.setdefault("dtype", text)
             continue
@@ -118,11 +152,20 @@ def kv_cache(message: str) -> dict[str, Any] | None:
             values.setdefault(_KV_FIELDS[key], _number(text) if len(text) <= 22 else None)
         except ValueError:
             continue
+    if not any(key in values for key in _KV_FIELDS.values()):
+        values["unparsed"] = "no #tokens, K size, V size or KV size on a KV cache line"
     return values
 
 
 def weights(message: str) -> dict[str, Any] | None:
-    """`Load weight begin. avail mem=...` and `Load weight end. [elapsed=...,] type=..., ...`."""
+    """`Load weight begin. avail mem=...` and `Load weight end. [elapsed=...,] type=..., ...`.
+
+    0.5.23's overlapped startup load (`startup_weight_load.py`) ends with `Load weight end.
+    Committed real weights after CUDA graph capture in T s (capture overlap window W s, startup
+    overlap total S s)`: `T` is taken as `elapsed_s`, `committed_after_capture` is set. Releases
+    before about 0.5.0 print no `elapsed=`; an `end` line with none of elapsed, type and avail mem
+    gets `unparsed`.
+    """
     stripped = message.lstrip()
     if stripped.startswith("Load weight begin"):
         phase = "begin"
@@ -131,23 +174,48 @@ def weights(message: str) -> dict[str, Any] | None:
     else:
         return None
     values: dict[str, Any] = {"phase": phase}
+    committed = _COMMITTED_RE.search(message) if phase == "end" else None
+    if committed:
+        values["elapsed_s"] = _number(committed.group(1))
+        values["committed_after_capture"] = True
     for num_key, num, text_key, text in _WEIGHT_RE.findall(message):
         if num_key:
             field = {"elapsed": "elapsed_s", "avail mem": "avail_mem_gb", "mem usage": "mem_usage_gb"}
             values.setdefault(field[num_key], _number(num))
         else:
             values.setdefault(text_key, text)
+    if phase == "end" and not ({"elapsed_s", "avail_mem_gb", "type"} & set(values)):
+        values["unparsed"] = "no elapsed time, type or avail mem on a weight load end line"
     return values
 
 
 def cuda_graph(message: str) -> dict[str, Any] | None:
-    """Graph capture begin/end lines: cuda, piecewise, npu, draft, 0.5.16 target/draft phases."""
+    """Graph capture begin/end lines, as model_runner.py (cuda_graph_setup.py from 0.5.20) prints them.
+
+    0.5.9-0.5.13: `Capture cuda graph begin. This can take up to several minutes. avail mem=X GB`,
+    `Capture cuda graph end. Time elapsed: T s. mem usage=U GB. avail mem=A GB.` and the same for
+    `piecewise CUDA graph` (and `npu graph`, `cpu graph`). 0.5.14+: `Capture <role> <phase> CUDA
+    graph begin. backend=full, num_tokens_per_req=1, avail mem=X GB` (prefill: `num_tokens=[...]`)
+    and `... end. [bs=[...], ]elapsed=T s, mem usage=U GB, avail mem=A GB.`; `backend`,
+    `num_tokens_per_req` and the largest captured `bs` / `num_tokens` are kept. An `end` line
+    without its elapsed time gets `unparsed`.
+    """
     match = _GRAPH_RE.search(message)
     if match is None or match.start() > 40:
         return None
     values: dict[str, Any] = {"kind": match.group("kind"), "phase": match.group("phase")}
-    for key, num in _GRAPH_NUM_RE.findall(message, match.end()):
+    rest = message[match.end() :]
+    for key, num in _GRAPH_NUM_RE.findall(rest):
         values.setdefault(_GRAPH_NUM_FIELDS[key], _number(num))
+    if "=" in rest:
+        for key, text in _GRAPH_TEXT_RE.findall(rest):
+            values.setdefault(key, int(text) if text.isdigit() else text)
+        for key, items in _GRAPH_LIST_RE.findall(rest):
+            numbers = [int(item) for item in items.replace(",", " ").split() if len(item) <= 15]
+            if numbers:
+                values.setdefault(_GRAPH_LIST_FIELDS[key], max(numbers))
+    if values["phase"] == "end" and "elapsed_s" not in values:
+        values["unparsed"] = "no elapsed time on a capture end line"
     return values
 
 

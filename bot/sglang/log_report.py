@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.sglang.logline import parse_ranks
+from bot.sglang.server_args import ServerArgsRead
 
 PARSED_KEYS: tuple[str, ...] = (
     "max_running_requests",
@@ -31,6 +32,7 @@ PARSED_KEYS: tuple[str, ...] = (
     "max_prefill_tokens",
     "cuda_graph_max_bs",
     "disable_cuda_graph",
+    "disable_piecewise_cuda_graph",
     "enable_dp_attention",
     "attention_backend",
     "kv_cache_dtype",
@@ -54,6 +56,7 @@ EFFECTIVE_KEYS: tuple[str, ...] = (
 )
 _RANK_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
 
+_LINE_KINDS = ("kv_cache", "weights", "cuda_graph")
 LIST_CAP = 256
 """Per-start cap on kv_cache / weights / cuda_graph / warnings / errors entries (memory bound)."""
 
@@ -63,6 +66,11 @@ def _rank_key(label: str) -> tuple[int, ...]:
     return tuple(ranks.get(name, 0) for name in _RANK_ORDER) + tuple(
         num for name, num in ranks.items() if name not in _RANK_ORDER
     )
+
+
+def lowest_rank(labels: list[str]) -> str | None:
+    """The label of the lowest rank ("" for the main process, else e.g. "TP0"); None if none."""
+    return min(labels, key=_rank_key) if labels else None
 
 
 @dataclass
@@ -75,6 +83,12 @@ class StartReport:
     has_server_args: bool = False
     server_args_line: int | None = None
     server_args_complete: bool | None = None
+    server_args_form: str | None = None
+    """"repr" (`server_args=ServerArgs(...)`, 0.5.9-0.5.18) or "dict" (`server_args={...}`, 0.5.19+)."""
+    server_args_nested: dict[str, str] = field(default_factory=dict)
+    """Flat name -> the nested path it was read from (0.5.14+ graph settings; server_args.py)."""
+    unparsed: dict[str, str] = field(default_factory=dict)
+    """What this start printed but the parser could not read: name -> reason (never a silent null)."""
     parsed: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(PARSED_KEYS))
     per_rank: dict[str, dict[str, Any]] = field(default_factory=dict)
     kv_cache: list[dict[str, Any]] = field(default_factory=list)
@@ -89,12 +103,20 @@ class StartReport:
     last_event_line: int = 0
     _warning_index: dict[str, int] = field(default_factory=dict, repr=False)
 
-    def set_server_args(self, values: dict[str, Any] | None, complete: bool, line: int) -> None:
+    def set_server_args(
+        self, values: dict[str, Any] | None, complete: bool, line: int, read: ServerArgsRead | None = None
+    ) -> None:
         self.server_args = values
         self.has_server_args = values is not None
         self.server_args_line = line
         self.server_args_complete = complete if values is not None else None
         self.parsed = {key: (values or {}).get(key) for key in PARSED_KEYS}
+        self.server_args_form = read.form if read is not None else None
+        self.server_args_nested = dict(read.nested) if read is not None else {}
+        # a later server_args line replaces the earlier one's reasons; the line kinds' stay
+        self.unparsed = {k: v for k, v in self.unparsed.items() if k in _LINE_KINDS}
+        if read is not None:
+            self.unparsed.update(read.unparsed)
 
     def add_warning(self, entry: dict[str, Any]) -> None:
         """Record a warning once per text; repeats (one per rank) only raise its count."""
@@ -149,6 +171,8 @@ class StartReport:
             "startup_error": self.startup_error,
             "stage": self.stage,
             "warnings_count": self.warnings_count,
+            "server_args_form": self.server_args_form,
+            "unparsed": dict(self.unparsed),
         }
 
 
@@ -207,6 +231,9 @@ class LogReport:
                 "starts": [start.summary_json() for start in self.starts],
                 "server_args_line": cur.server_args_line,
                 "server_args_complete": cur.server_args_complete,
+                "server_args_form": cur.server_args_form,
+                "server_args_nested": cur.server_args_nested,
+                "unparsed": cur.unparsed,
                 "ready_line": cur.ready_line,
                 "stage": cur.stage,
                 "errors": cur.errors,
@@ -242,6 +269,9 @@ class LogReport:
         out.append(f"status: {status}")
         first = f" (first: {cur.warnings[0]['text'][:160]})" if cur.warnings else ""
         out.append(f"warnings: {cur.warnings_count}{first}")
+        if cur.unparsed:
+            unread = "; ".join(f"{key} ({reason})" for key, reason in sorted(cur.unparsed.items()))
+            out.append(f"not read: {unread[:400]}")
         if len(self.starts) > 1 or self.starts_dropped:
             total = len(self.starts) + self.starts_dropped
             out.append(f"starts: {total}; this is the last (lines {cur.first_line}-{cur.last_line})")

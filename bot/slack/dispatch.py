@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import target_commands
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
+from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
 from bot.app.records import read_records
@@ -23,7 +25,7 @@ from bot.app.runs import check_experiment_target, run_playbook, settled_text
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
 from bot.commands import CommandError, Invocation, help_text, parse_command
-from bot.commands.target_catalog import UnknownTargetError, catalog_for
+from bot.commands.target_catalog import UnknownTargetError
 from bot.commands.tokens import tokenize
 from bot.config import Settings
 from bot.loop.actions import ensure_builtin_actions
@@ -43,14 +45,29 @@ THREAD_COMMANDS = frozenset({"rollback", "reconcile", "bench"})
 """Mutating commands that are no playbook: each opens a thread with a status card all the same."""
 
 
-def parse(settings: Settings, text: str) -> Invocation:
-    """The invocation, or CommandError with the exact problem and a correct example."""
-    words = tokenize(text) if text.strip() else ["help"]
+def words_of(text: str) -> list[str]:
+    """The command's words (CommandError for a text the tokenizer refuses); empty is `help`."""
+    return tokenize(text) if text.strip() else ["help"]
+
+
+def parse(settings: Settings, text: str, flags: FlagList | None = None) -> Invocation:
+    """The invocation, or CommandError with the exact problem and a correct example.
+
+    Flags are judged by `flags` (`bot.app.flag_list`); without it, by the best list known without
+    SSH: the target host's cached list, else the packaged one."""
+    words = words_of(text)
     try:
-        catalog = catalog_for(settings, words).catalog
+        found = flags or cached_flag_list(settings, words) or packaged_flag_list(settings, words)
     except UnknownTargetError as exc:
         raise CommandError(str(exc)) from None
-    return parse_command(words, catalog=catalog)
+    return parse_command(words, catalog=found.catalog)
+
+
+def flag_note(flags: FlagList, invocation: Invocation) -> list[str]:
+    """What to tell about the list the flags were judged by (nothing for a command without flags),
+    and the grammar's notes (a removed flag the list lacks)."""
+    shown = [f"flags checked against the {flags.note}"] if flags.needed else []
+    return [*shown, *invocation.notes]
 
 
 def threaded(invocation: Invocation) -> bool:
@@ -107,11 +124,13 @@ async def start_thread(
     where: Where,
     hypothesis_id: int | None = None,
     restart_approved: bool = False,
+    notes: Sequence[str] = (),
 ) -> object:
     """Run a threaded command: a playbook, or rollback / reconcile / bench (`bot.slack.thread_commands`).
 
     `restart_approved`: an approver approved this request (a production restart), so `heal` may
-    restart the target when it is diverged; a command that needed no approval may not."""
+    restart the target when it is diverged; a command that needed no approval may not. `notes`
+    (which flag list judged the flags) are the thread's first replies."""
     if runs_playbook(invocation):
         return await run_in_thread(
             services,
@@ -122,6 +141,7 @@ async def start_thread(
             where=where,
             hypothesis_id=hypothesis_id,
             restart_approved=restart_approved,
+            notes=notes,
         )
     if invocation.name == "bench":
         return await run_bench(services, client, invocation, text=text, user=user, where=where)
@@ -138,6 +158,7 @@ async def run_in_thread(
     where: Where,
     hypothesis_id: int | None = None,
     restart_approved: bool = False,
+    notes: Sequence[str] = (),
 ) -> RunOutcome | None:
     """Post the status card (a new thread, or a reply in the given one) and run the playbook;
     after a regression, the ranked hypotheses follow with their buttons."""
@@ -154,6 +175,8 @@ async def run_in_thread(
         status="pending",
     )
     reporter = await open_thread(client, where, card, hypothesis_id=hypothesis_id, store=services.store)
+    for note in notes:
+        await reporter.note(note)
 
     async def say_settled(outcome: RunOutcome) -> None:  # what a flagbot that stopped left
         await reporter.note(settled_text(outcome))
@@ -254,6 +277,7 @@ __all__ = [
     "check",
     "check_stored",
     "checks_answer",
+    "flag_note",
     "open_thread",
     "parse",
     "preload",
@@ -262,4 +286,5 @@ __all__ = [
     "start_thread",
     "target_of",
     "threaded",
+    "words_of",
 ]

@@ -23,17 +23,29 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.change_rights import invocation_refusal
 from bot.app.errors import AppError
+from bot.app.flag_list import FlagList, cached_flag_list, flag_list, packaged_flag_list, read_flag_list
 from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
 from bot.commands import CommandError, Invocation
+from bot.commands.registry import get_command
+from bot.commands.target_catalog import UnknownTargetError
 from bot.config.redaction import redact
 from bot.loop.run_state import RunState
 from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.approvals import request_approval
 from bot.slack.card import ActionValue
-from bot.slack.dispatch import answer, check, check_stored, parse, start_thread, threaded
+from bot.slack.dispatch import (
+    answer,
+    check,
+    check_stored,
+    flag_note,
+    parse,
+    start_thread,
+    threaded,
+    words_of,
+)
 from bot.slack.proposals import proposal
 from bot.slack.proposals import record as record_hypothesis
 from bot.slack.rate_limit import limit_reads
@@ -70,10 +82,18 @@ async def _roles(services: SlackServices, client: AsyncWebClient, user: str) -> 
 
 
 async def _decide(
-    services: SlackServices, client: AsyncWebClient, invocation: Invocation, user: str, channel: str
+    services: SlackServices,
+    client: AsyncWebClient,
+    invocation: Invocation,
+    user: str,
+    channel: str,
+    *,
+    audit_allowed: bool = True,
 ) -> Decision:
     """RBAC's decision for this user and command; audited after the ack (it must not cost Slack's 3 s).
     A read over the user's `read_commands_per_minute` is refused here too (bot.slack.rate_limit).
+    `audit_allowed=False`: a preliminary decision (the words read with a packaged list while the
+    host's is read): only a refusal is final, and so audited.
 
     A `cancel` is decided with the owner of the run it names (someone else's needs an admin); a
     playbook run by what its steps do (`run NAME` needs what the command behind it needs)."""
@@ -102,17 +122,18 @@ async def _decide(
         user=user,
         per_minute=services.settings.slack.read_commands_per_minute,
     )
-    services.spawn(
-        audit_decision(
-            services.store,
-            actor=f"slack:{user}",
-            target=target,
-            command=command_label(invocation),
-            decision=decision,
-            roles=roles,
-            channel=channel,
+    if audit_allowed or not decision.allowed:
+        services.spawn(
+            audit_decision(
+                services.store,
+                actor=f"slack:{user}",
+                target=target,
+                command=command_label(invocation),
+                decision=decision,
+                roles=roles,
+                channel=channel,
+            )
         )
-    )
     return decision
 
 
@@ -138,15 +159,24 @@ async def _start(
     user: str,
     where: Where,
     hypothesis_id: int | None = None,
+    notes: list[str] | None = None,
 ) -> None:
-    """Run it, or (a restart that needs an approver or a confirmation) post the approval card."""
+    """Run it, or (a restart that needs an approver or a confirmation) post the approval card.
+    `notes` (which flag list judged the flags) open the run's thread."""
     if decision.needs != "none" and threaded(invocation):
         work = request_approval(
             services, client, invocation, text=text, user=user, where=where, needs=decision.needs
         )
     else:
         work = _dispatch(
-            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+            services,
+            client,
+            invocation,
+            text=text,
+            user=user,
+            where=where,
+            hypothesis_id=hypothesis_id,
+            notes=notes or [],
         )
     services.spawn(work, on_error=_report_error(client, where, user))
 
@@ -169,10 +199,18 @@ async def _dispatch(
     user: str,
     where: Where,
     hypothesis_id: int | None = None,
+    notes: list[str] | None = None,
 ) -> None:
     if threaded(invocation):
         await start_thread(
-            services, client, invocation, text=text, user=user, where=where, hypothesis_id=hypothesis_id
+            services,
+            client,
+            invocation,
+            text=text,
+            user=user,
+            where=where,
+            hypothesis_id=hypothesis_id,
+            notes=notes or [],
         )
     elif invocation.name == "cancel":
         await _cancel(services, client, invocation, user=user, where=where)
@@ -269,26 +307,116 @@ async def on_command(
     if not await services.first_delivery("command", delivery_id(command, request, "trigger_id"), user):
         await ack(response_type="ephemeral", text=ALREADY_DELIVERED)
         return
+    where = Where(channel)
     try:
-        invocation = parse(services.settings, text)
+        words = words_of(text)
+        flags = cached_flag_list(services.settings, words)  # no SSH before the ack
+    except (CommandError, UnknownTargetError) as exc:
+        await ack(response_type="ephemeral", text=redact(_refusal_text(exc)))
+        return
+    if flags is None:  # the host's list is not known yet: what no list can take is refused now
+        refusal = await _refused_whatever_the_list(services, client, text, words, user, channel)
+        if refusal is not None:
+            await ack(response_type="ephemeral", text=redact(refusal))
+            return
+        services.spawn(
+            _checked_on_the_host(services, client, text, words, user, where),
+            on_error=_report_error(client, where, user),
+        )
+        await ack(response_type="ephemeral", text=checking_text(words, services.settings.default_target))
+        return
+    accepted = await _accepted(services, client, text, flags, user, channel)
+    if isinstance(accepted, str):
+        await ack(response_type="ephemeral", text=redact(accepted))
+        return
+    invocation, decision, notes = accepted
+    # before the ack: once Slack has its answer, the run is already registered
+    await _start(services, client, invocation, decision, text=text, user=user, where=where, notes=notes)
+    said = _started_text(invocation, decision, notes)
+    if said:
+        await ack(response_type="ephemeral", text=said)
+    else:
+        await ack()
+
+
+def _refusal_text(exc: Exception) -> str:
+    return exc.render() if isinstance(exc, CommandError) else CommandError(str(exc)).render()
+
+
+def checking_text(words: list[str], default_target: str | None) -> str:
+    """The ack of a command whose flags wait for the host's own list."""
+    named = next((word.split("=", 1)[1] for word in words if word.startswith("target=")), default_target)
+    return (
+        f"checking `{words[0]}` against the SGLang that {named} runs (its flag list is read from the "
+        "host); the answer follows: the run's thread when it starts, or a message only you see"
+    )
+
+
+def _started_text(invocation: Invocation, decision: Decision, notes: list[str]) -> str | None:
+    """What the ack (or, after a host check, the follow-up) says of an accepted command."""
+    if decision.needs != "none" and threaded(invocation):
+        head = f"`{invocation.name}` needs {decision.needs}: see the card"
+    elif threaded(invocation):
+        head = f"starting `{invocation.name}`: follow it in the thread"
+    else:
+        return "\n".join(notes) or None
+    return "\n".join([head, *notes])
+
+
+async def _refused_whatever_the_list(
+    services: SlackServices, client: AsyncWebClient, text: str, words: list[str], user: str, channel: str
+) -> str | None:
+    """A refusal no SGLang version's list would change, found with the packaged list while the
+    host's is not known: the words' shape, the target, an option, the user's role or the target's
+    change rules. None when the words may stand, or only a flag list could refuse them."""
+    try:
+        invocation = parse(services.settings, text, packaged_flag_list(services.settings, words))
         check(services.settings, invocation)
         await check_stored(services, invocation)
     except CommandError as exc:
-        await ack(response_type="ephemeral", text=redact(exc.render()))
-        return
+        return None if exc.flag_list else exc.render()
+    except UnknownTargetError as exc:
+        return _refusal_text(exc)
+    decision = await _decide(services, client, invocation, user, channel, audit_allowed=False)
+    return None if decision.allowed else decision.reason
+
+
+async def _accepted(
+    services: SlackServices, client: AsyncWebClient, text: str, flags: FlagList, user: str, channel: str
+) -> tuple[Invocation, Decision, list[str]] | str:
+    """The command read with `flags`, checked and authorised; or the refusal to show the user."""
+    try:
+        invocation = parse(services.settings, text, flags)
+        check(services.settings, invocation)
+        await check_stored(services, invocation)
+    except CommandError as exc:  # a list's refusal says which list it was
+        return exc.render() + (f"\nflags checked against the {flags.note}" if exc.flag_list else "")
     decision = await _decide(services, client, invocation, user, channel)
     if not decision.allowed:
-        await ack(response_type="ephemeral", text=redact(decision.reason))
+        return decision.reason
+    return invocation, decision, flag_note(flags, invocation)
+
+
+async def _checked_on_the_host(
+    services: SlackServices,
+    client: AsyncWebClient,
+    text: str,
+    words: list[str],
+    user: str,
+    where: Where,
+) -> None:
+    """After a "checking" ack: read the host's list, then answer as the ack would have (the
+    refusal, or the run started, naming the list used), only to the user until a thread opens."""
+    flags = await read_flag_list(services.settings, words)
+    accepted = await _accepted(services, client, text, flags, user, where.channel)
+    if isinstance(accepted, str):
+        await client.chat_postEphemeral(channel=where.channel, user=user, text=redact(accepted))
         return
-    where = Where(channel)
-    # before the ack: once Slack has its answer, the run is already registered
-    await _start(services, client, invocation, decision, text=text, user=user, where=where)
-    if decision.needs != "none" and threaded(invocation):
-        await ack(response_type="ephemeral", text=f"`{invocation.name}` needs {decision.needs}: see the card")
-    elif threaded(invocation):
-        await ack(response_type="ephemeral", text=f"starting `{invocation.name}`: follow it in the thread")
-    else:
-        await ack()
+    invocation, decision, notes = accepted
+    await _start(services, client, invocation, decision, text=text, user=user, where=where, notes=notes)
+    said = _started_text(invocation, decision, notes)
+    if said:
+        await client.chat_postEphemeral(channel=where.channel, user=user, text=said)
 
 
 async def on_mention(
@@ -317,39 +445,49 @@ async def _mentioned(
     if not await services.first_delivery("event", ident, user):
         return
     text = typed_text(MENTION.sub("", event.get("text", ""), count=1))
+    refusal: str | None = None
     try:
-        invocation = parse(services.settings, text)
         if event.get("thread_ts"):  # a follow-up in a thread acts on the thread's target
-            text, invocation = await _in_thread(services, text, invocation, channel, str(event["thread_ts"]))
-        check(services.settings, invocation)
-        await check_stored(services, invocation)
-    except CommandError as exc:
-        await client.chat_postEphemeral(
-            channel=channel, user=user, thread_ts=where.thread_ts, text=exc.render()
-        )
+            text = await _in_thread(services, text, channel, str(event["thread_ts"]))
+        words = words_of(text)
+        flags = cached_flag_list(services.settings, words)
+        if flags is None:
+            refusal = await _refused_whatever_the_list(services, client, text, words, user, channel)
+    except (CommandError, UnknownTargetError) as exc:
+        refusal = _refusal_text(exc)
+    if refusal is not None:
+        await client.chat_postEphemeral(channel=channel, user=user, thread_ts=where.thread_ts, text=refusal)
         return
-    decision = await _decide(services, client, invocation, user, channel)
-    if not decision.allowed:
+    if flags is None:  # the answer waits for the host's own list: say so meanwhile
         await client.chat_postEphemeral(
-            channel=channel, user=user, thread_ts=where.thread_ts, text=decision.reason
+            channel=channel,
+            user=user,
+            thread_ts=where.thread_ts,
+            text=checking_text(words, services.settings.default_target),
         )
+        flags = await read_flag_list(services.settings, words)
+    accepted = await _accepted(services, client, text, flags, user, channel)
+    if isinstance(accepted, str):
+        await client.chat_postEphemeral(channel=channel, user=user, thread_ts=where.thread_ts, text=accepted)
         return
-    await _start(services, client, invocation, decision, text=text, user=user, where=where)
+    invocation, decision, notes = accepted
+    await _start(services, client, invocation, decision, text=text, user=user, where=where, notes=notes)
 
 
-async def _in_thread(
-    services: SlackServices, text: str, invocation: Invocation, channel: str, thread_ts: str
-) -> tuple[str, Invocation]:
-    """The text and invocation a mention in a thread stands for: without `target=`, the target of
-    the thread's runs (never the default target in a thread flagbot opened for another one)."""
-    spec = invocation.spec
-    if "target" in invocation.options or (spec.option("target") is None and not spec.free_options):
-        return text, invocation
+async def _in_thread(services: SlackServices, text: str, channel: str, thread_ts: str) -> str:
+    """The text a mention in a thread stands for: without `target=`, the target of the thread's
+    runs (never the default target in a thread flagbot opened for another one). Decided on the
+    words, before they are read with the target's flag list."""
+    words = words_of(text)
+    spec = get_command(words[0])
+    if spec is None or (spec.option("target") is None and not spec.free_options):
+        return text
+    if any(word.startswith("target=") or word.split("=", 1)[0] == "--target" for word in words[1:]):
+        return text
     target = await thread_target(services.store, channel, thread_ts)
     if target is None:  # not a thread flagbot opened: as typed in the channel
-        return text, invocation
-    text = f"{text} target={target}"
-    return text, parse(services.settings, text)
+        return text
+    return f"{text} target={target}"
 
 
 async def on_action(
@@ -399,7 +537,7 @@ async def _clicked(
     if not await _may_click(services, client, value, user, where):
         return
     words = await _button_words(services, action["action_id"], value)
-    invocation = parse(services.settings, words) if words is not None else None
+    invocation = await _read(services, words) if words is not None else None
     decision = None
     if invocation is not None:
         await check_stored(services, invocation)
@@ -415,7 +553,7 @@ async def _clicked(
     hypothesis_id = None
     if value.action == "test_hypothesis" and invocation is not None and words is not None:
         hypothesis_id, words = await _hypothesis_words(services, value, invocation, words, user)
-        invocation = parse(services.settings, words)
+        invocation = await _read(services, words)
         label = f"{label} (hypothesis #{hypothesis_id}: `{words}`)"
         await _mark_tested(
             client, channel, message, f"<@{user}> ran it at {when} as hypothesis #{hypothesis_id}"
@@ -438,6 +576,12 @@ async def _clicked(
         where=where,
         hypothesis_id=hypothesis_id,
     )
+
+
+async def _read(services: SlackServices, text: str) -> Invocation:
+    """A button's command read with its target's flag list (the cached host list, else the host's
+    answer: a click is acknowledged before this runs)."""
+    return parse(services.settings, text, await flag_list(services.settings, words_of(text)))
 
 
 async def _may_click(

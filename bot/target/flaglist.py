@@ -5,8 +5,15 @@ Why ask the host: SGLang adds and drops flags every minor release (0.5.9 has 331
 then kills the restart with argparse's exit 2. The host's interpreter (the one its unit's
 ExecStart names) prints the list with `-m sglang.launch_server --help`; on a real host that
 imports torch and takes ~10 s, so the parsed list is cached per version (in memory and as JSON
-under the cache directory). The bundled 0.5.10 list is used only when the host cannot answer
-(a docker wrapper, a broken venv): the result says which source was used.
+under the cache directory). A bundled list is used only when the host cannot answer (a docker
+wrapper, a broken venv): the one of the host's version, else the nearest packaged one
+(`FlagCatalog.nearest`), and the result says which list was used.
+
+Which version a target runs is remembered too (`remember_target`, `remembered_version`: in
+memory and as JSON beside the lists), each time flagbot reads it from the host (preflight,
+observe, and the application layer's flag-list read before a command is judged); so a command
+can be judged against the host's own list without asking the host (Slack's ack has 3 s), and a
+host upgraded to another version is judged by the new version's list from the next read on.
 
 argparse's help shows names, aliases, metavars (hence nargs) and choices, not types or
 defaults; those come from the bundled catalog for the same option where it knows it.
@@ -20,14 +27,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bot.sglang.catalog import DEFAULT_VERSION, FlagCatalog, FlagSpec
+from bot.config.schema import Target
+from bot.sglang.catalog import FlagCatalog, FlagSpec
 from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 
 _OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,40}$")
 _PYTHON_WORD = re.compile(r"^/\S*/python[0-9.]*$")
-_memory: dict[str, tuple[FlagCatalog, str]] = {}
+_memory: dict[tuple[str, str], tuple[FlagCatalog, str]] = {}
+"""(cache directory, version) -> the list and where it came from."""
+_targets: dict[tuple[str, str, str], str] = {}
+"""(cache directory, target name, `target_key`) -> the version its host reported."""
 
 
 def _nargs(metavar: list[str]) -> tuple[bool, str | int | None, tuple[str, ...] | None]:
@@ -117,11 +128,8 @@ def _from_json(items: list[dict[str, Any]]) -> list[FlagSpec]:
 
 
 def bundled_catalog(version: str | None) -> FlagCatalog:
-    """The packaged list for `version`, else the packaged 0.5.10 list."""
-    try:
-        return FlagCatalog.load(version or DEFAULT_VERSION)
-    except LookupError:
-        return FlagCatalog.load(DEFAULT_VERSION)
+    """The packaged list for `version`, else the nearest packaged one (`FlagCatalog.nearest`)."""
+    return FlagCatalog.nearest(version)[0]
 
 
 def python_of(prefix: list[str]) -> str | None:
@@ -142,6 +150,28 @@ async def host_version(node: NodeLike, python: str | None) -> str | None:
     return text if result.exit_status == 0 and _VERSION.match(text) else None
 
 
+def _list_path(cache_dir: Path | None, version: str) -> Path | None:
+    return cache_dir / f"sglang-{version}-help.json" if cache_dir is not None else None
+
+
+def cached_catalog(version: str | None, cache_dir: Path | None) -> FlagCatalog | None:
+    """The host list of `version` read before (memory, else its JSON file); None when never read.
+    No SSH: what answers a command before Slack's ack."""
+    if version is None or not _VERSION.match(version):
+        return None
+    if (str(cache_dir), version) in _memory:
+        return _memory[(str(cache_dir), version)][0]
+    path = _list_path(cache_dir, version)
+    if path is None or not path.is_file():
+        return None
+    try:
+        catalog = FlagCatalog.from_specs(version, _from_json(json.loads(path.read_text())["flags"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    _memory[(str(cache_dir), version)] = (catalog, "cache")
+    return catalog
+
+
 async def host_catalog(
     node: NodeLike, *, python: str | None, version: str | None, cache_dir: Path | None
 ) -> tuple[FlagCatalog, str]:
@@ -151,17 +181,9 @@ async def host_catalog(
     """
     bundled = bundled_catalog(version)
     if version is not None and _VERSION.match(version):
-        if version in _memory:
-            return _memory[version][0], "cache"
-        path = cache_dir / f"sglang-{version}-help.json" if cache_dir is not None else None
-        if path is not None and path.is_file():
-            try:
-                specs = _from_json(json.loads(path.read_text())["flags"])
-                catalog = FlagCatalog.from_specs(version, specs)
-                _memory[version] = (catalog, "cache")
-                return catalog, "cache"
-            except (OSError, ValueError, KeyError, TypeError):
-                pass
+        cached = cached_catalog(version, cache_dir)
+        if cached is not None:
+            return cached, "cache"
         if python is not None:
             try:
                 result = await node.run("sglang-help", python=python, check=False, timeout=300)
@@ -175,17 +197,80 @@ async def host_catalog(
             if parsed:
                 specs = merge_with_bundled(parsed, bundled)
                 catalog = FlagCatalog.from_specs(version, specs)
-                _memory[version] = (catalog, "host --help")
-                if path is not None:
-                    try:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        path.write_text(json.dumps({"sglang_version": version, "flags": _to_json(specs)}))
-                    except OSError:
-                        pass
+                _memory[(str(cache_dir), version)] = (catalog, "host --help")
+                save_catalog(cache_dir, version, specs)
                 return catalog, "host --help"
+    if version is not None and bundled.version != version:
+        return bundled, f"bundled {bundled.version} list, the nearest packaged to SGLang {version} (fallback)"
     return bundled, f"bundled {bundled.version} list (fallback)"
+
+
+def save_catalog(cache_dir: Path | None, version: str, specs: list[FlagSpec]) -> None:
+    """Keep a host's list of `version` as JSON under the cache directory (best effort)."""
+    path = _list_path(cache_dir, version)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"sglang_version": version, "flags": _to_json(specs)}))
+    except OSError:
+        pass
+
+
+def host_answered(source: str) -> bool:
+    """Whether a `host_catalog` source is the host's own list (read now or cached), not a packaged one."""
+    return not source.startswith("bundled")
+
+
+def target_key(target: Target) -> str:
+    """What a remembered version belongs to: the unit on node 0 (another host or unit is another
+    SGLang, so a changed config never reuses the old answer)."""
+    node = target.nodes[0]
+    return f"{target.unit}@{node.user}@{node.host}:{node.port}"
+
+
+def _target_path(cache_dir: Path | None, name: str) -> Path | None:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    return cache_dir / f"target-{safe}-sglang.json" if cache_dir is not None else None
+
+
+def remember_target(cache_dir: Path | None, name: str, target: Target, version: str) -> None:
+    """Record that `name`'s host runs SGLang `version` (read from the host just now)."""
+    if not _VERSION.match(version):
+        return
+    key = target_key(target)
+    _targets[(str(cache_dir), name, key)] = version
+    path = _target_path(cache_dir, name)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"target": name, "key": key, "sglang_version": version}))
+    except OSError:
+        pass
+
+
+def remembered_version(cache_dir: Path | None, name: str, target: Target) -> str | None:
+    """The SGLang version `name`'s host reported last (None when never read, or read for another
+    host or unit than the config names now)."""
+    key = target_key(target)
+    if (str(cache_dir), name, key) in _targets:
+        return _targets[(str(cache_dir), name, key)]
+    path = _target_path(cache_dir, name)
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        version = data["sglang_version"] if data.get("key") == key else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not isinstance(version, str) or not _VERSION.match(version):
+        return None
+    _targets[(str(cache_dir), name, key)] = version
+    return version
 
 
 def forget_cache() -> None:
     """Drop the in-memory cache (tests)."""
     _memory.clear()
+    _targets.clear()

@@ -32,7 +32,7 @@ from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_catalog, host_version, python_of
+from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
 from bot.target.invocation_journal import journal_with_ready, ready_line_into
 from bot.target.known_good import store_snapshot
 from bot.target.nodestate import NodeLike, node_state, probe_health
@@ -43,7 +43,9 @@ from bot.target.snapshot_facts import (
     args_mismatch,
     capacity,
     implied_flags,
+    is_release_difference,
     parse_gpus,
+    release_defaults,
     requested_values,
     startup_durations,
 )
@@ -193,10 +195,11 @@ async def _observe(
     python = python_of(view.prefix)
 
     async def read_flag_list() -> tuple[str | None, FlagCatalog, str]:
-        version = (
-            (info or {}).get("version") or await host_version(ts.node0, python) or ts.target.sglang_version
-        )
+        reported = (info or {}).get("version") or await host_version(ts.node0, python)
+        version = reported or ts.target.sglang_version
         catalog, source = await host_catalog(ts.node0, python=python, version=version, cache_dir=cache_dir)
+        if reported and host_answered(source):  # the next command is judged by this list
+            remember_target(cache_dir, ts.name, ts.target, str(reported))
         return version, catalog, source
 
     # independent reads at once: the journals, the flag list, the GPUs (SSH runs them side by side)
@@ -220,7 +223,8 @@ async def _observe(
     for journal in journals:  # the expanded secrets SGLang printed (e.g. an EnvironmentFile's key)
         redactor().remember_mapping(journal.report.server_args or {})
     requested, unknown = requested_values(view.flags, catalog)
-    implied, derived = implied_flags(report.server_args or {}, requested, catalog)
+    defaults = release_defaults(version)
+    implied, derived = implied_flags(report.server_args or {}, requested, catalog, defaults)
     cap = capacity(report, info)
     mismatch = {
         journal.node: {k: list(v) for k, v in args_mismatch(report.server_args or {}, other).items()}
@@ -230,7 +234,12 @@ async def _observe(
     startup = startup_durations(report, main.times if main else {})
     if readiness is not None:
         startup |= {f"readiness_{key}": value for key, value in readiness.timings.items()}
-    flag_list = {"source": source, "version": catalog.version, "flags": len(catalog)}
+    flag_list = {
+        "source": source,
+        "version": catalog.version,
+        "flags": len(catalog),
+        "defaults": {**defaults.to_json(), "note": defaults.note()},
+    }
     effective = dict(report.effective)
     if effective.get("max_running_requests") is None:
         effective["max_running_requests"] = cap["effective_max_running_requests"]
@@ -265,6 +274,9 @@ async def _observe(
         readiness=readiness.to_json() if readiness is not None else None,
     )
     obs.evidence = observation_evidence(obs)
+    if report.current.unparsed:
+        unread = "\n".join(f"{key}: {reason}" for key, reason in sorted(report.current.unparsed.items()))
+        obs.evidence.insert(-1, TextBlock(unread, "Printed but not read (unknown, not unset)"))
     if store and ts.store is not None:
         good = obs.healthy and promote
         snapshot = await ts.store.run(store_snapshot, ts.store.store, obs.to_snapshot(), good)
@@ -287,8 +299,55 @@ async def read_gpus(ts: TargetSession) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def _field_label(key: str, entry: Mapping[str, Any]) -> str:
+    """A field's name, with the nested path it was printed under (0.5.14+ graph settings)."""
+    nested = entry.get("printed_as")
+    return f"{key} (printed as {nested})" if nested else key
+
+
 def _cell(value: object) -> str:
     return "—" if value is None else str(value)
+
+
+def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any]) -> list[Evidence]:
+    """The implied-flags table (each default's source in the `from` column) and, apart, the
+    fields that differ only from another release's defaults, with the reason as the note."""
+    blocks: list[Evidence] = []
+    own = {key: entry for key, entry in implied.items() if not is_release_difference(entry)}
+    other = {key: entry for key, entry in implied.items() if is_release_difference(entry)}
+
+    def origin(entry: dict[str, Any]) -> str:
+        if entry["source"] != "default":
+            return str(entry["source"])
+        return f"default ({entry.get('default_from') or 'flag list'})"
+
+    if own:
+        rows = tuple(
+            (_field_label(key, entry), _cell(entry["value"]), _cell(entry["was"]), origin(entry))
+            for key, entry in sorted(own.items())
+        )
+        blocks.append(
+            TableBlock(
+                "Implied flags (printed server_args vs request/default)",
+                ("field", "printed", "was", "from"),
+                rows,
+            )
+        )
+    if other:
+        listed = next(iter(other.values())).get("default_from") or "another release's list"
+        rows = tuple(
+            (_field_label(key, entry), _cell(entry["value"]), _cell(entry["was"]), listed)
+            for key, entry in sorted(other.items())
+        )
+        blocks.append(
+            TableBlock(
+                f"Not implications: differs from another release's defaults ({listed})",
+                ("field", "printed", "that list's default", "from"),
+                rows,
+                note=str(defaults.get("note") or "these defaults are another release's"),
+            )
+        )
+    return blocks
 
 
 def observation_evidence(obs: Observation) -> list[Evidence]:
@@ -316,18 +375,7 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
             note="; ".join(cap["notes"]),
         )
     ]
-    if obs.implied:
-        rows = tuple(
-            (key, _cell(entry["value"]), _cell(entry["was"]), entry["source"])
-            for key, entry in sorted(obs.implied.items())
-        )
-        blocks.append(
-            TableBlock(
-                "Implied flags (printed server_args vs request/default)",
-                ("field", "printed", "was", "from"),
-                rows,
-            )
-        )
+    blocks.extend(implied_tables(obs.implied, (obs.flag_list or {}).get("defaults") or {}))
     gpu_rows = tuple(
         (
             node,

@@ -3,10 +3,14 @@
 Implied flags: SGLang prints `server_args=` *after* its own adjustments, and most adjustment
 messages never reach the log (reference §1.4, §3.3). Diffing the printed values against what
 the launch line asked for shows what SGLang (or a flag's side effect) changed behind the
-operator's back. A field the launch line did not set is compared with the flag catalog's
-default, so a default left alone does not show. Some fields are filled on every start whatever
-the flags (tokenizer path = model path, a random seed, capture sizes from memory): they are kept
-apart as `derived`, so `implied` holds only real changes.
+operator's back. A field the launch line did not set is compared with the default of the
+release the host runs (`ReleaseDefaults`): the packaged list of that release when there is one;
+otherwise the nearest packaged list, named, and the differences from it are marked as
+differences from another release (`same_release: false`), not shown as implications. SGLang's
+`--help` prints no defaults (its parser uses argparse's plain formatter, `prepare_server_args`
+in `sglang/srt/server_args.py`), so the host's own list cannot supply them. Some fields are
+filled on every start whatever the flags (tokenizer path = model path, a random seed, capture
+sizes from memory): they are kept apart as `derived`, so `implied` holds only real changes.
 
 Capacity: the parsed `max_running_requests` (post-init arguments) is what the server was told;
 the capacity line and `/server_info`'s `internal_states[i].effective_max_running_requests_per_dp`
@@ -18,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, UnknownFlagError
 from bot.sglang.flag_types import CONVERTERS
 from bot.sglang.flagset import FlagSet
 from bot.sglang.json_value import JsonValue
-from bot.sglang.log_report import LogReport
-from bot.sglang.server_args import jsonable
+from bot.sglang.log_report import LogReport, lowest_rank
+from bot.sglang.server_args import GRAPH_CONFIG, NESTED_FIELDS, PIECEWISE_DISABLED, flatten_nested, jsonable
 from bot.target.lines import split_lines
 
 ALWAYS_DERIVED = frozenset(
@@ -107,30 +112,125 @@ def _float(value: object) -> float | None:
         return None
 
 
+@dataclass(frozen=True)
+class ReleaseDefaults:
+    """The defaults an implied-flag diff compares with, and whose they are.
+
+    `catalog` holds the defaults (a packaged list); `running` is the SGLang version the host
+    runs (None when unknown). They are the running release's own only when the packaged list is
+    of exactly that version.
+    """
+
+    catalog: FlagCatalog
+    running: str | None
+
+    @property
+    def same_release(self) -> bool:
+        return self.running is not None and self.catalog.version == self.running
+
+    @property
+    def label(self) -> str:
+        """Where each default comes from, as the table's `default from` column shows it."""
+        return f"SGLang {self.catalog.version} list"
+
+    def note(self) -> str | None:
+        """Why the defaults may not be the host's; None when they are its release's own."""
+        if self.same_release:
+            return None
+        host = (
+            f"the host runs SGLang {self.running}, which has no packaged list"
+            if self.running is not None
+            else "the host's SGLang version is unknown"
+        )
+        return (
+            f"{host} (and SGLang's --help prints no defaults), so defaults are those of the "
+            f"nearest packaged list, SGLang {self.catalog.version}: a field that differs from them "
+            "may differ by release, not be implied by a flag"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from": self.label, "version": self.catalog.version, "same_release": self.same_release}
+
+
+def release_defaults(version: str | None) -> ReleaseDefaults:
+    """The defaults of SGLang `version`: its packaged list, else the nearest (`FlagCatalog.nearest`)."""
+    catalog, _ = FlagCatalog.nearest(version)
+    return ReleaseDefaults(catalog, version)
+
+
 def implied_flags(
-    server_args: Mapping[str, Any], requested: Mapping[str, Any], catalog: FlagCatalog
+    server_args: Mapping[str, Any],
+    requested: Mapping[str, Any],
+    catalog: FlagCatalog,
+    defaults: ReleaseDefaults | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(implied, derived): printed fields that differ from the request or the catalog default.
+    """(implied, derived): printed fields that differ from the request or the release's default.
 
     Each entry is `{"value": printed, "was": requested-or-default, "source": "requested" |
-    "default"}`. Fields no flag sets (no known baseline) are left out.
+    "default"}`; a default entry also has `default_from` (the list it came from) and
+    `same_release` (False: that list is another release's, so the difference may be one of
+    release). `defaults` defaults to `catalog`'s own, taken as the running release's. Fields no
+    flag sets (no known baseline) are left out.
+
+    0.5.14+ print the graph settings nested (`cuda_graph_config.decode.max_bs`): they are
+    compared under their flat names (`cuda_graph_max_bs`, `disable_piecewise_cuda_graph`; see
+    `bot.sglang.server_args.NESTED_FIELDS`), with `"printed_as"` naming the nested path, and the
+    baseline of the 0.5.14+ flag that sets them when the catalog has no flat flag; the nested
+    record itself is not compared again.
     """
-    defaults = {spec.field: spec.default for spec in catalog if spec.field and spec.negates is None}
+    defaults = defaults if defaults is not None else ReleaseDefaults(catalog, catalog.version)
+    known = {spec.field: spec.default for spec in defaults.catalog if spec.field and spec.negates is None}
+    added, nested, _unparsed = flatten_nested(dict(server_args))
     implied: dict[str, dict[str, Any]] = {}
     derived: dict[str, dict[str, Any]] = {}
-    for key, printed in server_args.items():
+    for key, printed in {**server_args, **added}.items():
+        if key == GRAPH_CONFIG and nested:
+            continue
         if key in requested:
             base, source = requested[key], "requested"
-        elif key in defaults:
-            base, source = jsonable(defaults[key]), "default"
+        elif key in known:
+            base, source = jsonable(known[key]), "default"
+        elif key in nested and (found := _nested_baseline(key, requested, known)) is not None:
+            base, source = found
         else:
             continue
         if _same(printed, base):
             continue
-        entry = {"value": printed, "was": base, "source": source}
+        entry: dict[str, Any] = {"value": printed, "was": base, "source": source}
+        if source == "default":
+            entry |= {"default_from": defaults.label, "same_release": defaults.same_release}
+        if key in nested:
+            entry["printed_as"] = nested[key]
         noise = key in ALWAYS_DERIVED or key.startswith(DERIVED_PREFIXES)
         (derived if noise else implied)[key] = entry
     return implied, derived
+
+
+def is_release_difference(entry: Mapping[str, Any]) -> bool:
+    """True for an implied entry that differs only from another release's default."""
+    return entry.get("source") == "default" and entry.get("same_release") is False
+
+
+def _nested_baseline(
+    key: str, requested: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> tuple[Any, str] | None:
+    """The baseline of a flat graph field from the 0.5.14+ flag that now sets it (or None)."""
+    if key == PIECEWISE_DISABLED:
+        if requested.get("cuda_graph_backend_prefill") is not None:
+            return requested["cuda_graph_backend_prefill"] == "disabled", "requested"
+        if "disable_prefill_cuda_graph" in requested:
+            return bool(requested["disable_prefill_cuda_graph"]), "requested"
+        if "disable_prefill_cuda_graph" in defaults:
+            return bool(defaults["disable_prefill_cuda_graph"]), "default"
+        return None
+    new = next((field for flat, _phase, _key, field in NESTED_FIELDS if flat == key), None)
+    if new is None:
+        return None
+    if new in requested:
+        return requested[new], "requested"
+    if new in defaults:
+        return jsonable(defaults[new]), "default"
+    return None
 
 
 def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -206,17 +306,20 @@ def startup_durations(report: LogReport, times: Mapping[int, float]) -> dict[str
     for key, moment in milestones.items():
         if moment is not None:
             out[key] = round(moment - first, 3)
-    weights = [
-        entry.get("elapsed_s") or 0.0 for entry in report.current.weights if entry.get("phase") == "end"
-    ]
-    graphs = [
-        entry.get("elapsed_s") or 0.0 for entry in report.current.cuda_graph if entry.get("phase") == "end"
-    ]
+    weights = _one_rank_elapsed(report.current.weights)
+    graphs = _one_rank_elapsed(report.current.cuda_graph)
     if weights:
         out["weight_load_s"] = round(sum(weights), 3)
     if graphs:
         out["graph_capture_s"] = round(sum(graphs), 3)
     return out
+
+
+def _one_rank_elapsed(entries: list[dict[str, Any]]) -> list[float]:
+    """The `end` lines' elapsed times of one rank (the lowest): ranks load and capture side by side."""
+    ends = [entry for entry in entries if entry.get("phase") == "end"]
+    rank = lowest_rank([str(entry.get("rank", "")) for entry in ends])
+    return [float(entry.get("elapsed_s") or 0.0) for entry in ends if str(entry.get("rank", "")) == rank]
 
 
 def args_mismatch(

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,6 +168,20 @@ def test_parse_log_json_has_the_documented_keys(path: Path) -> None:
     )["expected"]
     assert data["effective"]["max_running_requests"] == expected["max_running_requests"]
     assert data["parsed"]["max_running_requests"] == expected["server_args_max_running_requests"]
+
+
+RELEASES = CORPUS.parent / "sglang-releases"
+
+
+@pytest.mark.parametrize("entry", json.loads((RELEASES / "index.json").read_text()), ids=lambda e: e["file"])
+def test_parse_log_reads_each_releases_lines(entry: dict[str, Any]) -> None:
+    result = flagbot("parse", "log", "--json", str(RELEASES / entry["file"]))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["server_args_form"] == entry["server_args_form"]
+    assert data["parsed"]["cuda_graph_max_bs"] == entry["expected"]["cuda_graph_max_bs"]
+    assert data["effective"]["max_total_num_tokens"] == entry["expected"]["max_total_num_tokens"]
+    assert data["unparsed"] == {}
 
 
 def test_parse_log_from_stdin_and_human_summary() -> None:

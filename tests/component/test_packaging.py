@@ -52,6 +52,8 @@ def test_the_lab_wheel_ships_its_twin_files_and_registers_its_commands(tmp_path:
     assert "flagbot_lab/twin/scenarios/seed-gb10.yaml" in names
     assert "flagbot_lab/twin/shim/nvidia-smi" in names
     assert "flagbot_lab/twin/shim/sglang/srt/server_args.py" in names
+    assert "flagbot_lab/twin/shim/sglang/benchmark/serving.py" in names  # 0.5.15+'s client path
+    assert "flagbot_lab/twin/scenarios/seed-gb10-0.5.23.yaml" in names
     assert any(name.startswith("flagbot_lab/standin/static/") for name in names)
     assert not any(name.startswith("bot/") for name in names)
     entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))

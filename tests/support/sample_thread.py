@@ -36,6 +36,7 @@ from bot.target.evidence import (
     VerdictBlock,
 )
 from flagbot_lab.standin import Standin
+from tests.support.host_flags import seed_flag_lists
 from tests.support.slack_bot import RunningBot, running_bot
 
 EXPERIMENT = 7
@@ -201,9 +202,12 @@ async def post_sample_thread(
 
 
 @asynccontextmanager
-async def bot_without_hosts(workdir: Path) -> AsyncIterator[RunningBot]:
+async def bot_without_hosts(workdir: Path, *, known_flags: bool = True) -> AsyncIterator[RunningBot]:
     """flagbot's app in HTTP mode on the stand-in, SQLite in `workdir`; its one target (`lab`)
-    listens nowhere, so a run that needs the host fails at its first remote step."""
+    listens nowhere, so a run that needs the host fails at its first remote step. `known_flags`:
+    its flag list (0.5.10's) is in the cache, as if its host had been read before, so flags are
+    judged before the ack; without it, a command with flags is acknowledged as being checked and
+    answered once the host (which cannot answer) has been asked."""
     db = workdir / "flagbot.db"
     config = workdir / "flagbot.toml"
     config.write_text(
@@ -214,8 +218,11 @@ async def bot_without_hosts(workdir: Path) -> AsyncIterator[RunningBot]:
     store = Store.open(f"sqlite:///{db}")
     store.upgrade()
     async_store = AsyncStore(store)
+    settings = load_settings(config, required=True)
+    if known_flags:
+        seed_flag_lists(settings)
     try:
-        async with running_bot(load_settings(config, required=True), async_store) as running:
+        async with running_bot(settings, async_store) as running:
             yield running
     finally:
         await async_store.aclose()

@@ -28,6 +28,7 @@ from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, parse_expectation
 from bot.sglang.flagset import FlagSet
+from bot.target.flaglist import cached_catalog, remembered_version
 
 
 def target_of(ctx: StepContext) -> Target:
@@ -39,13 +40,14 @@ def changes_of(ctx: StepContext, key: str = "changes") -> list[Change]:
 
 
 def canonical_of(ctx: StepContext) -> Callable[[str], str]:
-    """The target's flag names made canonical (a name SGLang does not know stays as written)."""
+    """The target's flag names made canonical (a name SGLang does not know stays as written), by
+    the host's own list when its version's list is cached (`bot.target.flaglist`), else by the
+    packaged list of the configured version."""
     config = ctx.settings.targets.get(ctx.target)
-    version = (config.sglang_version if config is not None else None) or "0.5.10"
-    try:
-        catalog = FlagCatalog.load(version)
-    except LookupError:
-        catalog = FlagCatalog.load("0.5.10")
+    hosts = None
+    if config is not None:
+        hosts = cached_catalog(remembered_version(ctx.cache_dir, ctx.target, config), ctx.cache_dir)
+    catalog = hosts or FlagCatalog.nearest(config.sglang_version if config is not None else None)[0]
 
     def canonical(name: str) -> str:
         try:

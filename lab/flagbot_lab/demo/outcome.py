@@ -19,8 +19,9 @@ from flagbot_lab.standin.state import StandinState
 State = Literal["waiting", "reached", "failed", "pending"]
 FINAL = frozenset({"succeeded", "failed", "cancelled", "rolled-back", "interrupted", "refused"})
 """Card statuses after which a run posts nothing more on its card."""
-ACK_PREFIX = "starting `"
-"""How the bot acknowledges a run to the one who typed it (not a refusal)."""
+ACK_PREFIX = ("starting `", "checking `")
+"""How the bot acknowledges a run to the one who typed it (not a refusal): it starts, or its flags
+wait for the host's own flag list (the answer follows)."""
 _STATUS = re.compile(r"\*Status:\*\s*\S*\s+([a-z-]+)")
 _VERDICT = re.compile(r"\*Verdict:\*\s*\S*\s+([a-z-]+)")
 _RUNNING = re.compile(r"^🔄 \d+\. (.+)$", re.MULTILINE)

@@ -5,10 +5,12 @@ and nothing else, and must run `python3 -m sglang.launch_server ...` exactly as 
 does. So the twin goes where a pip-installed package would, and never shadows a real `sglang`
 in the project's own environment:
 
-* `lab/flagbot_lab/twin/engine/` -> `<root>/usr/local/lib/python3.11/dist-packages/sglang_twin/`, plus the
-  flag catalog as `sglang_twin/flags.json` (the engine looks there first);
+* `lab/flagbot_lab/twin/engine/` -> `<root>/usr/local/lib/python3.11/dist-packages/sglang_twin/`, plus
+  every packaged flag catalog as `sglang_twin/flags-<version>.json` and the scenario's own as
+  `sglang_twin/flags.json` (the engine looks there first);
 * `lab/flagbot_lab/twin/shim/sglang/` -> `.../dist-packages/sglang/` (`launch_server`, `srt.server_args`,
-  `dry_run`);
+  `dry_run`, and the benchmark client modules the scenario's release has: `bench_serving`, and
+  from 0.5.15 `benchmark.serving`), with `_version.py` saying the scenario's `sglang_version`;
 * `lab/flagbot_lab/twin/shim/nvidia-smi` -> `<root>/usr/local/bin/nvidia-smi` (0755);
 * the compiled scenario -> `<root>/etc/sglang-twin/scenario.json` (0644);
 * `<root>/var/lib/sglang-twin/` for the runtime's ground-truth file.
@@ -28,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from flagbot_lab.twin.engine.releases import release
 from flagbot_lab.twin.schema import compile_scenario
 
 NODE_SITE = Path("usr/local/lib/python3.11/dist-packages")
@@ -40,8 +43,9 @@ PYTHON = "/usr/bin/python3"
 _HERE = Path(__file__).resolve().parent
 _ENGINE = _HERE / "engine"
 _SHIM = _HERE / "shim"
-_FLAGS = Path(str(resources.files("bot.sglang.data") / "sglang-0.5.10-flags.json"))
+_DATA = Path(str(resources.files("bot.sglang.data")))
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+NEW_BENCH_MODULE = "sglang.benchmark.serving"
 _PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 
 
@@ -61,10 +65,18 @@ def install_into(root: Path, *, scenario: str | Path | Mapping[str, Any]) -> Non
     document = dict(scenario) if isinstance(scenario, Mapping) else compile_scenario(scenario)
     site = root / NODE_SITE
     site.mkdir(parents=True, exist_ok=True)
+    version = str(document.get("sglang_version") or "0.5.10")
     _replace_tree(_ENGINE, site / ENGINE_PACKAGE)
-    shutil.copyfile(_FLAGS, site / ENGINE_PACKAGE / "flags.json")
-    (site / ENGINE_PACKAGE / "flags.json").chmod(0o644)
+    for catalog in sorted(_DATA.glob("sglang-*-flags.json")):
+        name = catalog.name.removeprefix("sglang-").removesuffix("-flags.json")
+        target_file = site / ENGINE_PACKAGE / f"flags-{name}.json"
+        shutil.copyfile(catalog, target_file)
+        target_file.chmod(0o644)
+        if name == version:
+            shutil.copyfile(catalog, site / ENGINE_PACKAGE / "flags.json")
+            (site / ENGINE_PACKAGE / "flags.json").chmod(0o644)
     _replace_tree(_SHIM / "sglang", site / "sglang")
+    fit_release(root, version)
 
     smi = root / NVIDIA_SMI
     smi.parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +93,34 @@ def install_into(root: Path, *, scenario: str | Path | Mapping[str, Any]) -> Non
     truth = root / TRUTH_DIR
     truth.mkdir(parents=True, exist_ok=True)
     truth.chmod(0o755)
+
+
+def fit_release(root: Path, version: str) -> None:
+    """Make the installed `sglang` shim under `root` (a node's `/`) the release `version`: its
+    `__version__`, and only the benchmark client modules that release has (0.5.9 has no
+    `sglang.benchmark` package; before 0.5.15 there is no `sglang.benchmark.serving`). The engine
+    holds every packaged flag list already, so this and the scenario file are all a switch of
+    release needs (tests/integration/loop/scenario_switch.py)."""
+    facts = release(version)
+    package = root / NODE_SITE / "sglang"
+    version_file = package / "_version.py"
+    version_file.write_text(
+        f'"""The SGLang release this twin node is (written by install.py)."""\n\n__version__ = "{version}"\n',
+        encoding="utf-8",
+    )
+    version_file.chmod(0o644)
+    benchmark = package / "benchmark"
+    if facts.benchmark_package:
+        benchmark.mkdir(mode=0o755, exist_ok=True)
+        for name in ("__init__.py", "serving.py"):
+            wanted = name == "__init__.py" or NEW_BENCH_MODULE in facts.bench_modules
+            if wanted:
+                shutil.copyfile(_SHIM / "sglang" / "benchmark" / name, benchmark / name)
+                (benchmark / name).chmod(0o644)
+            else:
+                (benchmark / name).unlink(missing_ok=True)
+    elif benchmark.exists():
+        shutil.rmtree(benchmark)
 
 
 def systemd_quote(token: str) -> str:

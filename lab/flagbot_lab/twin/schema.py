@@ -4,9 +4,10 @@ Why two forms: a scenario is hidden truth that tests and the demo rely on, so a 
 loudly on the host, naming the file and the key (pydantic models with `extra="forbid"`);
 the node only has the standard library, so it gets a compiled JSON document whose keys are
 exactly the engine's dataclass fields (`lab/flagbot_lab/twin/engine/scenario.py`). Compiling also
-resolves flag names with flagbot's SGLang 0.5.10 catalog (`--tp 2` style prefixes are
-refused here: a scenario names flags in full) and parses the launch line with the twin's
-own argparse surface, so a scenario cannot ship a launch line the twin would reject.
+resolves flag names with flagbot's catalog of the scenario's `sglang_version` (`--tp 2` style
+prefixes are refused here: a scenario names flags in full) and parses the launch line with the
+twin's own argparse surface of that release, so a scenario cannot ship a launch line the twin
+would reject.
 
 The schema is documented key by key in docs/twin.md.
 """
@@ -205,7 +206,8 @@ class InteractionRule(_RuleBase):
 class ScenarioFile(_Strict):
     name: str
     description: str = ""
-    sglang_version: Literal["0.5.10"] = "0.5.10"
+    sglang_version: Literal["0.5.9", "0.5.10", "0.5.23"] = "0.5.10"
+    """The release the twin is (engine/releases.py): its flags, post-init, log lines, bench module."""
     nccl_version: str = "2.27.5"
     gpu: Gpu
     nodes: int = Field(ge=1)
@@ -279,7 +281,7 @@ def _field(catalog: FlagCatalog, flag: str, where: str) -> tuple[str, bool]:
             hint = f"; did you mean {catalog.resolve(flag).name}?"
         except (UnknownFlagError, ValueError):
             hint = ""
-        raise ScenarioError(f"{where}: {flag} is not an SGLang 0.5.10 flag{hint}")
+        raise ScenarioError(f"{where}: {flag} is not an SGLang {catalog.version} flag{hint}")
     if spec.field is None:
         raise ScenarioError(f"{where}: {flag} sets no ServerArgs field (deprecated no-op)")
     return spec.field, spec.takes_value
@@ -317,14 +319,14 @@ def _rule(catalog: FlagCatalog, rule: _RuleBase, when: list[dict[str, Any]], whe
     }
 
 
-def _check_launch(path: Path, launch: list[str]) -> None:
+def _check_launch(path: Path, launch: list[str], version: str) -> None:
     for token in launch:
         if token.split("=", 1)[0] in RESERVED_LAUNCH_FLAGS:
             raise ScenarioError(f"{path}: launch: {token} is added per node by the unit; leave it out")
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            engine_args.parse(launch)
+            engine_args.parse(launch, version)
     except SystemExit:
         message = err.getvalue().strip().splitlines()[-1:] or ["argparse refused it"]
         raise ScenarioError(f"{path}: launch: {message[0]}") from None
@@ -333,7 +335,7 @@ def _check_launch(path: Path, launch: list[str]) -> None:
 def compile_scenario(name_or_path: str | Path) -> dict[str, Any]:
     """The engine's JSON document for a scenario (what install.py writes to the node)."""
     path, parsed = _validated(name_or_path)
-    _check_launch(path, parsed.launch)
+    _check_launch(path, parsed.launch, parsed.sglang_version)
     catalog = FlagCatalog.load(parsed.sglang_version)
     document = parsed.model_dump(mode="json", exclude={"flags", "interactions"})
     document["launch"] = list(parsed.launch)

@@ -11,13 +11,21 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.store import AsyncStore, Store
 from bot.store.approvals import create_request, decide_request, get_request
 from bot.store.models import utcnow
+from tests.support.host_flags import seed_flag_lists
 from tests.support.slack_bot import RunningBot, running_bot
 
 CHANNEL = "C0FLAGBOT"
+
+
+def _known_flags(settings: Settings) -> Settings:
+    """The targets' flag lists in the cache, as on a bot that has read its hosts before: flags
+    are judged before the ack (tests/component/slack/test_host_flag_list.py covers a miss)."""
+    seed_flag_lists(settings)
+    return settings
 
 
 @pytest.fixture
@@ -35,7 +43,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     sync.upgrade()
     store = AsyncStore(sync)
     try:
-        async with running_bot(load_settings(config, required=True), store) as running:
+        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
             yield running
     finally:
         await store.aclose()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.digest.threads import record_thread
 from bot.slack.card import action_value
 from bot.store import AsyncStore, Store
@@ -23,6 +23,7 @@ from bot.store.leases import current
 from bot.store.records import audit_events
 from bot.target.ledger import Ledger
 from flagbot_lab.standin.model import Message
+from tests.support.host_flags import seed_flag_lists
 from tests.support.slack_bot import RunningBot, running_bot
 
 CHANNEL = "C0FLAGBOT"
@@ -52,6 +53,13 @@ approval_expiry = "1h"
 """
 
 
+def _known_flags(settings: Settings) -> Settings:
+    """The targets' flag lists in the cache, as on a bot that has read its hosts before: flags
+    are judged before the ack (tests/component/slack/test_host_flag_list.py covers a miss)."""
+    seed_flag_lists(settings)
+    return settings
+
+
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     db = tmp_path / "flagbot.db"
@@ -61,7 +69,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     sync.upgrade()
     store = AsyncStore(sync)
     try:
-        async with running_bot(load_settings(config, required=True), store) as running:
+        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
             yield running
     finally:
         await store.aclose()

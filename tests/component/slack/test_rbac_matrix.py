@@ -15,7 +15,7 @@ import pytest
 
 from bot.commands import CommandError
 from bot.commands.registry import COMMANDS, CommandSpec, Sub
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.slack.card import ACTION_IDS, ITEM_ACTIONS, action_value
 from bot.slack.dispatch import check, parse
 from bot.slack.rbac import command_label
@@ -23,6 +23,7 @@ from bot.store import AsyncStore, Store
 from bot.store.approvals import get_request
 from bot.store.records import audit_events
 from flagbot_lab.standin.model import Channel, Message
+from tests.support.host_flags import seed_flag_lists
 from tests.support.slack_bot import RunningBot, running_bot
 
 VIEWER, OPERATOR = "U0VIEW", "U0OPER"
@@ -76,6 +77,13 @@ def _constructed(spec: CommandSpec, sub: Sub | None) -> str:
     return " ".join(words)
 
 
+def _known_flags(settings: Settings) -> Settings:
+    """The targets' flag lists in the cache, as on a bot that has read its hosts before: flags
+    are judged before the ack (tests/component/slack/test_host_flag_list.py covers a miss)."""
+    seed_flag_lists(settings)
+    return settings
+
+
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     db = tmp_path / "flagbot.db"
@@ -85,7 +93,7 @@ async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     sync.upgrade()
     store = AsyncStore(sync)
     try:
-        async with running_bot(load_settings(config, required=True), store) as running:
+        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
             yield running
     finally:
         await store.aclose()

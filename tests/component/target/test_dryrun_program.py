@@ -89,6 +89,8 @@ async def test_the_seed_flags_resolve_with_speculative_adjustments(node: LocalNo
         "value": 48,
         "was": None,
         "source": "default",
+        "default_from": "SGLang 0.5.10 list",
+        "same_release": True,
     }
     assert implied["disable_piecewise_cuda_graph"]["value"] is True  # EAGLE in 0.5.10, not the fusion flag
 

@@ -1,6 +1,6 @@
 """Remote bench_serving through the real SSH path, on a testbed node running the twin.
 
-Node 0 has the twin's stand-in `sglang.bench_serving` (lab/flagbot_lab/twin/shim/sglang/bench_serving.py):
+Node 0 has the twin's stand-in `sglang.bench_serving` (lab/flagbot_lab/twin/engine/bench_client.py behind the shim):
 a real client that sends its requests to the twin and writes 0.5.10's printed block and JSON
 keys. flagbot runs it with `NodeSession.run("bench-serving", ...)` as the unprivileged `ops`
 user, reads the output file back and removes it; the twin's ground truth on the node says what

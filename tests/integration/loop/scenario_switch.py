@@ -4,9 +4,12 @@ Each node's twin reads its hidden truth from `/etc/sglang-twin/scenario.json` at
 (`flagbot_lab.twin.install.SCENARIO_FILE`; the shim's `scenario_path`), and the host sees each node's
 tree under `Layout.root(k)`. So switching is: write the compiled scenario into every node's
 root, restart both ranks together on the vendor line, wait until node 0 answers `/health`.
-Leaving (also after a failure) writes the original bytes back and restarts the same way, so the
-testbed is left exactly as found: same scenario file, vendor flags, the session's scenario
-running. Both moves are checked against the twin's ground truth (the `scenario` of the newest
+A scenario of another SGLang release (its `sglang_version`) also switches the node's `sglang`
+shim to that release (`flagbot_lab.twin.install.fit_release`: `sglang.__version__` and the
+benchmark client modules; the engine holds every release's flag list already). Leaving (also
+after a failure) writes the original bytes back, fits the shim back, and restarts the same way,
+so the testbed is left exactly as found: same scenario file, same shim, vendor flags, the
+session's scenario running. Both moves are checked against the twin's ground truth (the `scenario` of the newest
 `start` record on every node), not assumed.
 """
 
@@ -19,7 +22,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from flagbot_lab.testbed import Testbed
-from flagbot_lab.twin.install import SCENARIO_FILE
+from flagbot_lab.twin.install import NODE_SITE, SCENARIO_FILE, fit_release
 from flagbot_lab.twin.schema import compile_scenario
 from tests.integration.loop.support import wait_for
 from tests.integration.target.support import truth_records
@@ -54,18 +57,27 @@ async def _restart_into(bed: Testbed, name: str) -> None:
 @asynccontextmanager
 async def twin_scenario(bed: Testbed, name: str) -> AsyncIterator[None]:
     """The twin runs scenario `name` (a shipped name) inside the block, the found one after."""
-    paths = [bed.layout.root(k) / SCENARIO_FILE for k in range(len(bed.addresses))]
+    roots = [bed.layout.root(k) for k in range(len(bed.addresses))]
+    paths = [root / SCENARIO_FILE for root in roots]
     originals = [path.read_bytes() for path in paths]
+    versions = [root / NODE_SITE / "sglang" / "_version.py" for root in roots]
+    shims = [path.read_bytes() for path in versions]
     found = {json.loads(data)["name"] for data in originals}
     assert len(found) == 1, f"the nodes run different scenarios: {sorted(found)}"
-    document = (json.dumps(compile_scenario(name), indent=1, sort_keys=False) + "\n").encode()
+    compiled = compile_scenario(name)
+    document = (json.dumps(compiled, indent=1, sort_keys=False) + "\n").encode()
+    release = str(compiled.get("sglang_version") or "0.5.10")
+    found_release = str(json.loads(originals[0]).get("sglang_version") or "0.5.10")
     try:
-        for path in paths:
+        for root, path in zip(roots, paths, strict=True):
             _write(path, document)
+            fit_release(root, release)
         await _restart_into(bed, name)
         yield
     finally:
-        for path, data in zip(paths, originals, strict=True):
+        for root, path, data in zip(roots, paths, originals, strict=True):
             _write(path, data)
+            fit_release(root, found_release)
         await _restart_into(bed, found.pop())
         assert [path.read_bytes() for path in paths] == originals
+        assert [path.read_bytes() for path in versions] == shims

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from bot.bench.loadgen import LoadError, LoadSpec
-from bot.bench.remote import bench_serving_params, parse_remote, run_remote
-from bot.config.schema import BenchServingCommand
+from bot.bench.remote import bench_serving_params, parse_remote, resolve_command, run_remote
+from bot.bench.run import BenchPlan, run_plan
+from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.target.privileged import COMMANDS, ParamError, render
 
 OUTPUT = "/tmp/flagbot-bench-" + "0123456789abcdef" * 2 + ".jsonl"
@@ -137,6 +138,29 @@ def test_the_json_line_wins_the_block_fills_in_and_failures_are_grouped() -> Non
     json.dumps(metrics, allow_nan=False)
 
 
+def test_the_nested_objects_of_0_5_23s_json_line_become_flat_metrics() -> None:
+    line = jsonl_line(
+        goodput_slos_ms={"ttft": 2000.0},
+        request_goodput=4.9,
+        slo_attainment=0.913,
+        slo_attainment_by_metric={"ttft": 0.951},
+        cache_report={
+            "total_prompt_tokens": 524288,
+            "total_cached_tokens": 262144,
+            "cache_hit_rate_pct": 50.0,
+            "device_cached_tokens": None,
+        },
+    )
+    metrics = parse_remote(BLOCK, line, num_prompts=120)
+    assert metrics["total_cached_tokens"] == 262144
+    assert metrics["cache_hit_rate_pct"] == 50.0
+    assert metrics["device_cached_tokens"] is None
+    assert metrics["goodput_slos_ms_ttft"] == 2000.0
+    assert metrics["slo_attainment_by_metric_ttft"] == 0.951
+    assert metrics["request_goodput"] == 4.9
+    assert not any(isinstance(value, dict) for key, value in metrics.items() if key != "errors")
+
+
 def test_a_printed_block_alone_is_enough() -> None:
     metrics = parse_remote(BLOCK, "", num_prompts=120)
     assert metrics["completed"] == 120
@@ -211,3 +235,63 @@ async def test_run_remote_failures() -> None:
     result = await run_remote(none_ok, SPEC, command=BenchServingCommand(), base_url="http://h:1")
     assert result.metrics["completed"] == 0
     assert result.metrics["failed"] == 128
+
+
+@pytest.mark.parametrize(
+    ("host_says", "fallback", "module"),
+    [
+        (Ran(stdout=b"0.5.23\n"), None, "sglang.benchmark.serving"),
+        (Ran(stdout=b"some import noise\n0.5.15\n"), "0.5.9", "sglang.benchmark.serving"),
+        (Ran(stdout=b"0.5.10\n"), "0.5.23", "sglang.bench_serving"),  # the host wins over the config
+        (Ran(stdout=b"0.5.9\n"), None, "sglang.bench_serving"),
+        (
+            Ran(exit_status=1, stderr=b"ModuleNotFoundError: No module named 'sglang'"),
+            "0.5.23",
+            "sglang.benchmark.serving",
+        ),
+        (Ran(stdout=b"not a version\n"), None, "sglang.bench_serving"),
+    ],
+)
+async def test_without_a_configured_module_the_hosts_release_picks_it(
+    host_says: Ran, fallback: str | None, module: str
+) -> None:
+    node = FakeNode({"sglang-version": host_says})
+    command = await resolve_command(
+        node, BenchServingCommand(python="/opt/sglang/bin/python"), fallback_version=fallback
+    )
+    assert command.module == module
+    assert node.calls == [("sglang-version", {"timeout": 120, "python": "/opt/sglang/bin/python"})]
+
+
+async def test_a_configured_module_is_used_as_given_without_asking_the_host() -> None:
+    node = FakeNode({})
+    command = await resolve_command(
+        node, BenchServingCommand(module="sglang.bench_serving"), fallback_version="0.5.23"
+    )
+    assert command.module == "sglang.bench_serving"
+    assert node.calls == []
+
+
+async def test_a_plan_on_a_0_5_23_host_runs_sglang_benchmark_serving_on_node0() -> None:
+    node = FakeNode({
+        "sglang-version": Ran(stdout=b"0.5.23\n"),
+        "bench-serving": Ran(stdout=BLOCK.encode()),
+        "read-bench-output": Ran(stdout=jsonl_line().encode()),
+        "remove-bench-output": Ran(),
+    })  # fmt: skip
+    plan = BenchPlan.build(
+        target="t",
+        base_url="http://10.0.0.2:30000",
+        profile_name="p",
+        profile=BenchProfile(concurrency=[4, 8], repeats=1, num_requests=8, backend="bench_serving"),
+    )
+    await run_plan(plan, node=node)
+    ran = [params for command, params in node.calls if command == "bench-serving"]
+    assert [params["bench_module"] for params in ran] == ["sglang.benchmark.serving"] * 2
+    assert render("bench-serving", **{k: v for k, v in ran[0].items() if k != "timeout"}).argv[:4] == [
+        "env",
+        "/usr/bin/python3",
+        "-m",
+        "sglang.benchmark.serving",
+    ]
+    assert [command for command, _ in node.calls].count("sglang-version") == 1  # asked once per plan

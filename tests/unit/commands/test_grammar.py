@@ -90,6 +90,50 @@ def test_a_catalog_of_another_version_is_used_for_names() -> None:
         parse_command("try add --tp 2", catalog=small)
 
 
+def test_a_flag_the_list_lacks_can_still_be_removed_as_written_with_a_note() -> None:
+    """0.5.10 dropped `--disable-hicache-numa-detect` (0.5.9 has it): a unit that carries it must
+    stay removable; whether the unit has it is checked where the unit is read (preflight)."""
+    invocation = parse_command("try remove --disable-hicache-numa-detect")
+    assert invocation.changes == (
+        Change("remove", "--disable-hicache-numa-detect", written="--disable-hicache-numa-detect"),
+    )
+    assert len(invocation.notes) == 1
+    assert "not a flag of SGLang 0.5.10's list" in invocation.notes[0]
+    known = parse_command("try remove --tp")  # a flag the list has: canonical, no note
+    assert [c.flag for c in known.changes] == ["--tp-size"] and known.notes == ()
+
+
+def test_a_revert_may_take_out_a_flag_the_list_lacks_with_a_note() -> None:
+    invocation = parse_command("revert flags=--disable-hicache-numa-detect,--tp")
+    assert invocation.options["flags"] == "--disable-hicache-numa-detect,--tp-size"
+    [note] = invocation.notes
+    assert note.startswith("flags=--disable-hicache-numa-detect: not a flag of SGLang 0.5.10's list")
+    assert note.endswith("; taken as written")
+    typo = parse_command("try remove --enable-metricz").notes[0]
+    assert "(did you mean --enable-metrics" in typo  # a typo is still pointed out
+    with pytest.raises(CommandError, match="unknown flag --x;id"):
+        parse_command("revert flags=--x;id")
+
+
+@pytest.mark.parametrize(
+    "text", ["try remove --enable-metrics;id", "try remove --x$(id)", "try remove --enable"]
+)
+def test_a_removal_no_list_could_mean_is_still_refused(text: str) -> None:
+    with pytest.raises(CommandError):
+        parse_command(text)
+
+
+def test_a_refusal_says_whether_another_list_could_take_the_words() -> None:
+    for text in ("try add --enable-metricz", "try add --max-running-requests abc", "try add --enable"):
+        with pytest.raises(CommandError) as refused:
+            parse_command(text)
+        assert refused.value.flag_list, text
+    for text in ("try add --enable-metrics;id", "try add --enable-metrics frobnicate=1", "try"):
+        with pytest.raises(CommandError) as refused:
+            parse_command(text)
+        assert not refused.value.flag_list, text
+
+
 MALFORMED = [
     ("", "no command given"),
     ("tyr add --x", "did you mean `try`"),

@@ -59,6 +59,15 @@ def test_references_and_other_names_are_shown_as_written(names: Redactor, text: 
     assert names.redact(text) == text
 
 
+def test_the_dict_form_of_0_5_19_and_later_is_masked_too(names: Redactor) -> None:
+    line = "server_args={'model_path': '/m', 'api_key': 'sk-dictform1', 'admin_api_key': None}"
+    assert (
+        names.redact(line)
+        == f"server_args={{'model_path': '/m', 'api_key': '{MASK}', 'admin_api_key': None}}"
+    )
+    assert names.redact("echo sk-dictform1") == f"echo {MASK}"
+
+
 def test_a_value_once_seen_is_masked_wherever_it_appears(names: Redactor) -> None:
     assert names.redact("a line with sk-echoed99 alone") == "a line with sk-echoed99 alone"
     names.redact("server_args=ServerArgs(api_key='sk-echoed99')")

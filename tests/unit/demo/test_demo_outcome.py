@@ -120,6 +120,9 @@ def test_the_acknowledgement_is_not_a_refusal_but_a_usage_error_is() -> None:
     state = StandinState()
     state.workspace.ephemeral(CHANNEL, OPERATOR, text="starting `try`: follow it in the thread")
     assert judge(TRY, observe(state, CHANNEL, "0.000000", OPERATOR)).state == "waiting"
+    checking = "checking `try` against the SGLang that lab runs (its flag list is read from the host)"
+    state.workspace.ephemeral(CHANNEL, OPERATOR, text=checking)  # a miss of the host's flag list
+    assert judge(TRY, observe(state, CHANNEL, "0.000000", OPERATOR)).state == "waiting"
     state.workspace.ephemeral(CHANNEL, OPERATOR, text="unknown flag --enable-fused-moe; did you mean ...")
     outcome = judge(TRY, observe(state, CHANNEL, "0.000000", OPERATOR))
     assert outcome.state == "failed"

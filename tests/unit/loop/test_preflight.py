@@ -14,12 +14,13 @@ from bot.loop.preflight import preflight
 from bot.sglang.change import Change
 from bot.store import AsyncStore, Store
 from bot.store.models import Snapshot
-from bot.target.flaglist import forget_cache
+from bot.target.flaglist import forget_cache, remembered_version
 from bot.target.session import TargetSession
 from bot.target.table_match import identify
+from tests.support.host_flags import host_help
 from tests.unit.loop.kb_support import Obs
 from tests.unit.target.conftest import make_target
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
+from tests.unit.target.fake_node import VENDOR_TEXT, FakeNode, FakeSystemd, Keys
 
 AR = "--enable-flashinfer-allreduce-fusion"
 MOE = "--enable-fused-moe-sum-all-reduce"
@@ -221,3 +222,48 @@ async def test_downtime_is_the_median_of_stored_starts_and_dry_run_can_be_skippe
     assert (report.downtime_s, report.downtime_starts) == (90.0, 3)
     assert report.dry_run is None and bed.nodes[0].dry_runs == []
     assert "about 90 s (median of the last 3 starts)" in report.evidence()[-2].text  # type: ignore[union-attr]
+
+
+@dataclass
+class DroppedFlagNode(GpuNode):
+    """A node whose SGLang (the twin's help: 0.5.10's list) lacks a flag its unit still carries."""
+
+    def run(self, name: str, params: dict[str, object], stdin: bytes) -> tuple[int, bytes, bytes]:
+        if name == "sglang-help":
+            return 0, host_help(aliases={}).encode(), b""
+        return super().run(name, params, stdin)
+
+
+async def test_a_flag_the_hosts_list_dropped_is_removed_from_the_unit(
+    tmp_path: Path, kb: KnowledgeBase
+) -> None:
+    """`--disable-hicache-numa-detect` is 0.5.9's; a unit written for 0.5.9 on a 0.5.10 host keeps it
+    until it is removed, and removing it must work although neither list knows it."""
+    forget_cache()
+    unit = (
+        VENDOR_TEXT.format(rank=0)
+        .replace("    --nnodes 2 \\\n    --node-rank 0 \\\n", "")
+        .replace("--port 30000", "--port 30000 \\\n    --disable-hicache-numa-detect")
+    )
+    keys = Keys.make(tmp_path, 1)
+    node = DroppedFlagNode(FakeSystemd(files={"/etc/systemd/system/sglang-qwen.service": unit}))
+    await node.start(keys.host_keys[0], keys.client_public)
+    ts = TargetSession.build("fake", make_target(keys, [node.port]))
+    try:
+        gone = Change("remove", "--disable-hicache-numa-detect", written="--disable-hicache-numa-detect")
+        report = await preflight(ts, changes=[gone], kb=kb, observations=[], cache_dir=tmp_path)
+        absent = await preflight(
+            ts, changes=[Change("remove", "--no-such-flag")], kb=kb, observations=[], cache_dir=tmp_path
+        )
+    finally:
+        await ts.close()
+        await node.stop()
+        forget_cache()
+    assert report.refused is None, report.refused
+    assert report.flag_list["source"] == "host --help"
+    assert report.new_flags is not None
+    assert "--disable-hicache-numa-detect" not in report.new_flags.argv()
+    assert node.dry_runs and "--disable-hicache-numa-detect" not in node.dry_runs[0]
+    assert absent.refused == "remove --no-such-flag: not in the current flags"
+    # the preflight read the host's version and list: the next command is judged by them
+    assert remembered_version(tmp_path, "fake", ts.target) == "0.5.10"

@@ -163,3 +163,26 @@ def test_a_speed_metric_uses_speed_effects_and_rank_order_keeps_unknown_flags_la
     assert all(any(reason.startswith("knowledge base: speed") for reason in p.why) for p in proposals)
     assert rank_order(["--zzz", AR, MOE], proposals)[-1] == "--zzz"
     assert rank_order(["--a", "--b"], []) == ["--a", "--b"]
+
+
+def test_a_field_that_differs_only_from_another_releases_default_is_no_suspect(kb: KnowledgeBase) -> None:
+    plain = [{"flag": "--model-path", "value": "/m"}, {"flag": "--tp", "value": "2"}]
+    release = {
+        "lora_backend": {
+            "value": "triton",
+            "was": "csgmv",
+            "source": "default",
+            "default_from": "SGLang 0.5.9 list",
+            "same_release": False,
+        }
+    }
+    before = snap(flags=plain, implied={})
+    after = snap([{"flag": "--enable-dp-attention", "value": None}], flags=plain, implied=release, mrr=40)
+    proposals = rank_hypotheses(before, after, regressed=["max_running_requests"], kb=kb, catalog=CATALOG)
+    assert [p.kind for p in proposals if p.kind == "implied"] == []
+    same = {"lora_backend": {**release["lora_backend"], "same_release": True}}
+    after_same = snap([{"flag": "--enable-dp-attention", "value": None}], flags=plain, implied=same, mrr=40)
+    proposals = rank_hypotheses(
+        before, after_same, regressed=["max_running_requests"], kb=kb, catalog=CATALOG
+    )
+    assert [p.variable for p in proposals if p.kind == "implied"] == ["--lora-backend"]

@@ -330,3 +330,78 @@ def test_truncated_corpus_blocks_never_raise(text: str, data: st.DataObject) -> 
     if start == 0 and end == len(text):
         assert len(results) == 1
         assert results[0].truncated is False
+
+
+def _print_0_5_23() -> str:
+    """The block `sglang.benchmark.serving` 0.5.23 prints (`benchmark/serving.py` after the run,
+    `benchmark/goodput.py` `print_goodput`), with its own format calls, `--goodput` and
+    `--cache-report` on: P90/P95 rows in every latency section, and a Goodput section."""
+    out: list[str] = []
+
+    def row(label: str, value: object, spec: str = "<10") -> None:
+        out.append(("{:<40} {:" + spec + "}").format(label, value))
+
+    def rule(title: str) -> None:
+        out.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
+
+    out.append("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
+    row("Backend:", "sglang-oai")
+    row("Traffic request rate:", float("inf"))
+    row("Max request concurrency:", 64)
+    row("Successful requests:", 512)
+    row("Benchmark duration (s):", 95.432, "<10.2f")
+    for label, value in (("Total input tokens:", 524288), ("Total input text tokens:", 524288)):
+        row(label, value)
+    row("Total generated tokens:", 131072)
+    row("Total generated tokens (retokenized):", 131070)
+    for label, number in (
+        ("Request throughput (req/s):", 5.365),
+        ("Input token throughput (tok/s):", 5493.96),
+        ("Output token throughput (tok/s):", 1373.49),
+        ("Peak output token throughput (tok/s):", 2304.0),
+    ):
+        row(label, number, "<10.2f")
+    row("Peak concurrent requests:", 64)
+    row("Total token throughput (tok/s):", 6867.45, "<10.2f")
+    row("Concurrency:", 63.41, "<10.2f")
+    out.append("{s:{c}^{n}}".format(s="Goodput", n=50, c="-"))
+    row("SLOs (ms):", "ttft:2000 tpot:50")
+    row("Request goodput (req/s):", 4.9, "<10.2f")
+    row("SLO attainment (%):", 91.3, "<10.2f")
+    row("TTFT SLO attainment (%):", 95.1, "<10.2f")
+    for title, metric, names in (
+        ("End-to-End Latency", "E2E Latency", ("Mean", "Median", "P90", "P95", "P99")),
+        ("Time to First Token", "TTFT", ("Mean", "Median", "P90", "P95", "P99")),
+        ("Time per Output Token (excl. 1st token)", "TPOT", ("Mean", "Median", "P90", "P95", "P99")),
+        ("Inter-Token Latency", "ITL", ("Mean", "Median", "P90", "P95", "P99", "Max")),
+    ):
+        rule(title)
+        for i, name in enumerate(names):
+            row(f"{name} {metric} (ms):", 10.0 * (i + 1) + len(metric), "<10.2f")
+    rule("Cache Hit Details")
+    row("Total prompt tokens:", 524288)
+    row("Total cached tokens:", 262144)
+    out.append("{:<40} {:.1f}%".format("Cache hit rate:", 50.0))
+    out.append("=" * 50)
+    return "\n".join(out) + "\n"
+
+
+def test_block_of_0_5_23_benchmark_serving() -> None:
+    result = only(_print_0_5_23())
+    assert result.truncated is False
+    values = result.values
+    assert values["backend"] == "sglang-oai"
+    assert values["request_rate"] == math.inf
+    assert (values["max_concurrency"], values["completed"]) == (64, 512)
+    assert values["output_throughput"] == 1373.49
+    assert values["max_output_tokens_per_s"] == 2304.0
+    assert values["request_goodput"] == 4.9
+    assert (values["p90_ttft_ms"], values["p95_ttft_ms"], values["median_ttft_ms"]) == (34.0, 44.0, 24.0)
+    assert (values["p95_e2e_latency_ms"], values["p95_itl_ms"], values["max_itl_ms"]) == (51.0, 43.0, 63.0)
+    assert values["p90_tpot_ms"] == 34.0
+    assert values["cache_hit_rate_pct"] == 50.0
+    assert result.extra == {
+        "SLOs (ms)": "ttft:2000 tpot:50",
+        "SLO attainment (%)": 91.3,
+        "TTFT SLO attainment (%)": 95.1,
+    }

@@ -16,6 +16,10 @@ CORPUS_REL = Path("corpus") / "sglang-logs"
 INDEX: list[dict[str, Any]] = json.loads(
     (Path(__file__).resolve().parents[2] / "fixtures" / CORPUS_REL / "index.json").read_text()
 )
+RELEASES_REL = Path("sglang-releases")
+RELEASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).resolve().parents[2] / "fixtures" / RELEASES_REL / "index.json").read_text()
+)
 JOURNAL = "Mar 09 21:45:34 llm-two sglang-qwen[4550]: "
 DOCKER = "2026-08-01T23:37:40.123456789Z "
 TOP_KEYS = {
@@ -29,6 +33,9 @@ TOP_KEYS = {
     "starts",
     "server_args_line",
     "server_args_complete",
+    "server_args_form",
+    "server_args_nested",
+    "unparsed",
     "ready_line",
     "stage",
     "errors",
@@ -641,3 +648,174 @@ def test_the_profiled_value_adjustment_is_a_warning_not_capacity() -> None:
     ).to_json()
     assert report["effective"]["max_total_num_tokens"] is None
     assert [w["text"][:40] for w in report["warnings"]] == ["max_total_tokens=131072 is larger than t"]
+
+
+# --- each release's lines, as its sources print them (fixtures/sglang-releases/README.md) ----
+
+
+def _release_observed(report: LogReport) -> dict[str, Any]:
+    data = report.to_json()
+    kv = [entry for entry in data["kv_cache"] if entry["rank"] in ("", "TP0")]
+    graphs = [g for g in data["cuda_graph"] if g["phase"] == "end" and g["rank"] in ("", "TP0")]
+    return {
+        **_observed(report),
+        "cuda_graph_max_bs": data["parsed"]["cuda_graph_max_bs"],
+        "kv_tokens": kv[0]["tokens"] if kv else None,
+        "graph_capture_s": round(sum(g["elapsed_s"] for g in graphs), 2),
+    }
+
+
+@pytest.mark.parametrize("entry", RELEASES, ids=[e["sglang_version"] for e in RELEASES])
+def test_release_lines_expected_fields(fixtures_dir: Path, entry: dict[str, Any]) -> None:
+    data = (fixtures_dir / RELEASES_REL / entry["file"]).read_bytes()
+    for report in (
+        parse_log_stream(io.BytesIO(data)),
+        parse_log_stream(io.BytesIO(data), chunk_size=511),
+        parse_log_text(data.decode()),
+        parse_log_lines(_keepends(data.decode())),
+    ):
+        assert _release_observed(report) == entry["expected"]
+        json_data = report.to_json()
+        assert json_data["server_args_form"] == entry["server_args_form"]
+        assert json_data["server_args_complete"] is True
+        assert json_data["unparsed"] == {}
+        assert set(json_data) == TOP_KEYS
+
+
+@pytest.mark.parametrize("entry", RELEASES, ids=[e["sglang_version"] for e in RELEASES])
+def test_release_lines_behind_journald_prefix(fixtures_dir: Path, entry: dict[str, Any]) -> None:
+    text = (fixtures_dir / RELEASES_REL / entry["file"]).read_text()
+    assert _release_observed(parse_log_text(_prefixed(text, JOURNAL))) == entry["expected"]
+
+
+def test_release_0_5_23_graph_settings_read_from_the_nested_dict(fixtures_dir: Path) -> None:
+    data = parse_log_text((fixtures_dir / RELEASES_REL / "0.5.23.log").read_text()).to_json()
+    assert "cuda_graph_max_bs" not in data["server_args"]["cuda_graph_config"]
+    assert data["server_args"]["cuda_graph_config"]["decode"]["max_bs"] == 48
+    assert data["parsed"]["cuda_graph_max_bs"] == 48
+    assert data["parsed"]["disable_piecewise_cuda_graph"] is False
+    assert data["server_args"]["cuda_graph_bs"] == [1, 2, 4, 8, 12, 16, 24, 32, 40, 48]
+    assert data["server_args_nested"]["cuda_graph_max_bs"] == "cuda_graph_config.decode.max_bs"
+    assert data["server_args_nested"]["disable_piecewise_cuda_graph"] == "cuda_graph_config.prefill.backend"
+    begin = [g for g in data["cuda_graph"] if g["rank"] == "TP0" and g["phase"] == "begin"]
+    assert [(g["kind"], g["backend"]) for g in begin] == [
+        ("target prefill CUDA graph", "breakable"),
+        ("target decode CUDA graph", "full"),
+    ]
+    assert begin[0]["max_num_tokens"] == 8192
+    assert begin[1]["num_tokens_per_req"] == 1
+    decode_end = [
+        g for g in data["cuda_graph"] if g["rank"] == "TP0" and g["kind"] == "target decode CUDA graph"
+    ]
+    assert decode_end[-1]["max_bs"] == 48
+    assert decode_end[-1]["elapsed_s"] == 6.93
+    assert data["kv_cache"][0]["dtype"] == "torch.bfloat16"
+
+
+def test_release_0_5_9_and_0_5_10_print_the_flat_fields(fixtures_dir: Path) -> None:
+    for name, piecewise in (("0.5.9.log", None), ("0.5.10.log", False)):
+        data = parse_log_text((fixtures_dir / RELEASES_REL / name).read_text()).to_json()
+        assert data["server_args_nested"] == {}
+        assert "cuda_graph_config" not in data["server_args"]
+        assert data["parsed"]["disable_piecewise_cuda_graph"] is piecewise
+        assert "dtype" not in data["kv_cache"][0]
+    v9 = parse_log_text((fixtures_dir / RELEASES_REL / "0.5.9.log").read_text()).to_json()
+    assert v9["server_args"]["enable_piecewise_cuda_graph"] is False
+    assert [g["kind"] for g in v9["cuda_graph"]] == ["cuda graph", "cuda graph"]
+
+
+def test_kv_cache_lines_of_0_5_19_and_later() -> None:
+    text = "\n".join(
+        [
+            "[2026-11-30 11:00:17 TP0] MiniMax MSA-v1 main NVFP4 KV Cache is allocated. dtype: torch.uint8, "
+            "#tokens: 524288, K size: 6.12 GB, V size: 6.12 GB",
+            "[2026-11-30 11:00:18 TP0] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 900000, "
+            "KV size: 30.90 GB",
+            "[2026-11-30 11:00:19 TP0] KV Cache skipped (no-op pool). Logical #tokens: 4096, "
+            "physical K/V size: ~2.0 KB placeholder",
+            "[2026-11-30 11:00:20 TP0] Set DSA backends for fp8_e4m3 KV Cache: prefill=flashmla_sparse",
+        ]
+    )
+    data = parse_log_text(text).to_json()
+    kv = data["kv_cache"]
+    assert len(kv) == 3
+    assert kv[0] == {
+        "line": 1,
+        "rank": "TP0",
+        "pool": "MiniMax MSA-v1 main NVFP4",
+        "dtype": "torch.uint8",
+        "tokens": 524288,
+        "k_size_gb": 6.12,
+        "v_size_gb": 6.12,
+    }
+    assert (kv[1]["state"], kv[1]["tokens"], kv[1]["kv_size_gb"]) == ("va_upper_bound", 900000, 30.9)
+    assert (kv[2]["state"], kv[2]["tokens"]) == ("skipped", 4096)
+    assert data["unparsed"] == {}
+
+
+def test_a_line_of_a_known_kind_that_does_not_read_is_named_not_null() -> None:
+    text = "\n".join(
+        [
+            "[2026-11-30 11:00:17 TP0] KV Cache is allocated. size unknown",
+            "[2026-11-30 11:00:41 TP0] Capture target decode CUDA graph end. took=6.9s",
+        ]
+    )
+    data = parse_log_text(text).to_json()
+    assert data["kv_cache"][0]["unparsed"].startswith("no #tokens")
+    assert data["cuda_graph"][0]["unparsed"] == "no elapsed time on a capture end line"
+    assert data["unparsed"]["kv_cache"].startswith("line 1: no #tokens")
+    assert data["unparsed"]["cuda_graph"].startswith("line 2: ")
+    assert "not read:" in parse_log_text(text).summary()
+
+
+def test_a_server_args_line_in_an_unknown_form_is_named() -> None:
+    text = "\n".join(
+        [
+            "[2026-11-30 11:00:01] server_args=<ResolvedArgs model_path=/m tp_size=2>",
+            "[2026-11-30 11:00:49 TP0] max_total_num_tokens=862046, max_running_requests=48, context_len=40960",
+        ]
+    )
+    data = parse_log_text(text).to_json()
+    assert data["server_args"] is None
+    assert data["parsed"]["max_running_requests"] is None
+    assert "neither `ServerArgs(...)` nor `{...}`" in data["unparsed"]["server_args"]
+    assert data["server_args_line"] == 1
+    assert data["effective"]["max_running_requests"] == 48
+    restarted = parse_log_text(text + "\n" + text).to_json()
+    assert len(restarted["starts"]) == 2  # the unread line still opens its start
+    assert restarted["starts"][1]["unparsed"]["server_args"] == data["unparsed"]["server_args"]
+
+
+def test_a_cut_server_args_line_says_what_is_missing_is_not_unset(fixtures_dir: Path) -> None:
+    line = (fixtures_dir / RELEASES_REL / "0.5.23.log").read_text().split("\n")[0]
+    data = parse_log_text(line[: line.index("'cuda_graph_config'")]).to_json()
+    assert data["server_args_complete"] is False
+    assert data["parsed"]["tp_size"] == 2
+    assert data["parsed"]["cuda_graph_max_bs"] is None
+    assert "cut short" in data["unparsed"]["server_args"]
+
+
+def test_0_5_23_overlapped_weight_load_end_line() -> None:
+    text = (
+        "[2026-11-30 11:00:50 TP0] Load weight end. Committed real weights after CUDA graph capture in 3.42 s "
+        "(capture overlap window 21.07 s, startup overlap total 30.15 s)"
+    )
+    data = parse_log_text(text).to_json()
+    assert data["weights"][0]["elapsed_s"] == 3.42
+    assert data["weights"][0]["committed_after_capture"] is True
+    assert data["unparsed"] == {}
+    old = parse_log_text("[2024-12-13 01:44:59 TP0] Load weight end. type=Q, avail mem=9.69 GB").to_json()
+    assert old["unparsed"] == {}  # no elapsed time in older releases: a known form
+    bare = parse_log_text("[2026-11-30 11:00:50 TP0] Load weight end. took 7 s").to_json()
+    assert bare["unparsed"]["weights"].startswith("line 1: no elapsed time, type or avail mem")
+
+
+@pytest.mark.parametrize("name", ["014.log", "015.log"])
+def test_corpus_0_5_16_nested_graph_settings_read_under_flat_names(fixtures_dir: Path, name: str) -> None:
+    data = parse_log_text(_text(fixtures_dir, name)).to_json()
+    assert data["server_args_form"] == "repr"
+    assert data["parsed"]["cuda_graph_max_bs"] == 8  # null before: the value sits in cuda_graph_config
+    assert data["parsed"]["disable_piecewise_cuda_graph"] is False  # prefill backend 'breakable'
+    assert data["server_args"]["piecewise_cuda_graph_max_tokens"] == 8192
+    assert data["server_args_nested"]["cuda_graph_max_bs"] == "cuda_graph_config.decode.max_bs"
+    assert data["unparsed"] == {}

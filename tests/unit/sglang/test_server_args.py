@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.sglang.server_args import jsonable, parse_server_args, parse_server_args_status, split_top_level
+from bot.sglang.server_args import (
+    flatten_nested,
+    jsonable,
+    parse_server_args,
+    parse_server_args_status,
+    read_server_args,
+    split_top_level,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus" / "sglang-logs"
 
@@ -64,14 +71,85 @@ def test_decoy_keys_are_separate_keys() -> None:
     assert values17["kv_cache_dtype"] == "auto"
 
 
-def test_nested_config_becomes_raw_source() -> None:
+def test_nested_record_reads_as_the_dict_later_releases_print() -> None:
     values = parse_server_args(_server_args_line("014.log"))
     assert values is not None
-    raw = values["cuda_graph_config"]
-    assert set(raw) == {"raw"}
-    assert raw["raw"].startswith("CudaGraphConfig(decode=PhaseConfig(backend='full', max_bs=8,")
-    assert raw["raw"].endswith("tc_compiler='eager', full_prefill_max_req=None))")
+    config = values["cuda_graph_config"]
+    assert set(config) == {"decode", "prefill"}
+    assert config["decode"] == {
+        "backend": "full",
+        "max_bs": 8,
+        "bs": [1, 2, 3, 4, 5, 6, 7, 8],
+        "tc_compiler": "eager",
+        "full_prefill_max_req": None,
+    }
+    assert config["prefill"]["backend"] == "breakable"
+    assert config["prefill"]["max_bs"] == 8192
     assert values["speculative_algorithm"] == "DFLASH"
+
+
+def test_0_5_16_graph_settings_map_back_to_the_flat_names() -> None:
+    read = read_server_args(_server_args_line("014.log"))
+    assert read.form == "repr"
+    assert read.complete is True
+    assert read.unparsed == {}
+    assert read.values is not None
+    assert read.values["cuda_graph_max_bs"] == 8
+    assert read.values["cuda_graph_bs"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert read.values["piecewise_cuda_graph_max_tokens"] == 8192
+    assert read.values["disable_piecewise_cuda_graph"] is False
+    assert read.values["cuda_graph_max_bs_decode"] == 8  # printed flat by 0.5.16 itself: kept
+    assert read.nested["cuda_graph_max_bs"] == "cuda_graph_config.decode.max_bs"
+    assert read.nested["disable_piecewise_cuda_graph"] == "cuda_graph_config.prefill.backend"
+
+
+def test_a_disabled_prefill_backend_is_disable_piecewise_cuda_graph() -> None:
+    line = (
+        "server_args={'tp_size': 1, 'cuda_graph_config': {'decode': {'backend': 'full', 'max_bs': 16, "
+        "'bs': [1, 2, 4, 8, 16], 'tc_compiler': 'eager'}, 'prefill': {'backend': 'disabled', "
+        "'max_bs': None, 'bs': None, 'tc_compiler': 'eager'}}}"
+    )
+    read = read_server_args(line)
+    assert read.form == "dict"
+    assert read.values is not None
+    assert read.values["disable_piecewise_cuda_graph"] is True
+    assert read.values["cuda_graph_max_bs"] == 16
+    assert read.values["piecewise_cuda_graph_max_tokens"] is None
+    assert read.unparsed == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        ("cuda_graph_config=<object at 0x7f>", "printed in a form flagbot cannot read"),
+        ("cuda_graph_config=None", "printed as None"),
+        ("cuda_graph_config=CudaGraphConfig(decode=PhaseConfig(backend='full'))", "has no 'max_bs'"),
+        ("cuda_graph_config=CudaGraphConfig(prefill=PhaseConfig(backend='full'))", "no readable 'decode'"),
+    ],
+)
+def test_a_nested_config_that_cannot_be_read_is_named(config: str, reason: str) -> None:
+    read = read_server_args(f"server_args=ServerArgs(tp_size=1, {config}, dp_size=1)")
+    assert read.values is not None
+    assert "cuda_graph_max_bs" not in read.values
+    assert reason in read.unparsed["cuda_graph_max_bs"]
+
+
+def test_flatten_leaves_flat_releases_alone() -> None:
+    assert flatten_nested({"cuda_graph_max_bs": 48, "disable_piecewise_cuda_graph": True}) == ({}, {}, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("no marker here", "no `server_args=`"),
+        ("server_args=<ResolvedArgs tp_size=2>", "neither `ServerArgs(...)` nor `{...}`"),
+        ("server_args=ServerArgs(", "no complete `key=value` item"),
+    ],
+)
+def test_unreadable_lines_say_why(text: str, reason: str) -> None:
+    read = read_server_args(text)
+    assert read.values is None
+    assert reason in read.unparsed["server_args"]
 
 
 def test_engine_form_with_level_tag() -> None:
@@ -129,9 +207,14 @@ def test_non_literal_values_in_call_form() -> None:
 
 
 def test_raw_segment_with_non_ascii_text() -> None:
-    line = "server_args=ServerArgs(name='модель', cfg=Cfg(x='ü'), tp_size=2)"
+    line = "server_args=ServerArgs(name='модель', cfg=Cfg('ü'), rec=Cfg(x='ü', d=torch.float16), tp_size=2)"
     values = parse_server_args(line)
-    assert values == {"name": "модель", "cfg": {"raw": "Cfg(x='ü')"}, "tp_size": 2}
+    assert values == {
+        "name": "модель",
+        "cfg": {"raw": "Cfg('ü')"},
+        "rec": {"x": "ü", "d": {"raw": "torch.float16"}},
+        "tp_size": 2,
+    }
 
 
 def test_truncated_line_salvages_complete_items() -> None:
@@ -216,3 +299,21 @@ def test_jsonable() -> None:
         {"raw": "nan"},
         {"1": "a"},
     ]
+
+
+def test_0_5_23_line_with_an_enum_repr_salvages_and_still_flattens() -> None:
+    release = Path(__file__).resolve().parents[2] / "fixtures" / "sglang-releases" / "0.5.23.log"
+    line = (
+        release.read_text()
+        .split("\n")[0]
+        .replace("'load_format': 'auto'", "'load_format': <LoadFormat.AUTO: 'auto'>")
+    )
+    read = read_server_args(line)  # not Python syntax as a whole: the item splitter reads it
+    assert read.complete is True
+    assert read.form == "dict"
+    assert read.values is not None
+    assert read.values["load_format"] == {"raw": "<LoadFormat.AUTO: 'auto'>"}
+    assert read.values["cuda_graph_config"]["decode"]["max_bs"] == 48
+    assert read.values["cuda_graph_max_bs"] == 48
+    assert read.values["disable_piecewise_cuda_graph"] is False
+    assert read.unparsed == {}

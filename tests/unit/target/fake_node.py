@@ -132,6 +132,10 @@ class FakeNode:
     """SSH connections accepted (a pooled session logs in once for many commands)."""
     delay_s: float = 0.0
     """Every command takes at least this long (to see how many run at once)."""
+    sglang_version: str | None = None
+    """What `import sglang; print(sglang.__version__)` prints (None: SGLang is not importable)."""
+    help_text: str | None = None
+    """What `python -m sglang.launch_server --help` prints (None: SGLang is not importable)."""
     running: int = 0
     peak: int = 0
     """The most commands that ran at once on this node."""
@@ -235,6 +239,11 @@ class FakeNode:
         if name == "reset-failed":
             node.result, node.active = "success", "inactive"
             return 0, b"", b""
+        if name in ("sglang-version", "sglang-help"):
+            said = self.sglang_version if name == "sglang-version" else self.help_text
+            if said is None:
+                return 1, b"", b"ModuleNotFoundError: No module named 'sglang'\n"
+            return 0, (said.rstrip("\n") + "\n").encode(), b""
         if name.startswith("journal"):
             return 0, "".join(line + "\n" for line in node.journal).encode(), b""
         return 1, b"", f"fake node: {name} not modelled\n".encode()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from bot.config.schema import Node, Target
-from bot.sglang.catalog import FlagCatalog
+from bot.sglang.catalog import FlagCatalog, FlagSpec
 from bot.sglang.launch import parse_flags
 from bot.sglang.log import parse_log_lines
 from bot.store import AsyncStore, Store
@@ -106,6 +106,62 @@ def test_implied_flags_compare_with_request_then_default_and_keep_noise_apart() 
     assert set(derived) == {"random_seed", "tokenizer_path"}
 
 
+def _nested_args(prefill_backend: str) -> dict[str, object]:
+    """What 0.5.14+ print: the graph settings inside `cuda_graph_config` (a 0.5.23-shaped dict)."""
+    phase = {"tc_compiler": "eager", "max_context_size": None, "full_prefill_max_req": None}
+    return {
+        "tp_size": 2,
+        "cuda_graph_max_bs_decode": None,
+        "cuda_graph_config": {
+            "decode": {"backend": "full", "max_bs": 48, "bs": [1, 2, 4, 8, 16, 32, 48], **phase},
+            "prefill": {"backend": prefill_backend, "max_bs": 8192, "bs": [4, 8, 8192], **phase},
+        },
+    }
+
+
+def test_implied_flags_read_the_nested_graph_settings_under_their_flat_names() -> None:
+    implied, derived = implied_flags(_nested_args("disabled"), {"tp_size": 2}, CATALOG)
+    assert implied["disable_piecewise_cuda_graph"] == {
+        "value": True,
+        "was": False,
+        "source": "default",
+        "default_from": "SGLang 0.5.10 list",
+        "same_release": True,
+        "printed_as": "cuda_graph_config.prefill.backend",
+    }
+    assert implied["cuda_graph_max_bs"]["value"] == 48
+    assert implied["cuda_graph_max_bs"]["printed_as"] == "cuda_graph_config.decode.max_bs"
+    assert "cuda_graph_config" not in implied and "cuda_graph_config" not in derived
+    assert derived["cuda_graph_bs"]["printed_as"] == "cuda_graph_config.decode.bs"
+    enabled, _ = implied_flags(_nested_args("breakable"), {"tp_size": 2}, CATALOG)
+    assert "disable_piecewise_cuda_graph" not in enabled
+
+
+def test_implied_flags_take_the_new_flag_as_baseline_when_the_old_one_is_gone() -> None:
+    catalog = FlagCatalog.from_specs(
+        "0.5.23",
+        [
+            FlagSpec("--tp-size", type_name="int", default=1, field="tp_size"),
+            FlagSpec("--cuda-graph-max-bs-decode", type_name="int", field="cuda_graph_max_bs_decode"),
+            FlagSpec(
+                "--disable-prefill-cuda-graph",
+                takes_value=False,
+                action="store_true",
+                default=False,
+                field="disable_prefill_cuda_graph",
+            ),
+        ],
+    )
+    asked = {"tp_size": 2, "cuda_graph_max_bs_decode": 48, "disable_prefill_cuda_graph": True}
+    printed = {**_nested_args("disabled"), "cuda_graph_max_bs_decode": 48, "disable_prefill_cuda_graph": True}
+    implied, _ = implied_flags(printed, asked, catalog)
+    assert implied == {}  # decode max_bs 48 and a disabled prefill graph are what was asked
+    implied, _ = implied_flags(_nested_args("disabled"), {"tp_size": 2}, catalog)
+    assert implied["disable_piecewise_cuda_graph"]["was"] is False
+    assert implied["disable_piecewise_cuda_graph"]["source"] == "default"
+    assert implied["cuda_graph_max_bs"]["was"] is None
+
+
 # --- capacity --------------------------------------------------------------------------------
 
 
@@ -157,6 +213,16 @@ def test_gpus_startup_and_node_mismatch() -> None:
         "capacity_s": 8.0,
         "ready_s": 9.5,
     }
+    ranks = parse_log_lines(
+        [
+            "[2026-11-30 10:00:16 TP1] Load weight end. elapsed=7.02 s, type=Q, avail mem=70.96 GB, mem usage=7.72 GB.",
+            "[2026-11-30 10:00:16 TP0] Load weight end. elapsed=7.10 s, type=Q, avail mem=70.96 GB, mem usage=7.72 GB.",
+            "[2026-11-30 10:00:25 TP1] Capture cuda graph end. Time elapsed: 7.31 s. mem usage=0.62 GB. avail mem=9.66 GB.",
+            "[2026-11-30 10:00:25 TP0] Capture cuda graph end. Time elapsed: 7.38 s. mem usage=0.62 GB. avail mem=9.66 GB.",
+        ]
+    )
+    one_rank = startup_durations(ranks, {1: 100.0})
+    assert (one_rank["weight_load_s"], one_rank["graph_capture_s"]) == (7.1, 7.38)  # TP0's, not summed
     assert (
         args_mismatch(
             {"node_rank": 0, "tp_size": 2, "random_seed": 1}, {"node_rank": 1, "tp_size": 2, "random_seed": 2}
@@ -212,7 +278,10 @@ async def test_host_flag_list_is_asked_once_per_version_then_cached(tmp_path: Pa
     assert source == "cache" and len(again) == len(catalog)
     assert [name for name, _ in node.calls] == ["sglang-help"]
     fallback, source = await host_catalog(node, python=None, version="0.4.0", cache_dir=None)
-    assert source.startswith("bundled 0.5.10") and fallback.version == "0.5.10"
+    assert fallback.version == "0.5.9"  # the nearest packaged list, named, never a silent 0.5.10
+    assert source == "bundled 0.5.9 list, the nearest packaged to SGLang 0.4.0 (fallback)"
+    exact, source = await host_catalog(node, python=None, version="0.5.23", cache_dir=None)
+    assert exact.version == "0.5.23" and source == "bundled 0.5.23 list (fallback)"
 
 
 # --- observe end to end, scripted ------------------------------------------------------------

@@ -113,6 +113,7 @@ def test_lora_paths_are_kept_as_given_strings() -> None:
 
 def test_the_catalog_is_found_next_to_the_engine_when_installed(tmp_path: Path) -> None:
     source = Path(resources.files("bot.sglang.data") / "sglang-0.5.10-flags.json")
-    assert args._CANDIDATES[-1] == source  # on the host: the product's packaged catalog
+    assert args._candidates("0.5.10")[-1] == source  # on the host: the product's packaged catalog
+    assert [path.name for path in args._candidates("0.5.23")[:2]] == ["flags-0.5.23.json", "flags.json"]
     document = json.loads(source.read_text())
     assert args.catalog()["primary_flag_count"] == document["primary_flag_count"] == 354

@@ -17,7 +17,7 @@ from flagbot_lab.twin.engine.scenario import (
 )
 from flagbot_lab.twin.schema import ScenarioError, compile_scenario, load_scenario_yaml, scenario_names
 
-SHIPPED = ("h200-tp8", "seed-gb10", "tiny-cpu")
+SHIPPED = ("h200-tp8", "seed-gb10", "seed-gb10-0.5.9", "seed-gb10-0.5.23", "tiny-cpu")
 
 
 def test_the_shipped_scenarios_are_listed() -> None:

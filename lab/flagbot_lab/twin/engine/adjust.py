@@ -1,4 +1,9 @@
-"""SGLang 0.5.10's `ServerArgs.__post_init__`, for the cases the scenarios use (reference §3.2-3.4).
+"""SGLang's argument post-processing per release, for the cases the scenarios use (reference §3.2-3.4).
+
+0.5.9 and 0.5.10 run it in `ServerArgs.__post_init__`; 0.5.23 in `ServerArgs.resolve_once`
+(`arg_groups/pipeline.py` `run_resolution_pipeline`), after logging is configured, so its
+WARNINGs carry the `[time] ` prefix. The differences between releases are named in
+`releases.py` and cited in docs/twin.md "Releases".
 
 Why: the `server_args=ServerArgs(...)` line, `/server_info` and the bare WARNING lines on stderr
 are printed *after* post-init, and the whole point of flagbot is to diff them against what was
@@ -15,6 +20,7 @@ state) follow as if SGLang itself had set them.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +29,7 @@ from typing import Any
 from .args import ParsedArgs
 from .defaults import (
     AR_FUSION_FAMILIES,
+    W_BREAKABLE_INCOMPATIBLE,
     W_DEEPEP,
     W_DP_CHUNKED,
     W_EAGLE_MIXED,
@@ -37,15 +44,22 @@ from .defaults import (
     W_PP_OVERLAP,
     W_QWEN25,
     W_SPEC_MAX_RUNNING,
+    W_SPEC_MIXED_0_5_23,
     W_SPEC_OVERLAP,
+    W_SPEC_V2_SYNC,
     W_TOPK1_DRAFT,
     W_TORCH_NATIVE,
     W_TRTLLM_MOE,
     cuda_graph_batch_sizes,
+    decode_cuda_graph_batch_sizes,
+    default_cuda_graph_config,
     memory_tier,
+    memory_tier_0_5_23,
     piecewise_token_sizes,
+    prefill_cuda_graph_batch_sizes,
     sm90_or_sm100,
 )
+from .releases import release
 from .scenario import Scenario
 
 
@@ -79,6 +93,7 @@ class _Run:
         self.warnings: list[str] = []
         self.logged: list[str] = []
         self.info: list[str] = []
+        self.r = release(scenario.sglang_version)
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -90,8 +105,14 @@ class _Run:
         if a["load_balance_method"] == "auto":
             a["load_balance_method"] = "round_robin"
         self.missing_defaults()
-        self.piecewise()
-        self.gpu_memory_settings()
+        if self.r.nested_graph_config:
+            self.cuda_graph_config()
+        else:
+            self.piecewise()
+        if self.r.nested_graph_config:
+            self.gpu_memory_settings_nested()
+        else:
+            self.gpu_memory_settings()
         self.model_specific()
         if a["sampling_backend"] is None:
             a["sampling_backend"] = "flashinfer" if self.s.gpu.flashinfer_available else "pytorch"
@@ -126,14 +147,18 @@ class _Run:
             ("custom_weight_loader", []),
             ("mm_process_config", {}),
         ):
-            if a[name] is None:
+            if name in a and a[name] is None:
                 a[name] = value
-        if a["mamba_scheduler_strategy"] == "auto":
+        if a.get("mamba_scheduler_strategy") == "auto":
             a["mamba_scheduler_strategy"] = "no_buffer"
 
     def piecewise(self) -> None:
-        """§3.4 #3: piecewise CUDA graph is on by default in 0.5.10 unless a condition holds."""
+        """§3.4 #3: piecewise CUDA graph is on by default in 0.5.10 unless a condition holds
+        (`_handle_piecewise_cuda_graph`). 0.5.9 has no such handler: piecewise stays off unless
+        `--enable-piecewise-cuda-graph` is given."""
         a = self.a
+        if not self.r.piecewise_default_on:
+            return
         if a["enforce_piecewise_cuda_graph"] or a["disable_piecewise_cuda_graph"]:
             return
         model = self.s.model
@@ -160,6 +185,63 @@ class _Run:
         if any(reasons):
             a["disable_piecewise_cuda_graph"] = True
 
+    def cuda_graph_config(self) -> None:
+        """0.5.23 `arg_groups/cuda_graph_hook.py` `handle_cuda_graph_config`: the nested
+        `cuda_graph_config` from the legacy switches, the per-phase flags and `--cuda-graph-config`
+        JSON (`parse_cuda_graph_config`, that precedence), then the prefill auto-disable rules the
+        scenarios can meet (`apply_cuda_graph_compatibility`: PP, a multimodal model, an
+        unvalidated all-to-all backend) unless the prefill backend was given."""
+        a = self.a
+        config = default_cuda_graph_config()
+        locked: set[tuple[str, str]] = set()
+
+        def put(phase: str, key: str, value: Any) -> None:
+            config[phase][key] = value
+            locked.add((phase, key))
+
+        if a.get("disable_cuda_graph"):
+            put("decode", "backend", "disabled")
+            put("prefill", "backend", "disabled")
+        if a.get("disable_prefill_cuda_graph"):
+            put("prefill", "backend", "disabled")
+        if a.get("disable_decode_cuda_graph"):
+            put("decode", "backend", "disabled")
+        for phase in ("decode", "prefill"):
+            for key, name in (
+                ("backend", "cuda_graph_backend_"),
+                ("max_bs", "cuda_graph_max_bs_"),
+                ("bs", "cuda_graph_bs_"),
+            ):
+                if a.get(name + phase) is not None:
+                    put(phase, key, a[name + phase])
+        if a.get("cuda_graph_max_seq_len_prefill") is not None:
+            put("prefill", "max_seq_len", a["cuda_graph_max_seq_len_prefill"])
+        if a.get("cuda_graph_prefill_max_context") is not None:
+            put("prefill", "max_context_size", a["cuda_graph_prefill_max_context"])
+        explicit = a.get("cuda_graph_config")
+        for phase, settings in explicit.items() if isinstance(explicit, dict) else ():
+            if isinstance(settings, dict) and phase in config:
+                for key, value in settings.items():
+                    put(phase, key, value)
+        a["cuda_graph_config"] = config
+        if ("prefill", "backend") in locked or config["prefill"]["backend"] != "breakable":
+            return
+        if a["pp_size"] > 1:
+            config["prefill"]["backend"] = "disabled"
+            self.info.append(
+                "Disabling breakable prefill CUDA graph by default for pipeline parallelism. "
+                "Set --cuda-graph-backend-prefill=breakable to opt in."
+            )
+            return
+        reason = None
+        if a["moe_a2a_backend"] not in ("none", "deepep", "megamoe", "flashinfer"):
+            reason = "unvalidated a2a backend"
+        elif self.s.model.multimodal:
+            reason = "multimodal model"
+        if reason is not None:
+            self.warn(W_BREAKABLE_INCOMPATIBLE.format(name=reason))
+            config["prefill"]["backend"] = "disabled"
+
     def gpu_memory_settings(self) -> None:
         """§3.2: chunked prefill, CUDA-graph batch sizes and mem_fraction_static by memory tier."""
         a = self.a
@@ -174,7 +256,10 @@ class _Run:
             a["cuda_graph_max_bs"] = max_bs
         if a["cuda_graph_bs"] is None:
             a["cuda_graph_bs"] = cuda_graph_batch_sizes(
-                a["cuda_graph_max_bs"], spec=a["speculative_algorithm"] is not None
+                a["cuda_graph_max_bs"],
+                spec=a["speculative_algorithm"] is not None,
+                append_max=self.r.piecewise_default_on,  # 0.5.9 does not append the max
+                padding=not a["disable_cuda_graph_padding"],
             )
         if a["piecewise_cuda_graph_max_tokens"] is None:
             size = a["chunked_prefill_size"]
@@ -185,6 +270,8 @@ class _Run:
             a["mem_fraction_static"] = self.auto_mem_fraction(gpu_mem)
 
     def auto_mem_fraction(self, gpu_mem: float) -> float:
+        """`_handle_gpu_memory_settings`' estimate; 0.5.9 counts piecewise graphs only when
+        enabled and reserves 2 GiB (0.5.10: 4 GiB) for an EAGLE draft."""
         a = self.a
         bs = int(a["cuda_graph_max_bs"])
         reserved: float = (
@@ -194,7 +281,12 @@ class _Run:
             reserved += bs * a["dp_size"] * 3
             if bs > 300:
                 reserved += bs * a["dp_size"] * 1.5
-        if not a["disable_piecewise_cuda_graph"]:
+        piecewise_on = (
+            bool(a.get("enable_piecewise_cuda_graph"))
+            if not self.r.piecewise_default_on
+            else not a["disable_piecewise_cuda_graph"]
+        )
+        if piecewise_on:
             reserved += len(a["piecewise_cuda_graph_tokens"]) * 8
         if gpu_mem > 60 * 1024:
             reserved = max(reserved, 10 * 1024)
@@ -202,8 +294,59 @@ class _Run:
         if algorithm == "STANDALONE":
             reserved += 6 * 1024
         elif algorithm is not None and algorithm != "NGRAM":
-            reserved += 4 * 1024
+            reserved += 4 * 1024 if self.r.piecewise_default_on else 2 * 1024
         return round((gpu_mem - reserved) / gpu_mem, 3)
+
+    def gpu_memory_settings_nested(self) -> None:
+        """0.5.23 `arg_groups/memory_hook.py` `handle_gpu_memory_settings`: the memory tiers (a
+        new 20-35 GiB row: 4096 and 48/160), the decode max batch capped by an explicit
+        `--max-running-requests`, both phases' capture lists, and `mem_fraction_static` with
+        `reserve_for_graph_mb` (no speculative-decoding reserve any more)."""
+        a = self.a
+        gpu_mem = float(self.s.gpu.memory_mib)
+        config = a["cuda_graph_config"]
+        decode, prefill = config["decode"], config["prefill"]
+        decode_default = decode["max_bs"] is None
+        chunked, max_bs = memory_tier_0_5_23(gpu_mem, a["tp_size"])
+        if a["chunked_prefill_size"] is None:
+            a["chunked_prefill_size"] = chunked
+        if decode["max_bs"] is None:
+            decode["max_bs"] = max_bs
+        mrr = a["max_running_requests"]
+        if decode_default and mrr is not None and decode["max_bs"] > mrr:
+            decode["max_bs"] = mrr
+        if decode["bs"] is None:
+            decode["bs"] = decode_cuda_graph_batch_sizes(
+                decode["max_bs"],
+                spec=a["speculative_algorithm"] is not None,
+                padding=not a["disable_cuda_graph_padding"],
+            )
+        else:
+            decode["max_bs"] = max(decode["bs"])
+        if prefill["max_bs"] is None:
+            tokens: int = a["chunked_prefill_size"]
+            if a["max_total_tokens"] is not None:
+                tokens = min(tokens, a["max_total_tokens"])
+            if "llama-2" in str(a["model_path"]).lower():
+                tokens = min(tokens, 4096)
+            prefill["max_bs"] = tokens
+        if prefill["bs"] is None:
+            prefill["bs"] = prefill_cuda_graph_batch_sizes(prefill["max_bs"])
+        if a["mem_fraction_static"] is None:
+            cps = a["chunked_prefill_size"]
+            activation = max(cps, 2048) if cps > 0 else max(a["max_prefill_tokens"], 2048)
+            reserved: float = 512 + activation * 1.5 + a["tp_size"] * a["pp_size"] / 8 * 1024
+            if a["disaggregation_mode"] != "prefill" and decode["backend"] != "disabled":
+                reserved += decode["max_bs"] * 2
+            if a["enable_dp_attention"] and a["disaggregation_mode"] != "prefill":
+                reserved += decode["max_bs"] * a["dp_size"] * 3
+                if decode["max_bs"] > 300:
+                    reserved += decode["max_bs"] * a["dp_size"] * 1.5
+            if a["disaggregation_mode"] != "decode" and prefill["backend"] != "disabled":
+                reserved += len(prefill["bs"]) * 8
+            if gpu_mem > 60 * 1024:
+                reserved = max(reserved, 10 * 1024)
+            a["mem_fraction_static"] = round((gpu_mem - reserved) / gpu_mem, 3)
 
     def model_specific(self) -> None:
         """§3.4 #8/#9: FlashInfer AllReduce fusion is auto-enabled on SM90/SM10X only."""
@@ -221,10 +364,11 @@ class _Run:
             and "H20" not in gpu.name.split()
             and a["moe_a2a_backend"] == "none"
             and not a["enable_flashinfer_allreduce_fusion"]
+            and not self.r.nested_graph_config  # 0.5.23 resolves the fusion backend instead: not modelled
         ):
             a["enable_flashinfer_allreduce_fusion"] = True
             self.info.append(f"Auto-enabling FlashInfer AllReduce Fusion on SM90/SM10X for {arch}")
-        if a["enforce_disable_flashinfer_allreduce_fusion"]:
+        if a.get("enforce_disable_flashinfer_allreduce_fusion"):
             a["enable_flashinfer_allreduce_fusion"] = False
             self.info.append(
                 "FlashInfer allreduce fusion is forcibly disabled via --enforce-disable-flashinfer-allreduce-fusion."
@@ -294,13 +438,22 @@ class _Run:
             return
         if a["speculative_draft_model_path"] is not None and a["speculative_draft_model_revision"] is None:
             a["speculative_draft_model_revision"] = "main"
-        spec_v2 = self.env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
-        if not spec_v2 or algorithm not in ("EAGLE", "EAGLE3"):
-            a["disable_overlap_schedule"] = True
-            self.warn(W_SPEC_OVERLAP)
-        if a["enable_mixed_chunk"]:
-            a["enable_mixed_chunk"] = False
-            self.warn(W_EAGLE_MIXED)
+        if self.r.deferred_resolution:
+            # 0.5.23 `arg_groups/speculative_hook.py` `_handle_eagle_family`: spec v2 is the
+            # default, the overlap scheduler stays on, and the texts changed.
+            if a["disable_overlap_schedule"]:
+                self.warn(W_SPEC_V2_SYNC)
+            if a["enable_mixed_chunk"]:
+                a["enable_mixed_chunk"] = False
+                self.warn(W_SPEC_MIXED_0_5_23.format(algorithm=algorithm))
+        else:
+            spec_v2 = self.env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
+            if not spec_v2 or algorithm not in ("EAGLE", "EAGLE3"):
+                a["disable_overlap_schedule"] = True
+                self.warn(W_SPEC_OVERLAP)
+            if a["enable_mixed_chunk"]:
+                a["enable_mixed_chunk"] = False
+                self.warn(W_EAGLE_MIXED)
         if a["speculative_num_steps"] is None:
             llama = self.s.model.architecture.startswith("Llama")
             defaults = (5, 4, 8) if llama else (3, 1, 4)
@@ -328,7 +481,12 @@ class _Run:
             self.warn(W_PD_DECODE)
         if (
             a["disaggregation_mode"] == "prefill"
-            and a["disable_piecewise_cuda_graph"]
+            and not self.r.nested_graph_config  # 0.5.23 decides per phase: not modelled
+            and (
+                not a.get("enable_piecewise_cuda_graph")
+                if not self.r.piecewise_default_on
+                else a.get("disable_piecewise_cuda_graph")
+            )
             and not a["disable_cuda_graph"]
         ):
             a["disable_cuda_graph"] = True
@@ -344,7 +502,7 @@ class _Run:
                 "skip_tokenizer_init=True disables tokenizer workers; forcing tokenizer_worker_num=1 "
                 f"(requested {requested})."
             )
-        if a["enable_nan_detection"]:
+        if a.get("enable_nan_detection"):
             self.warn(W_NAN)
         if a["tool_call_parser"] == "qwen25":
             a["tool_call_parser"] = "qwen"
@@ -380,10 +538,14 @@ def post_init(
         run.a.update(implied)
     result = run.a
     diff = {name: value for name, value in result.items() if parsed.values.get(name) != value}
+    if run.r.deferred_resolution:  # resolve_once runs after prepare_server_args configured logging
+        bare, logged = list(parsed.warnings), [*run.warnings, *run.logged]
+    else:
+        bare, logged = [*parsed.warnings, *run.warnings], run.logged
     return PostInit(
         server_args=result,
-        warnings=[*parsed.warnings, *run.warnings],
-        logged_warnings=run.logged,
+        warnings=bare,
+        logged_warnings=logged,
         info=run.info,
         implied=diff,
         requested=set(parsed.requested),
@@ -393,3 +555,25 @@ def post_init(
 def render_server_args(server_args: Mapping[str, Any]) -> str:
     """`ServerArgs(model_path='...', ...)`: the dataclass repr, fields in the given order."""
     return "ServerArgs(" + ", ".join(f"{name}={value!r}" for name, value in server_args.items()) + ")"
+
+
+HIDDEN_FIELDS = ("watermark_key", "watermark_key_b", "watermark_config")
+"""0.5.23 `ServerArgs.__repr__` leaves these out."""
+
+
+def resolved_dict(server_args: Mapping[str, Any]) -> dict[str, Any]:
+    """0.5.23 `ServerArgs.resolved_dict` (what `_server_args_for_logging` prints): every field,
+    nested records as dicts, and `enable_dp_attention` reporting whether attention DP is wider
+    than one (`attn_dp_size > 1`). `redact_watermark_secrets` leaves unset watermark fields as
+    they are; the twin never sets them."""
+    resolved = {name: copy.deepcopy(value) for name, value in server_args.items()}
+    if "enable_dp_attention" in resolved:
+        resolved["enable_dp_attention"] = int(server_args.get("attn_dp_size") or 1) > 1
+    return resolved
+
+
+def server_args_line(server_args: Mapping[str, Any], version: str) -> str:
+    """The `server_args=` startup line of `version` (without the `[time] ` prefix)."""
+    if release(version).server_args_dict:
+        return f"server_args={resolved_dict(server_args)!r}"
+    return "server_args=" + render_server_args(server_args)

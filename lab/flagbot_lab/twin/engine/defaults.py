@@ -1,4 +1,4 @@
-"""SGLang 0.5.10's built-in numbers and texts that post-init uses (reference §3.1-3.4, §3.7).
+"""SGLang's built-in numbers and texts that post-init uses (reference §3.1-3.4, §3.7), per release.
 
 Why a module of its own: these are facts about SGLang, not logic; keeping them together makes
 them easy to check against the reference (the WARNING texts must match byte for byte, trailing
@@ -6,6 +6,8 @@ spaces included, because they reach the journal bare).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .scenario import Gpu
 
@@ -49,6 +51,14 @@ W_NAN = (
 )
 W_QWEN25 = "The tool_call_parser 'qwen25' is deprecated. Please use 'qwen' instead."
 W_LORA = "--enable-lora is set to True because --lora-paths is provided."
+W_SPEC_V2_SYNC = "Non-overlap (synchronous) spec v2 is used for eagle/eagle3/standalone speculative decoding."
+"""0.5.23 `arg_groups/speculative_hook.py` `_handle_eagle_family` (only with --disable-overlap-schedule)."""
+W_SPEC_MIXED_0_5_23 = (
+    "Mixed chunked prefill is disabled: {algorithm} speculative decoding does not support it."
+)
+"""0.5.23 `_handle_eagle_family` (0.5.9 and 0.5.10 print W_EAGLE_MIXED)."""
+W_BREAKABLE_INCOMPATIBLE = "Breakable CUDA graph is incompatible with {name}; disabling prefill CUDA graph."
+"""0.5.23 `arg_groups/cuda_graph_hook.py` `disable_breakable_cudagraph_if_incompatible`."""
 
 
 def memory_tier(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
@@ -65,23 +75,76 @@ def memory_tier(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def cuda_graph_batch_sizes(max_bs: int, *, spec: bool) -> list[int]:
-    """The default capture list (§3.1); the denser speculative list is not in the reference
-    and follows 0.5.10's source as remembered (1-8, then by 2, 8, 16, 32)."""
-    if spec:
+def memory_tier_0_5_23(gpu_mem_mib: float, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode max_bs) of 0.5.23 `arg_groups/memory_hook.py`
+    `handle_gpu_memory_settings`: the 20-35 GiB row is now 4096 and 48 / 160."""
+    gib = gpu_mem_mib / 1024
+    if 20 <= gib < 35:
+        return 4096, 48 if tp < 4 else 160
+    return memory_tier(gpu_mem_mib, tp)
+
+
+def cuda_graph_batch_sizes(
+    max_bs: int, *, spec: bool, append_max: bool = True, padding: bool = True
+) -> list[int]:
+    """`_generate_cuda_graph_batch_sizes` (0.5.9, 0.5.10 `server_args.py`; 0.5.23
+    `arg_groups/cuda_graph_hook.py` `generate_decode_cuda_graph_batch_sizes`): the denser list
+    under speculative decoding; 0.5.10 and later append `max_bs` when the list misses it."""
+    if not padding:
+        sizes = list(range(1, max_bs + 1))
+    elif spec:
         sizes = [
             *range(1, 9),
             *range(10, 33, 2),
-            *range(40, 65, 8),
-            *range(80, 161, 16),
-            *range(192, max_bs + 1, 32),
+            *range(40, 65, 4),
+            *range(72, 257, 8),
+            *range(272, max_bs + 1, 16),
         ]
     else:
         sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
     sizes = [bs for bs in sizes if bs <= max_bs]
-    if max_bs not in sizes:
+    if append_max and max_bs not in sizes:
         sizes.append(max_bs)
     return sizes
+
+
+def decode_cuda_graph_batch_sizes(max_bs: int, *, spec: bool, padding: bool = True) -> list[int]:
+    """0.5.23 `generate_decode_cuda_graph_batch_sizes` (the same list as 0.5.10's)."""
+    return cuda_graph_batch_sizes(max_bs, spec=spec, padding=padding)
+
+
+def prefill_cuda_graph_batch_sizes(max_bs: int) -> list[int]:
+    """0.5.23 `arg_groups/cuda_graph_hook.py` `generate_prefill_cuda_graph_batch_sizes`: token
+    counts up to `max_bs`, without appending it."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_bs + 1, 512),
+    ]
+    return [t for t in sizes if t <= max_bs]
+
+
+def _phase_config(backend: str) -> dict[str, Any]:
+    """0.5.23 `model_executor/cuda_graph_config.py` `PhaseConfig`, fields in order."""
+    return {
+        "backend": backend,
+        "max_bs": None,
+        "bs": None,
+        "tc_compiler": "eager",
+        "max_context_size": None,
+        "full_prefill_max_req": None,
+        "full_prefill_prefix_chunk_tokens": None,
+        "max_seq_len": None,
+    }
+
+
+def default_cuda_graph_config() -> dict[str, dict[str, Any]]:
+    """0.5.23 `CudaGraphConfig()` on CUDA: decode `full`, prefill `breakable`
+    (`default_prefill_backend`)."""
+    return {"decode": _phase_config("full"), "prefill": _phase_config("breakable")}
 
 
 def piecewise_token_sizes(max_tokens: int) -> list[int]:

@@ -1,4 +1,5 @@
-"""The memory model of SGLang 0.5.10's scheduler start (reference §2.2-2.3), per GPU of a node.
+"""The memory model of SGLang's scheduler start (reference §2.2-2.3), per GPU of a node: 0.5.10's
+figures, and each release's request-pool rule (`resolve_max_num_reqs`).
 
 Why a model and not fixed numbers: the effective `max_running_requests` a flag-tuning bot
 watches is *derived* (free memory, weights, `mem_fraction_static`, KV cell size, the hybrid
@@ -28,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .graphs import decode_batch_sizes, prefill_token_sizes
+from .releases import DEFAULT_RELEASE, release
 from .scenario import Effect, Scenario
 
 GIB = 1 << 30
@@ -91,6 +94,8 @@ class MemoryPlan:
     draft_graph_usage_gib: float
     available_gpu_mem_gib: float
     max_total_tokens_warning: str | None = None
+    pool_warnings: tuple[str, ...] = ()
+    """Warnings the release logs while sizing the request pool (0.5.23), per rank."""
     failure: str | None = None
     failure_phase: str | None = None
 
@@ -144,17 +149,81 @@ def resolve_max_num_reqs(
     dp_size: int,
     mamba_cache_size: int | None = None,
     mamba_ratio: int = 3,
+    version: str = DEFAULT_RELEASE,
 ) -> int:
-    """`_resolve_max_num_reqs` of 0.5.10-0.5.13 (§2.3), verbatim in meaning."""
+    """The request pool size of `version`, verbatim in meaning:
+
+    * 0.5.9 `model_executor/model_runner_kv_cache_mixin.py` `init_memory_pool`: an explicit
+      `--max-running-requests` is kept as given; otherwise `min(max(estimate, 2048), 4096)`;
+    * 0.5.10 (to 0.5.13) `_resolve_max_num_reqs` (§2.3): an explicit value is capped by
+      `max(min(estimate, 4096), 2048)` after `// dp_size`; otherwise `min(that, capacity // 2)`;
+    * 0.5.23 `mem_cache/kv_cache_configurator.py` `resolve_max_num_reqs`: an explicit value
+      `max(1, mrr // dp)` is capped only by `capacity // 2`, no longer by 4096;
+
+    then, for a hybrid model, `min(.., max_mamba_cache_size // ratio)` in every release.
+    """
     estimated = int(token_capacity / context_len * 512)
-    estimated = max(min(estimated, 4096), 2048)
-    if cli_max_running is not None:
-        max_num_reqs = min(cli_max_running // dp_size, estimated)
+    r = release(version)
+    if r.version == "0.5.9":
+        max_num_reqs = cli_max_running if cli_max_running is not None else min(max(estimated, 2048), 4096)
+    elif not r.cli_max_running_capped:
+        if cli_max_running is not None:
+            max_num_reqs = min(max(1, cli_max_running // dp_size), token_capacity // 2)
+        else:
+            max_num_reqs = min(max(min(estimated, 4096), 2048), token_capacity // 2)
     else:
-        max_num_reqs = min(estimated, token_capacity // 2)
+        estimated = max(min(estimated, 4096), 2048)
+        if cli_max_running is not None:
+            max_num_reqs = min(cli_max_running // dp_size, estimated)
+        else:
+            max_num_reqs = min(estimated, token_capacity // 2)
     if mamba_cache_size is not None:
         max_num_reqs = min(max_num_reqs, mamba_cache_size // mamba_ratio)
     return max_num_reqs
+
+
+def mamba_cap_warning(cap: int, mamba_cache_size: int, ratio: int) -> str:
+    """0.5.23 `resolve_max_num_reqs`' warning when the state cache is what limits the pool."""
+    return (
+        f"max_running_requests is capped to {cap} by the mamba state cache "
+        f"(max_mamba_cache_size={mamba_cache_size}, {ratio} state slots per request). "
+        "To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the "
+        "state size with --mamba-ssm-dtype bfloat16."
+    )
+
+
+def reduced_warning(requested: int, granted: int) -> str:
+    """0.5.23 `resolve_max_num_reqs`' warning when KV capacity lowers an explicit value."""
+    return (
+        f"max_running_requests was reduced from the requested {requested} to {granted} "
+        "(per dp worker) due to the available KV cache capacity."
+    )
+
+
+def _pool_warnings(
+    version: str,
+    tokens: int,
+    context_len: int,
+    cli_max_running: int | None,
+    dp_size: int,
+    mamba_size: int | None,
+    ratio: int,
+    granted: int,
+) -> tuple[str, ...]:
+    """The warnings 0.5.23 logs while sizing the request pool (none in 0.5.9 / 0.5.10)."""
+    if release(version).cli_max_running_capped or version == "0.5.9":
+        return ()
+    found: list[str] = []
+    requested = None if cli_max_running is None else max(1, cli_max_running // dp_size)
+    before = resolve_max_num_reqs(
+        tokens, context_len=context_len, cli_max_running=cli_max_running, dp_size=dp_size, version=version
+    )
+    capped_by_mamba = mamba_size is not None and mamba_size // ratio < before
+    if capped_by_mamba and mamba_size is not None:
+        found.append(mamba_cap_warning(mamba_size // ratio, mamba_size, ratio))
+    if requested is not None and granted < requested and not capped_by_mamba:
+        found.append(reduced_warning(requested, granted))
+    return tuple(found)
 
 
 def capture_batch_sizes(cuda_graph_bs: Iterable[int], max_running: int) -> tuple[int, ...]:
@@ -279,7 +348,12 @@ def plan_memory(
             dp_size=dp,
             mamba_cache_size=mamba_size,
             mamba_ratio=mamba_ratio or 3,
+            version=scenario.sglang_version,
         )
+        values["pool_warnings"] = _pool_warnings(
+            scenario.sglang_version, tokens, values["context_len"], a.get("max_running_requests"), dp,
+            mamba_size, mamba_ratio or 3, mrr,
+        )  # fmt: skip
     if rest <= 0 or tokens <= 0 or mrr <= 0:
         return _failed(values, NOT_ENOUGH_MEMORY.format(mfs=mfs), "kv")
 
@@ -301,8 +375,9 @@ def plan_memory(
     capture: tuple[int, ...] = ()
     graph_usage = 0.0
     begin = pool_end - ov.pre_graph_gib
-    if not a.get("disable_cuda_graph"):
-        capture = capture_batch_sizes(a.get("cuda_graph_bs") or [], mrr)
+    listed = decode_batch_sizes(a, scenario.sglang_version)
+    if listed is not None:
+        capture = capture_batch_sizes(listed, mrr)
         graph_usage = ov.cuda_graph_gib_per_bs * len(capture) + lazy
     graph_end = begin - graph_usage
     values.update(capture_bs=capture, cuda_graph_begin_gib=begin, cuda_graph_usage_gib=graph_usage)
@@ -318,9 +393,10 @@ def plan_memory(
         return _failed(values, failure, "cuda_graph")
 
     sizes: tuple[int, ...] = ()
-    if not a.get("disable_piecewise_cuda_graph"):
+    tokens_listed = prefill_token_sizes(a, scenario.sglang_version)
+    if tokens_listed is not None:
         cap = a.get("max_total_tokens")
-        sizes = tuple(t for t in a.get("piecewise_cuda_graph_tokens") or [] if cap is None or t <= cap)
+        sizes = tuple(t for t in tokens_listed if cap is None or t <= cap)
     piece_usage = ov.piecewise_gib_per_size * len(sizes)
     piece_end = graph_end - piece_usage
     draft_weights = draft_kv = draft_graph = 0.0

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .adjust import PostInit, post_init, render_server_args
+from .adjust import PostInit, post_init, server_args_line
 from .args import parse
 from .defaults import sm90_or_sm100
 from .memory import MemoryPlan, plan_memory
@@ -117,7 +117,8 @@ def resolve_args(
     argv: Sequence[str], scenario: Scenario, *, seed: int, env: Mapping[str, str] | None = None
 ) -> PostInit:
     """argparse (exits 2 on a bad command line) + post-init, without the memory model."""
-    return post_init(parse(argv), scenario, seed=seed, env=os.environ if env is None else env)
+    parsed = parse(argv, scenario.sglang_version)
+    return post_init(parsed, scenario, seed=seed, env=os.environ if env is None else env)
 
 
 def resolve(
@@ -178,7 +179,8 @@ def resolve(
 
 
 def dry_run(argv: list[str], scenario: Scenario) -> str:
-    """The `server_args=ServerArgs(...)` text a start with `argv` would print, nothing loaded
-    (random_seed is random per call, as on a real server)."""
+    """The `server_args=` text a start with `argv` would print (`ServerArgs(...)`, or the
+    resolved dict from 0.5.19), nothing loaded (random_seed is random per call, as on a real
+    server)."""
     post = resolve_args(argv, scenario, seed=random.randrange(1 << 31))  # noqa: S311 - not crypto
-    return "server_args=" + render_server_args(post.server_args)
+    return server_args_line(post.server_args, scenario.sglang_version)

@@ -1,4 +1,4 @@
-"""The startup log lines of one node, in SGLang 0.5.10's order (reference §2.4, §8).
+"""The startup log lines of one node, in the scenario's release's order and formats (reference §2.4, §8).
 
 Why separate from `startup.py`: this is only presentation: given the post-init arguments and
 the memory plan, which line each scheduler process prints, with which prefix, after how long.
@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import logfmt
-from .adjust import PostInit, render_server_args
+from .adjust import PostInit, server_args_line
+from .graphs import decode_batch_sizes, prefill_token_sizes
 from .memory import CUDA_GRAPH_FAILED_HINT, MemoryPlan
+from .releases import release
 from .scenario import Scenario
 
 _FRAMES = (
@@ -163,6 +165,13 @@ def _gb(value: float) -> str:
     return f"{value:.2f}"
 
 
+def kv_allocated(tokens: int, k_gib: float, v_gib: float, dtype: str, with_dtype: bool) -> str:
+    """`KV Cache is allocated. ...` (0.5.9 / 0.5.10 `mem_cache/memory_pool.py` `_finalize_allocation_log`;
+    0.5.13+ adds `dtype: <torch dtype>, ` after the first sentence)."""
+    head = f"KV Cache is allocated. dtype: {dtype}, " if with_dtype else "KV Cache is allocated. "
+    return f"{head}#tokens: {tokens}, K size: {_gb(k_gib)} GB, V size: {_gb(v_gib)} GB"
+
+
 def build_steps(
     post: PostInit, plan: MemoryPlan, scenario: Scenario, *, crash: str | None, ar_fusion_active: bool
 ) -> list[LogStep]:
@@ -178,7 +187,7 @@ def build_steps(
     b.wait(t.import_s)
     for text in post.logged_warnings:
         b.main(0.0, text, "args")
-    b.main(0.0, "server_args=" + render_server_args(a), "args")
+    b.main(0.0, server_args_line(a, scenario.sglang_version), "args")
     if int(a["node_rank"]) == 0:  # the tokenizer manager runs on node 0 only
         b.main(
             b.g(0.5), "Using default HuggingFace chat template with detected content format: string", "args"
@@ -211,8 +220,11 @@ def build_steps(
         "weights",
         bare=True,
     )
+    r = release(scenario.sglang_version)
     quant = ""
-    if model.quantization is not None:
+    if r.load_weight_dtype:  # 0.5.9 `load_model`: the model's dtype, never the quantization
+        quant = "dtype=torch.bfloat16, "
+    elif model.quantization is not None:
         fmt = f", fmt={model.quantization.fmt}" if model.quantization.fmt else ""
         quant = f"quant={model.quantization.method}{fmt}, "
     b.each(
@@ -233,20 +245,28 @@ def build_steps(
         return b.steps
     if plan.max_total_tokens_warning:
         b.each(t.kv_alloc_s * 0.1, plan.max_total_tokens_warning, "kv")
+    for text in plan.pool_warnings:
+        b.each(0.0, text, "kv")
     b.each(
         t.kv_alloc_s * 0.7,
-        f"KV Cache is allocated. #tokens: {plan.max_total_num_tokens}, K size: {_gb(plan.k_size_gib)} GB, "
-        f"V size: {_gb(plan.v_size_gib)} GB",
+        kv_allocated(
+            plan.max_total_num_tokens, plan.k_size_gib, plan.v_size_gib, torch_dtype, r.kv_line_dtype
+        ),
         "kv",
     )
     b.each(t.kv_alloc_s * 0.2, f"Memory pool end. avail mem={_gb(plan.pool_end_gib)} GB", "kv")
-    _cuda_graph(b, a, plan, scenario, ar_fusion_active=ar_fusion_active)
+    if r.nested_graph_config:  # 0.5.23 `cuda_graph_setup.py` `capture_cuda_graphs`: prefill first
+        _prefill_graph_0_5_23(b, a, plan, scenario)
+        _decode_graph_0_5_23(b, a, plan, scenario, ar_fusion_active=ar_fusion_active)
+    else:
+        _cuda_graph(b, a, plan, scenario, ar_fusion_active=ar_fusion_active)
     if plan.failure_phase == "cuda_graph":
         b.failure(b.g(0.1), [plan.failure or "", *CUDA_GRAPH_FAILED_HINT])
         return b.steps
-    _piecewise(b, a, plan, scenario)
+    if not r.nested_graph_config:
+        _piecewise(b, a, plan, scenario)
     if a.get("speculative_algorithm") and model.draft is not None:
-        _draft(b, plan, scenario)
+        _draft(b, plan, scenario, a)
     if crash is not None:
         b.failure(b.g(0.2), [crash])
         return b.steps
@@ -262,10 +282,11 @@ def build_steps(
 def _cuda_graph(
     b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, scenario: Scenario, *, ar_fusion_active: bool
 ) -> None:
-    if a.get("disable_cuda_graph"):
+    bs_list = decode_batch_sizes(a, scenario.sglang_version)
+    if bs_list is None:
         return
     t = scenario.timings
-    listed = len(a.get("cuda_graph_bs") or []) or 1
+    listed = len(bs_list) or 1
     seconds = t.cuda_graph_s * max(1, len(plan.capture_bs)) / listed
     b.each(
         b.g(0.2),
@@ -306,7 +327,10 @@ def _cuda_graph(
 
 
 def _piecewise(b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, scenario: Scenario) -> None:
-    if a.get("disable_piecewise_cuda_graph"):
+    if not release(scenario.sglang_version).piecewise_default_on:
+        if prefill_token_sizes(a, scenario.sglang_version) is None:
+            return  # 0.5.9 `init_piecewise_cuda_graphs` says nothing unless enabled
+    elif a.get("disable_piecewise_cuda_graph"):
         b.each(
             b.g(0.05),
             "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set",
@@ -347,25 +371,114 @@ def _piecewise(b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, scenario: Sc
     )
 
 
-def _draft(b: _Builder, plan: MemoryPlan, scenario: Scenario) -> None:
-    """The EAGLE/MTP draft worker: its own weights, KV pool and draft CUDA graphs."""
+def _prefill_graph_0_5_23(b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, scenario: Scenario) -> None:
+    """0.5.23 `model_executor/model_runner_components/cuda_graph_setup.py` `capture_prefill_graph`
+    (the tqdm bar: `runner/prefill_cuda_graph_runner.py` `_capture_one_stream`, largest shape first)."""
+    listed = prefill_token_sizes(a, scenario.sglang_version)
+    if listed is None:
+        return
+    backend = a["cuda_graph_config"]["prefill"]["backend"]
+    t = scenario.timings
+    sizes = list(plan.piecewise_sizes)
+    scaled = t.piecewise_s * t.startup_scale
+    b.each(
+        b.g(0.05),
+        f"Capture target prefill CUDA graph begin. backend={backend}, num_tokens={sizes}, "
+        f"avail mem={_gb(plan.cuda_graph_begin_gib)} GB",
+        "piecewise",
+    )
+    b.first(
+        t.piecewise_s * 0.98,
+        _tqdm(
+            f"Capturing prefill shape (num_tokens={sizes[0] if sizes else 4} "
+            f"avail_mem={_gb(plan.cuda_graph_begin_gib - plan.piecewise_usage_gib + 0.02)} GB)",
+            len(sizes),
+            scaled * 0.98,
+            bar=True,
+        ),
+        "piecewise",
+        bare=True,
+    )
+    b.each(
+        t.piecewise_s * 0.02,
+        f"Capture target prefill CUDA graph end. elapsed={scaled:.2f} s, "
+        f"mem usage={_gb(plan.piecewise_usage_gib)} GB, "
+        f"avail mem={_gb(plan.cuda_graph_begin_gib - plan.piecewise_usage_gib)} GB.",
+        "piecewise",
+    )
+
+
+def _decode_graph_0_5_23(
+    b: _Builder, a: Mapping[str, Any], plan: MemoryPlan, scenario: Scenario, *, ar_fusion_active: bool
+) -> None:
+    """0.5.23 `cuda_graph_setup.py` `capture_decode_graph`: `target verify` under speculative
+    decoding (num_tokens_per_req = the draft tokens), else `target decode`; the end line names
+    the captured batch sizes."""
+    if decode_batch_sizes(a, scenario.sglang_version) is None:
+        return
+    t = scenario.timings
+    spec = a.get("speculative_algorithm") is not None
+    name = "target verify" if spec else "target decode"
+    per_req = int(a.get("speculative_num_draft_tokens") or 1) if spec else 1
+    backend = a["cuda_graph_config"]["decode"]["backend"]
+    before = plan.cuda_graph_begin_gib - plan.piecewise_usage_gib
+    after = before - plan.cuda_graph_usage_gib
+    n = len(plan.capture_bs)
+    seconds = t.cuda_graph_s * max(1, n) / (len(a["cuda_graph_config"]["decode"]["bs"] or []) or 1)
+    scaled = seconds * t.startup_scale
+    b.each(
+        b.g(0.2),
+        f"Capture {name} CUDA graph begin. backend={backend}, num_tokens_per_req={per_req}, avail mem={_gb(before)} GB",
+        "cuda_graph",
+    )
+    if plan.failure_phase == "cuda_graph":
+        b.wait(seconds * 0.3)
+        return
+    if ar_fusion_active:
+        world = int(a["tp_size"])
+        for rank in b.ranks:
+            b.add(
+                b.g(0.05),
+                f"FlashInfer workspace initialized for rank {rank.tp_rank}, world_size {world}, backend trtllm",
+                "cuda_graph",
+                ranks=rank.label,
+            )
+    b.first(
+        seconds * 0.98,
+        _tqdm(f"Capturing batches (bs=1 avail_mem={_gb(after + 0.03)} GB)", n, scaled * 0.98, bar=True),
+        "cuda_graph",
+        bare=True,
+    )
+    b.each(
+        seconds * 0.02,
+        f"Capture {name} CUDA graph end. bs={list(plan.capture_bs)}, elapsed={scaled:.2f} s, "
+        f"mem usage={_gb(plan.cuda_graph_usage_gib)} GB, avail mem={_gb(after)} GB.",
+        "cuda_graph",
+    )
+
+
+def _draft(b: _Builder, plan: MemoryPlan, scenario: Scenario, a: Mapping[str, Any]) -> None:
+    """The EAGLE/MTP draft worker: its own weights, KV pool and draft CUDA graphs (0.5.23:
+    `speculative/eagle_worker_v2.py`, capture lines on rank 0 only, with backend and sizes)."""
     draft = scenario.model.draft
     assert draft is not None
+    r = release(scenario.sglang_version)
     t = scenario.timings
     scale = t.startup_scale
     avail = plan.piecewise_end_gib
     b.each(b.g(0.05), f"Load weight begin. avail mem={_gb(avail)} GB", "draft")
     avail -= plan.draft_weight_gib
+    dtype = "dtype=torch.bfloat16, " if r.load_weight_dtype else ""
     b.each(
         t.draft_s * 0.3,
-        f"Load weight end. elapsed={t.draft_s * 0.3 * scale:.2f} s, type={draft.architecture}, "
+        f"Load weight end. elapsed={t.draft_s * 0.3 * scale:.2f} s, type={draft.architecture}, {dtype}"
         f"avail mem={_gb(avail)} GB, mem usage={_gb(plan.draft_weight_gib)} GB.",
         "draft",
     )
     half = plan.draft_kv_gib / 2
     b.each(
         b.g(0.05),
-        f"KV Cache is allocated. #tokens: {plan.max_total_num_tokens}, K size: {_gb(half)} GB, V size: {_gb(half)} GB",
+        kv_allocated(plan.max_total_num_tokens, half, half, "torch.bfloat16", r.kv_line_dtype),
         "draft",
     )
     avail -= plan.draft_kv_gib
@@ -374,6 +487,29 @@ def _draft(b: _Builder, plan: MemoryPlan, scenario: Scenario) -> None:
         return
     for kind, share in (("draft cuda graph", 0.4), ("draft extend cuda graph", 0.3)):
         usage = plan.draft_graph_usage_gib * (share / 0.7)
+        if r.nested_graph_config:
+            extend = "extend" in kind
+            per_req = (
+                int(a.get("speculative_num_draft_tokens") or 1)
+                if extend
+                else int(a.get("speculative_eagle_topk") or 1)
+            )
+            label = "draft extend" if extend else "draft decode"
+            backend = a["cuda_graph_config"]["decode"]["backend"]
+            b.first(
+                b.g(0.05),
+                f"Capture {label} CUDA graph begin. backend={backend}, num_tokens_per_req={per_req}, "
+                f"bs={list(plan.capture_bs)}, avail mem={_gb(avail)} GB",
+                "draft",
+            )
+            avail -= usage
+            b.first(
+                t.draft_s * share,
+                f"Capture {label} CUDA graph end. elapsed={t.draft_s * share * scale:.2f} s, "
+                f"mem usage={_gb(usage)} GB, avail mem={_gb(avail)} GB.",
+                "draft",
+            )
+            continue
         b.each(
             b.g(0.05),
             f"Capture {kind} begin. This can take up to several minutes. avail mem={_gb(avail)} GB",

@@ -2,7 +2,10 @@
 
 Installed as the top-level package `sglang` in the node's dist-packages, next to the twin's
 engine `sglang_twin`. Importing it is cheap on purpose: `python -c 'import sglang;
-print(sglang.__version__)'` is how tools ask a host which SGLang it runs.
+print(sglang.__version__)'` is how tools ask a host which SGLang it runs; the version is the
+scenario's release (`_version.py`, written by `install.py`).
 """
 
-__version__ = "0.5.10"
+from ._version import __version__
+
+__all__ = ["__version__"]

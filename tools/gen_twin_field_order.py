@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Regenerate `lab/flagbot_lab/twin/engine/field_order.py`: each release's ServerArgs fields in order.
+
+Why: the twin prints `server_args=ServerArgs(...)` (0.5.9, 0.5.10) or `server_args={...}`
+(0.5.23) with every field in the release's own order, and the flag catalogs are in
+`add_argument` order, which differs. The order is read from the released wheel's sources with
+`ast` (nothing is imported):
+
+* up to 0.5.13, `sglang/srt/server_args.py`, class `ServerArgs`: its annotated class-level
+  assignments in source order (the dataclass field order, so `repr()` order);
+* 0.5.23, `sglang/srt/arg_groups/field_order.py` `POSITIONAL_FIELD_ORDER`, then every other
+  field of the namespaces `sglang/srt/server_args.py` lists in `_INPUT_NAMESPACES`
+  (`sglang/srt/arg_groups/fields/*.py`) in declaration order: what
+  `arg_groups/fields/__init__.py` `collect_input_fields` builds the record from. Literal
+  defaults of those fields are kept too (for the fields no flag sets: `no_cli=True`).
+
+Usage: `python tools/gen_twin_field_order.py --wheel 0.5.9=PATH --wheel 0.5.10=PATH --wheel 0.5.23=PATH`
+(wheels from `pip download sglang==X --no-deps`); `--check` compares with the file instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import pprint
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TARGET = REPO_ROOT / "lab" / "flagbot_lab" / "twin" / "engine" / "field_order.py"
+_INPUT_NAMESPACES = (  # 0.5.23 sglang/srt/server_args.py `_INPUT_NAMESPACES`, class -> file
+    ("Model", "model"),
+    ("ExecDeterministic", "exec_"),
+    ("ExecDllm", "exec_"),
+    ("ExecOffload", "exec_"),
+    ("ExecOverlap", "exec_"),
+    ("Lora", "lora"),
+    ("Disagg", "disagg"),
+    ("Spec", "spec"),
+    ("ExecMoe", "exec_"),
+    ("ExecComm", "exec_"),
+    ("ExecGraph", "exec_"),
+    ("ExecMamba", "exec_"),
+    ("ExecKernel", "exec_"),
+    ("Observability", "observability"),
+    ("Device", "device"),
+    ("Parallel", "parallel"),
+    ("Memory", "memory"),
+    ("Schedule", "schedule"),
+    ("ExecFeatures", "exec_"),
+    ("Mm", "mm"),
+    ("Serving", "serving"),
+)
+
+
+def _class_fields(source: str, name: str) -> list[tuple[str, ast.expr | None]]:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return [
+                (st.target.id, st.value)
+                for st in node.body
+                if isinstance(st, ast.AnnAssign)
+                and isinstance(st.target, ast.Name)
+                and not ast.unparse(st.annotation).startswith("ClassVar")
+            ]
+    raise LookupError(f"class {name} not found")
+
+
+def _literal(value: ast.expr | None) -> tuple[bool, Any]:
+    if value is None:
+        return False, None
+    try:
+        return True, ast.literal_eval(value)
+    except ValueError:
+        pass
+    text = ast.unparse(value)
+    if "default_factory=list" in text:
+        return True, []
+    if "default_factory=dict" in text:
+        return True, {}
+    if isinstance(value, ast.Call):
+        for keyword in value.keywords:
+            if keyword.arg == "default":
+                try:
+                    return True, ast.literal_eval(keyword.value)
+                except ValueError:
+                    return False, None
+    return False, None
+
+
+def read_release(wheel: Path, version: str) -> tuple[list[str], dict[str, Any]]:
+    """(field order, literal defaults) of one release's ServerArgs."""
+    with zipfile.ZipFile(wheel) as archive:
+
+        def text(path: str) -> str:
+            return archive.read(path).decode("utf-8")
+
+        if "sglang/srt/arg_groups/field_order.py" not in archive.namelist():
+            fields = _class_fields(text("sglang/srt/server_args.py"), "ServerArgs")
+            order = [name for name, _ in fields]
+            values = dict(fields)
+        else:
+            fields = []
+            for cls, module in _INPUT_NAMESPACES:
+                fields += _class_fields(text(f"sglang/srt/arg_groups/fields/{module}.py"), cls)
+            values = dict(fields)
+            positional: tuple[str, ...] = ()
+            for node in ast.parse(text("sglang/srt/arg_groups/field_order.py")).body:
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "POSITIONAL_FIELD_ORDER":
+                    positional = ast.literal_eval(node.value)
+            known = [n for n in positional if n in values]
+            order = known + [n for n, _ in fields if n not in set(positional)]
+    defaults: dict[str, Any] = {}
+    for name in order:
+        ok, value = _literal(values[name])
+        if ok:
+            defaults[name] = value
+    return order, defaults
+
+
+def render(releases: dict[str, tuple[list[str], dict[str, Any]]]) -> str:
+    lines = [
+        '"""Each twin release\'s `ServerArgs` fields in the order its repr / resolved dict prints them.',
+        "",
+        "Generated by `tools/gen_twin_field_order.py` from the released wheels' sources (see there for",
+        "how each release's order is read); do not edit by hand. A field the release's flag catalog has",
+        "and this list lacks is appended in catalog order (`args.field_names`). `FIELD_DEFAULTS` holds",
+        "the literal defaults the sources declare, for the fields no flag sets.",
+        '"""',
+        "",
+        "# fmt: off",
+        "FIELDS: dict[str, tuple[str, ...]] = {",
+    ]
+    for version, (order, _defaults) in releases.items():
+        lines.append(f"    {version!r}: (")
+        lines += [f"        {name!r}," for name in order]
+        lines.append("    ),")
+    lines.append("}")
+    lines.append("")
+    lines.append("FIELD_DEFAULTS: dict[str, dict[str, object]] = {")
+    for version, (_order, defaults) in releases.items():
+        body = pprint.pformat(defaults, width=100, sort_dicts=False)
+        lines.append(f"    {version!r}: {body},")
+    lines.append("}")
+    lines.append("# fmt: on")
+    lines.append("")
+    lines.append('SERVER_ARGS_FIELDS: tuple[str, ...] = FIELDS["0.5.10"]')
+    lines.append('"""SGLang 0.5.10\'s order (349 fields), the twin\'s first release."""')
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wheel", action="append", required=True, help="VERSION=PATH of a released wheel")
+    parser.add_argument("--check", action="store_true", help="compare with the file; exit 1 if it differs")
+    options = parser.parse_args(argv)
+    releases: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for item in options.wheel:
+        version, _, path = item.partition("=")
+        releases[version] = read_release(Path(path), version)
+    text = render(releases)
+    if options.check:
+        same = TARGET.read_text(encoding="utf-8") == text
+        print("up to date" if same else f"{TARGET} differs from the wheels")
+        return 0 if same else 1
+    TARGET.write_text(text, encoding="utf-8")
+    for version, (order, _defaults) in releases.items():
+        print(f"{version}: {len(order)} fields")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
