@@ -24,6 +24,7 @@ SGLang and gives its answer after `read_flag_list` (`bot.slack.handlers`).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from bot.target.flaglist import (
     python_of,
     remember_target,
     remembered_version,
+    target_key,
 )
 from bot.target.session import TargetSession
 from bot.target.unit import UnitReadError, read_unit
@@ -141,15 +143,33 @@ def target_flag_list(settings: Settings, target: str, *, cache_dir: Path | None 
     return catalog_for(settings, [f"target={target}"]).catalog
 
 
+_asking: dict[tuple[asyncio.AbstractEventLoop, str, str, str], asyncio.Future[FlagList]] = {}
+"""The host reads in flight, per event loop, cache directory, target and its node 0's unit."""
+
+
 async def read_flag_list(
     settings: Settings, words: Sequence[str], *, cache_dir: Path | None = None
 ) -> FlagList:
     """Ask the target's host (SSH): its SGLang's version, then that version's list (cached per
-    version); the packaged list, with the reason, when the host cannot answer."""
+    version); the packaged list, with the reason, when the host cannot answer.
+
+    Commands that miss the cache at once share one read of the host: a burst of Slack `try`s
+    on a cold cache opens one SSH session, not one each. A caller that gives up (cancelled)
+    leaves the read to the others."""
     name = _target_name(settings, words)
     if not needs_flag_list(words) or name is None:
         return packaged_flag_list(settings, words, needed=needs_flag_list(words))
     directory = cache_dir if cache_dir is not None else default_cache_dir(settings)
+    key = (asyncio.get_running_loop(), str(directory), name, target_key(settings.targets[name]))
+    asking = _asking.get(key)
+    if asking is None:
+        asking = asyncio.ensure_future(_ask_host(settings, words, name, directory))
+        _asking[key] = asking
+        asking.add_done_callback(lambda _done: _asking.pop(key, None))
+    return await asyncio.shield(asking)
+
+
+async def _ask_host(settings: Settings, words: Sequence[str], name: str, directory: Path) -> FlagList:
     config = settings.targets[name]
     try:
         async with TargetSession.open(name, config) as ts:

@@ -71,7 +71,13 @@ def clip_escaped(raw: str, limit: int, marker: str = "…") -> str:
 
 
 def cut_escaped(raw: str, budget: int) -> list[str]:
-    """One long line as escaped pieces of at most `budget` characters each (no entity split)."""
+    """One long line as escaped pieces of at most `budget` characters each (no entity split).
+
+    Most lines fit whole: they are escaped in one call, and only a line that does not fit is
+    walked character by character (an ack's help text has hundreds of lines)."""
+    whole = escape(raw)
+    if len(whole) <= budget:
+        return [whole]
     pieces: list[str] = []
     current: list[str] = []
     size = 0

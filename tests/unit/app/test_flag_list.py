@@ -4,6 +4,7 @@ the packaged list, named with the reason, only when the host cannot answer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -161,3 +162,28 @@ async def test_a_remembered_version_belongs_to_the_host_and_unit_it_was_read_fro
     await read_flag_list(settings, HICACHE)
     moved = settings_for(tmp_path, node.port + 1, None)  # the config now names another node
     assert cached_flag_list(moved, HICACHE) is None
+
+
+async def test_commands_that_miss_at_once_share_one_read_of_the_host(host: tuple[FakeNode, Settings]) -> None:
+    """A burst of Slack `try`s on a cold cache: one SSH login and one `--help`, the same answer each."""
+    node, settings = host
+    answers = await asyncio.gather(*(read_flag_list(settings, HICACHE) for _ in range(8)))
+    assert {answer.note for answer in answers} == {"host's list for SGLang 0.5.23"}
+    assert node.logins == 1
+    assert len([text for text in node.received if "--help" in text]) == 1
+    await read_flag_list(settings, HICACHE)  # once answered, the next miss reads the host again
+    assert node.logins == 2
+
+
+async def test_a_caller_that_gives_up_leaves_the_shared_read_to_the_others(
+    host: tuple[FakeNode, Settings],
+) -> None:
+    node, settings = host
+    impatient = asyncio.ensure_future(read_flag_list(settings, HICACHE))
+    patient = asyncio.ensure_future(read_flag_list(settings, HICACHE))
+    await asyncio.sleep(0)  # both are waiting on the one read
+    impatient.cancel()
+    found = await patient
+    assert found.host and found.catalog.version == "0.5.23"
+    assert impatient.cancelled()
+    assert node.logins == 1
