@@ -29,8 +29,9 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.commands import CommandError
 from bot.config.redaction import redact, redact_data
+from bot.slack.buttons import on_action
 from bot.slack.dispatch import preload
-from bot.slack.handlers import on_action, on_command, on_mention
+from bot.slack.handlers import on_command, on_mention
 from bot.slack.services import SlackServices, error_id
 
 EVENTS_PATH = "/slack/events"
