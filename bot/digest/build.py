@@ -59,9 +59,10 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     experiments = experiments_between(store, start, end, target)
     hypotheses = _hypotheses(store, start, end, target)
     learned = observations_between(store, start, end, target)
+    states = {int(e.id or 0): RunState.load(e.state) for e in experiments}  # read once, used four times
     names = _targets(store, settings, experiments, start, end, target)
     week_snapshots = snapshot_effectives_between(store, names, start, end)
-    capacities = _capacities(store, experiments, week_snapshots)
+    capacities = _capacities(store, experiments, states, week_snapshots)
     chart = _chart(store, names, week_snapshots, experiments, start, end)
     flags = [_against_baseline(store, name, end) for name in names]
     links = threads_of(
@@ -69,10 +70,10 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
         [int(e.id or 0) for e in experiments],
         {int(e.id or 0): e.investigation_id for e in experiments if e.investigation_id is not None},
     )
-    lines = [_line(e, capacities, links) for e in experiments]
+    lines = [_line(e, states[int(e.id or 0)], capacities, links) for e in experiments]
     by_id = {int(e.id or 0): e for e in experiments}
-    kept, reverted = _decisions(experiments, by_id)
-    failed_starts, rollbacks = incidents_of(experiments)
+    kept, reverted = _decisions(experiments, states, by_id)
+    failed_starts, rollbacks = incidents_of(experiments, states)
     checks, checks_note = failed_checks(store, start, end, target=target)
     return Digest(
         week=week,
@@ -129,8 +130,7 @@ def _capacity(effective: Mapping[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
-    state = RunState.load(experiment.state)
+def _snapshot_ids(experiment: Experiment, state: RunState) -> tuple[int | None, int | None]:
     return (
         experiment.before_snapshot_id or state.before.snapshot_id,
         experiment.after_snapshot_id or state.after.snapshot_id,
@@ -140,27 +140,29 @@ def _snapshot_ids(experiment: Experiment) -> tuple[int | None, int | None]:
 def _capacities(
     store: Store,
     experiments: Sequence[Experiment],
+    states: Mapping[int, RunState],
     week_snapshots: Sequence[tuple[int, str, datetime, Any]],
 ) -> dict[int, float | None]:
     """snapshot id -> effective max_running_requests, for every start an experiment names."""
     known = {sid: _capacity(eff) for sid, _, _, eff in week_snapshots}
-    wanted = sorted({sid for e in experiments for sid in _snapshot_ids(e) if sid is not None} - set(known))
+    named = {sid for e in experiments for sid in _snapshot_ids(e, states[int(e.id or 0)])}
+    wanted = sorted({sid for sid in named if sid is not None} - set(known))
     for sid, effective in snapshot_effectives(store, wanted).items():
         known[sid] = _capacity(effective)
     return known
 
 
 def _line(
-    experiment: Experiment, capacities: dict[int, float | None], links: dict[int, Any]
+    experiment: Experiment, state: RunState, capacities: dict[int, float | None], links: dict[int, Any]
 ) -> ExperimentLine:
-    before, after = _snapshot_ids(experiment)
-    kept = RunState.load(experiment.state).conclusion.kept
+    before, after = _snapshot_ids(experiment, state)
+    kept = state.conclusion.kept
     ident = int(experiment.id or 0)
     return ExperimentLine(
         id=ident,
         target=experiment.target,
         playbook=experiment.playbook,
-        what=describe_experiment(experiment),
+        what=describe_experiment(experiment, state),
         status=experiment.status,
         verdict=experiment.verdict,
         summary=experiment.summary,
@@ -178,16 +180,17 @@ def _whole(value: float | None) -> int | float | None:
 
 
 def _decisions(
-    experiments: Sequence[Experiment], by_id: dict[int, Experiment]
+    experiments: Sequence[Experiment], states: Mapping[int, RunState], by_id: dict[int, Experiment]
 ) -> tuple[list[FlagDecision], list[FlagDecision]]:
     kept: list[FlagDecision] = []
     reverted: list[FlagDecision] = []
     for e in experiments:
-        ident, state = int(e.id or 0), RunState.load(e.state)
+        ident = int(e.id or 0)
+        state = states[ident]
         decided = state.conclusion.kept
         if e.playbook == "try" and decided is not None:
             why = e.verdict or e.status
-            for change in describe_changes(e.params) or [describe_experiment(e)]:
+            for change in describe_changes(e.params) or [describe_experiment(e, state)]:
                 (kept if decided else reverted).append(
                     FlagDecision(ident, e.target, change, "kept" if decided else "reverted", why)
                 )
@@ -196,7 +199,7 @@ def _decisions(
             source = by_id.get(undone) if undone is not None else None
             changes = describe_changes(source.params) if source is not None else []
             if not changes:
-                changes = [describe_experiment(e)]
+                changes = [describe_experiment(e, state)]
             why = f"undoes #{undone}" if undone is not None else "revert"
             why += f", verified {e.verdict}" if e.verdict else ""
             reverted.extend(FlagDecision(ident, e.target, change, "reverted", why) for change in changes)

@@ -29,9 +29,10 @@ def describe_changes(params: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def describe_experiment(experiment: Experiment) -> str:
-    """What the run set out to do: `add --x, set --y 2`, `revert #12`, `verify max_running_requests>=48`."""
-    params, state = experiment.params or {}, RunState.load(experiment.state)
+def describe_experiment(experiment: Experiment, state: RunState) -> str:
+    """What the run set out to do: `add --x, set --y 2`, `revert #12`, `verify max_running_requests>=48`.
+    `state` is the experiment's run state, read once by the caller (a week can hold 100,000)."""
+    params = experiment.params or {}
     parts: list[str] = []
     changes = describe_changes(params)
     if changes:
@@ -58,12 +59,15 @@ def describe_experiment(experiment: Experiment) -> str:
     return " ".join(parts) if parts else experiment.playbook
 
 
-def incidents_of(experiments: Sequence[Experiment]) -> tuple[list[Incident], list[Incident]]:
-    """(failed starts, rollbacks) among the week's experiments, oldest first."""
+def incidents_of(
+    experiments: Sequence[Experiment], states: Mapping[int, RunState]
+) -> tuple[list[Incident], list[Incident]]:
+    """(failed starts, rollbacks) among the week's experiments, oldest first; `states` by id."""
     failed: list[Incident] = []
     rolled: list[Incident] = []
     for e in experiments:
-        restart, ident = RunState.load(e.state).restart, int(e.id or 0)
+        ident = int(e.id or 0)
+        restart = states[ident].restart
         if restart.start_failed or e.verdict == "failed-to-start":
             line = restart.fatal_line
             text = line if line else (e.summary or "the server did not become ready")
