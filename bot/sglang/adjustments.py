@@ -5,13 +5,14 @@ SGLang changes flags behind the operator's back and says so in a WARNING (mostly
 from about 0.5.2x). `flag_of` maps one warning's text to the `server_args` field it bears on, in
 this order:
 
-1. `KNOWN`: texts that do not name their flag, each checked against the released sources (the
-   file and function are in the comment); a test per text (tests/unit/sglang/test_adjustments.py);
-2. a `--flag-name` the text names (`Automatically reduce --mem-fraction-static ...` ->
-   `mem_fraction_static`);
-3. `PHRASES`: wordings shared by many warnings (`... page_size to 64`, `Cuda graph is disabled ...`);
-4. a `server_args` field name the text names (`speculative_num_draft_tokens is adjusted ...`), for
-   the fields of every packaged flag list.
+1. `KNOWN`: texts that do not name their flag, or name a remedy flag first, each checked against
+   the released sources (the file and function are in the comment); a test per text
+   (tests/unit/sglang/test_adjustments.py);
+2. else whichever comes first in the text (the sentence's subject; a flag named later is usually
+   the remedy): a `--flag-name` (`Automatically reduce --mem-fraction-static ...` ->
+   `mem_fraction_static`), a wording of `PHRASES` shared by many warnings (`... change page_size
+   to 64`, `Cuda graph is disabled ...`), or a `server_args` field name of any packaged flag list
+   (`speculative_num_draft_tokens is adjusted ...`).
 
 None when the text names no flag (a warning about the platform, a library, an environment variable).
 """
@@ -37,7 +38,7 @@ KNOWN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # 0.5.9 / 0.5.10 / 0.5.23 distributed/parallel_state.py `GroupCoordinator.__init__`
         (r"^Setup Custom allreduce failed with ", "disable_custom_all_reduce"),
         # 0.5.9 / 0.5.10 server_args.py `_handle_mamba_radix_cache` (speculative hybrid models)
-        (r"^Disabling radix cache since speculative decoding", "disable_radix_cache"),
+        (r"^Disabling [Rr]adix [Cc]ache\b", "disable_radix_cache"),
         # 0.5.10 server_args.py `_handle_speculative_decoding`
         (
             r"^Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap",
@@ -54,7 +55,15 @@ KNOWN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # post-init `Max running requests is reset to 48 ...` (speculative decoding)
         (r"^Max running requests is reset to", "max_running_requests"),
         # 0.5.9 / 0.5.10 server_args.py `_handle_gpu_memory_settings` (older releases print it too)
+        # 0.5.9 / 0.5.10 server_args.py `_handle_hicache` (0.5.23 arg_groups/hicache_hook.py)
+        (r"layout, switching to \S+ layout", "hicache_mem_layout"),
+        (r"^Page first layout is not supported with direct IO backend", "hicache_mem_layout"),
+        (r"^Kernel io backend does not support page first direct layout", "hicache_io_backend"),
+        # configs/model_config.py `_get_and_verify_dtype`
+        (r"^Casting torch\.\w+ to torch\.\w+", "dtype"),
+        # model_runner.py `ModelRunner.__init__` of the 0.4 releases (an INFO line, multimodal models)
         (r"^Automatically reduce --mem-fraction-static", "mem_fraction_static"),
+        (r"^Automatically turn of{1,2} --chunked-prefill-size", "chunked_prefill_size"),
     )
 )
 """Warnings whose flag is not named in the text, or is named after another one."""
@@ -83,6 +92,12 @@ PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 """Wordings many warnings share, tried after the named `--flag`."""
 
+ADJUSTING = re.compile(
+    r"\b(?:[Dd]isabl|[Ee]nabl|[Cc]hang|[Ss]witch|[Ss]et(?:ting)? |[Oo]verrid|[Ff]all(?:s|ing)? ?back|"
+    r"[Ff]orc|[Aa]djust|[Rr]eset|[Rr]educ|[Ii]gnor|[Dd]eprecat|[Tt]urn)"
+)
+"""A verb of adjustment: with a flag named, a bare post-init line is one of SGLang's adjustments."""
+
 _DASHED_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)+|[a-z][a-z0-9]{2,})\b")
 _SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 
@@ -104,14 +119,18 @@ def flag_of(text: str) -> str | None:
         if pattern.search(text):
             return flag
     fields = _fields()
+    found: list[tuple[int, str]] = []
     for match in _DASHED_RE.finditer(text):
         name = match.group(1).replace("-", "_")
         if name in fields:
-            return name
+            found.append((match.start(), name))
+            break
     for pattern, flag in PHRASES:
-        if pattern.search(text):
-            return flag
+        if (hit := pattern.search(text)) is not None:
+            found.append((hit.start(), flag))
     for match in _SNAKE_RE.finditer(text):
         if match.group(0) in fields:
-            return match.group(0)
-    return None
+            found.append((match.start(), match.group(0)))
+            break
+    # the subject of the sentence comes first; a flag named later is usually the remedy
+    return min(found)[1] if found else None

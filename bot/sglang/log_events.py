@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.sglang.adjustments import KNOWN
+from bot.sglang.adjustments import ADJUSTING, KNOWN, flag_of
 from bot.sglang.logline import LogLine
 
 KEYWORDS: tuple[str, ...] = (
@@ -38,6 +38,7 @@ KEYWORDS: tuple[str, ...] = (
     "Main process exited",
     "Use the profiled value",
     "Mamba Cache ",
+    "mamba state cache",
     "Disabling ",
     "Overlap scheduler is disabled",
     "Setup Custom allreduce",
@@ -45,6 +46,16 @@ KEYWORDS: tuple[str, ...] = (
     "Spec v2 is enabled",
     "all reduce",
     "KV cache is forced",
+    "isabl",
+    "nabl",
+    "change",
+    "switching",
+    "Setting ",
+    "set to",
+    "verrid",
+    "fall",
+    "forc",
+    "Ignor",
 )
 """Every line any extractor below can match contains at least one of these (all ASCII)."""
 
@@ -317,7 +328,9 @@ def is_warning(line: LogLine) -> bool:
     is reset to 48 ...`), with a level tag in newer releases (`WARNING server_args.py:N: ...`),
     or ANSI-coloured (`'--cuda-graph-max-bs' is deprecated ...`); all of them land here, and so do
     the adjustment texts of `adjustments.KNOWN` whatever their level (up to 0.5.10 SGLang's prefix
-    carries no level, and `Automatically reduce --mem-fraction-static ...` is an INFO line).
+    carries no level, and `Automatically reduce --mem-fraction-static ...` is an INFO line), and a
+    bare line (post-init, printed before logging is configured) that adjusts a flag it names
+    (`FlashMLA only supports a page_size of 64, change page_size to 64.`).
     NCCL `WARN` lines, glog `W` lines and Python `UserWarning`s are library noise and do not. Nor
     are a launcher script's own lines: `Attempt N ...`, or a Python logging WARNING of a logger
     that is not SGLang's (`... - launcher - WARNING - ...`) unless its text is SGLang's.
@@ -331,7 +344,14 @@ def is_warning(line: LogLine) -> bool:
         return True
     if "UserWarning" in msg:
         return False
-    return bool(_AUTO_ADJUST_RE.search(msg)) or any(pattern.search(msg) for pattern, _flag in KNOWN)
+    if _AUTO_ADJUST_RE.search(msg) or any(pattern.search(msg) for pattern, _flag in KNOWN):
+        return True
+    return (
+        line.fmt == "bare"
+        and msg[0] not in " \t"
+        and bool(ADJUSTING.search(msg))
+        and flag_of(msg) is not None
+    )
 
 
 def unit_started(line: LogLine) -> bool:

@@ -311,6 +311,28 @@ class LogReport:
         return "\n".join(out)
 
 
+def chain_text(chain: list[dict[str, Any]]) -> str:
+    """A chained traceback's exceptions, oldest first, each with how it follows the one before
+    ("during handling of it", "caused by it") and its line number; "" for fewer than two."""
+    if len(chain) < 2:
+        return ""
+    steps = [f"line {chain[0]['line']}: {chain[0]['text']}"]
+    for entry in chain[1:]:
+        how = (entry.get("follows") or {}).get("link", "then")
+        steps.append(f"{how} it, line {entry['line']}: {entry['text']}")
+    return "the whole chain, oldest first (the last one killed the start):\n" + "\n".join(steps)
+
+
+def chain_of(report: LogReport, fatal: str | None) -> list[dict[str, Any]]:
+    """The startup error chain holding `fatal` (a line readiness saw), newest start first; with
+    no `fatal`, the last start's chain."""
+    for start in reversed(report.starts):
+        chain = start.startup_error_chain
+        if chain and (fatal is None or any(entry["text"] == fatal for entry in chain)):
+            return chain
+    return []
+
+
 def _fmt(value: object) -> str:
     if value is None:
         return "-"

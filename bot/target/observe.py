@@ -30,6 +30,7 @@ from bot.config.redaction import redactor
 from bot.http import async_client
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
+from bot.sglang.log_report import chain_text
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
@@ -358,13 +359,8 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
 
 def _error_text(headline: str, chain: list[dict[str, Any]]) -> str:
     """The headline, then the chained traceback it ends (oldest first) when there is one."""
-    if len(chain) < 2:
-        return headline
-    steps = [f"line {chain[0]['line']}: {chain[0]['text']}"]
-    for entry in chain[1:]:
-        how = (entry.get("follows") or {}).get("link", "then")
-        steps.append(f"  {how} it, line {entry['line']}: {entry['text']}")
-    return f"{headline}\n\nthe whole chain, oldest first:\n" + "\n".join(steps)
+    whole = chain_text(chain)
+    return f"{headline}\n\n{whole}" if whole else headline
 
 
 def observation_evidence(obs: Observation) -> list[Evidence]:
