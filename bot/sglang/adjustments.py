@@ -8,7 +8,8 @@ this order:
 1. `KNOWN`: texts that do not name their flag, or name a remedy flag first, each checked against
    the released sources (the file and function are in the comment); a test per text
    (tests/unit/sglang/test_adjustments.py);
-2. else whichever comes first in the text (the sentence's subject; a flag named later is usually
+2. a field the text says it sets (`forcing tokenizer_worker_num=1`, `Setting hicache_io_backend to`);
+3. else whichever comes first in the text (the sentence's subject; a flag named later is usually
    the remedy): a `--flag-name` (`Automatically reduce --mem-fraction-static ...` ->
    `mem_fraction_static`), a wording of `PHRASES` shared by many warnings (`... change page_size
    to 64`, `Cuda graph is disabled ...`), or a `server_args` field name of any packaged flag list
@@ -31,6 +32,7 @@ KNOWN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for pattern, flag in (
         # 0.5.23 mem_cache/kv_cache_configurator.py `_resolve_max_num_reqs`
         (r"^max_running_requests is capped to \d+ by the mamba state cache", "max_running_requests"),
+        (r"^max_running_requests was reduced from the requested \d+ to", "max_running_requests"),
         # 0.5.9 / 0.5.10 server_args.py `_handle_mamba_radix_cache` (hybrid model, no_buffer)
         (r"^Disabling overlap schedule since mamba no_buffer", "disable_overlap_schedule"),
         # 0.5.9 / 0.5.10 server_args.py `_handle_speculative_decoding`
@@ -59,6 +61,8 @@ KNOWN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"layout, switching to \S+ layout", "hicache_mem_layout"),
         (r"^Page first layout is not supported with direct IO backend", "hicache_mem_layout"),
         (r"^Kernel io backend does not support page first direct layout", "hicache_io_backend"),
+        # 0.5.9 / 0.5.10 server_args.py `_handle_pipeline_parallelism` (sets disable_overlap_schedule)
+        (r"^Pipeline parallelism is incompatible with overlap schedule", "disable_overlap_schedule"),
         # configs/model_config.py `_get_and_verify_dtype`
         (r"^Casting torch\.\w+ to torch\.\w+", "dtype"),
         # model_runner.py `ModelRunner.__init__` of the 0.4 releases (an INFO line, multimodal models)
@@ -94,10 +98,13 @@ PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 
 ADJUSTING = re.compile(
     r"\b(?:[Dd]isabl|[Ee]nabl|[Cc]hang|[Ss]witch|[Ss]et(?:ting)? |[Oo]verrid|[Ff]all(?:s|ing)? ?back|"
-    r"[Ff]orc|[Aa]djust|[Rr]eset|[Rr]educ|[Ii]gnor|[Dd]eprecat|[Tt]urn)"
+    r"[Ff]orc|[Aa]djust|[Rr]eset|[Rr]educ|[Ii]gnor|[Dd]eprecat|[Tt]urn|[Ii]ncompatible)"
 )
 """A verb of adjustment: with a flag named, a bare post-init line is one of SGLang's adjustments."""
 
+_SETS_RE = re.compile(
+    r"\b(?:[Ff]orcing|[Oo]verriding|[Ss]etting|[Rr]eset) ([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?:=| to\b)"
+)
 _DASHED_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)+|[a-z][a-z0-9]{2,})\b")
 _SNAKE_RE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
 
@@ -119,6 +126,9 @@ def flag_of(text: str) -> str | None:
         if pattern.search(text):
             return flag
     fields = _fields()
+    for match in _SETS_RE.finditer(text):  # "forcing tokenizer_worker_num=1": the field it sets
+        if match.group(1) in fields:
+            return match.group(1)
     found: list[tuple[int, str]] = []
     for match in _DASHED_RE.finditer(text):
         name = match.group(1).replace("-", "_")

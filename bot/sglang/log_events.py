@@ -56,6 +56,9 @@ KEYWORDS: tuple[str, ...] = (
     "fall",
     "forc",
     "Ignor",
+    "Casting ",
+    "reduced from",
+    "ncompatible",
 )
 """Every line any extractor below can match contains at least one of these (all ASCII)."""
 
@@ -329,8 +332,11 @@ def is_warning(line: LogLine) -> bool:
     or ANSI-coloured (`'--cuda-graph-max-bs' is deprecated ...`); all of them land here, and so do
     the adjustment texts of `adjustments.KNOWN` whatever their level (up to 0.5.10 SGLang's prefix
     carries no level, and `Automatically reduce --mem-fraction-static ...` is an INFO line), and a
-    bare line (post-init, printed before logging is configured) that adjusts a flag it names
-    (`FlashMLA only supports a page_size of 64, change page_size to 64.`).
+    bare line (`ServerArgs.__post_init__` prints before logging is configured, so without SGLang's
+    prefix) that adjusts a flag it names (`FlashMLA only supports a page_size of 64, change
+    page_size to 64.`, `adjustments.ADJUSTING` and `flag_of`). A prefixed line without a level
+    (SGLang's prefix has none up to 0.5.23) counts only by `KNOWN` or the adjustment wordings
+    above: its INFO lines often name a flag without changing it.
     NCCL `WARN` lines, glog `W` lines and Python `UserWarning`s are library noise and do not. Nor
     are a launcher script's own lines: `Attempt N ...`, or a Python logging WARNING of a logger
     that is not SGLang's (`... - launcher - WARNING - ...`) unless its text is SGLang's.
