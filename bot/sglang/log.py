@@ -57,6 +57,8 @@ class _Scanner:
         self._pids: dict[str, int] = {}
         self._pending: list[dict[str, Any]] = []
         """Warnings since the last event: their start is known at the next event."""
+        self._in_error = False
+        """A fatal line was the last event: bare lines until the next prefixed one belong to it."""
         self._link: tuple[str, int] | None = None
         """A chained-traceback separator seen after a fatal line: (how, that line's number)."""
 
@@ -83,6 +85,7 @@ class _Scanner:
         prev.compact()
         self.starts.append(StartReport(first_line=first))
         self._link = None
+        self._in_error = False
         if len(self.starts) > MAX_STARTS:
             del self.starts[0]
             self.dropped += 1
@@ -97,6 +100,8 @@ class _Scanner:
         """Parse one line that passed the keyword filter."""
         line = parse_line(raw)
         msg = line.message
+        if line.fmt != "bare":
+            self._in_error = False
         self._boundaries(lineno, line)
         cur = self.cur
         if "server_args=" in msg and (
@@ -164,11 +169,12 @@ class _Scanner:
                 cur.errors.append(error)
             if severity == "fatal":
                 self._link = None
+            self._in_error = True
             self._event(lineno, None if cur.ready else "failed")
             return
         if cur.mamba_cap is None:
             cur.mamba_cap = ev.mamba_cap(msg)
-        if ev.is_warning(line):
+        if ev.is_warning(line, in_error=self._in_error):
             text = msg.strip()
             entry = {
                 "line": lineno,

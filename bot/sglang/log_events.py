@@ -114,6 +114,7 @@ _AUTO_ADJUST_RE = re.compile(
 )
 _STARTED_UNIT_RE = re.compile(r"Started \S.*")
 _LAUNCHER_RE = re.compile(r"Attempt \d{1,6}\b")
+_NUMBERED_RE = re.compile(r"\d{1,3}\. ")
 _MAMBA_RE = re.compile(
     r"(max_mamba_cache_size|conv_state size|ssm_state size|intermediate_ssm_state_cache size|"
     rf"intermediate_conv_window_cache size): ({_NUM})"
@@ -324,7 +325,7 @@ def fatal(line: LogLine) -> str | None:
     return None
 
 
-def is_warning(line: LogLine) -> bool:
+def is_warning(line: LogLine, *, in_error: bool = False) -> bool:
     """A WARNING from SGLang's own logger, or an automatic adjustment of a flag.
 
     Post-init adjustments are printed bare before logging is configured (`Max running requests
@@ -336,7 +337,9 @@ def is_warning(line: LogLine) -> bool:
     prefix) that adjusts a flag it names (`FlashMLA only supports a page_size of 64, change
     page_size to 64.`, `adjustments.ADJUSTING` and `flag_of`). A prefixed line without a level
     (SGLang's prefix has none up to 0.5.23) counts only by `KNOWN` or the adjustment wordings
-    above: its INFO lines often name a flag without changing it.
+    above: its INFO lines often name a flag without changing it. Nor is a bare line inside an
+    error message (`in_error`: after a fatal line, e.g. the numbered `Possible solutions:` of a
+    graph-capture failure, `3. disable torch compile by not using --enable-torch-compile`).
     NCCL `WARN` lines, glog `W` lines and Python `UserWarning`s are library noise and do not. Nor
     are a launcher script's own lines: `Attempt N ...`, or a Python logging WARNING of a logger
     that is not SGLang's (`... - launcher - WARNING - ...`) unless its text is SGLang's.
@@ -354,6 +357,8 @@ def is_warning(line: LogLine) -> bool:
         return True
     return (
         line.fmt == "bare"
+        and not in_error
+        and not _NUMBERED_RE.match(msg)
         and msg[0] not in " \t"
         and bool(ADJUSTING.search(msg))
         and flag_of(msg) is not None
