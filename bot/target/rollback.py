@@ -148,6 +148,8 @@ async def failure_evidence(
     if failure is not None and failure.n_restarts is not None:
         what += f" (NRestarts {failure.n_restarts}, last exit status {failure.exit_status})"
     whole = chain_text(chain)
+    if whole:  # readiness recorded the chain's first exception; the start died of its last
+        summary = {**summary, "fatal_line": fatal, "first_fatal_line": summary.get("fatal_line")}
     blocks.insert(
         0,
         TextBlock(

@@ -111,7 +111,8 @@ async def test_a_failed_start_is_reported_by_its_last_exception_with_the_chain()
         "fatal-line", "n0", "n0: fatal line in the journal", "KeyError: 'glm_moe_dsa'", INV
     )
     ts: Any = SimpleNamespace(nodes=[node], node0=node)
-    blocks, fatal, _summary = await failure_evidence(ts, readiness)
+    blocks, fatal, summary = await failure_evidence(ts, readiness)
+    assert summary["fatal_line"] == fatal and summary["first_fatal_line"] == "KeyError: 'glm_moe_dsa'"
     assert fatal is not None and fatal.startswith("ValueError: The checkpoint you are trying to load")
     what = json.dumps(blocks[0].to_json())
     assert "fatal line: ValueError: The checkpoint" in what
