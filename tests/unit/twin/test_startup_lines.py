@@ -9,6 +9,7 @@ from functools import cache
 import pytest
 
 from bot.sglang.log import parse_log_text
+from bot.target.snapshot_facts import capacity
 from flagbot_lab.twin.engine import logfmt
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import LogStep, Resolved, resolve
@@ -378,3 +379,19 @@ def test_a_graph_capture_oom_is_a_chained_traceback_ending_in_the_capture_failur
     assert [entry["text"].split(":")[0] for entry in chain] == ["torch.OutOfMemoryError", "Exception"]
     assert report.startup_error == resolved.failure
     assert report.current.warnings_count == 0  # the "Possible solutions" lines belong to the error
+
+
+def test_the_seeds_fused_start_is_explained_by_the_state_cache() -> None:
+    """seed-gb10 with the fused all-reduce flag: parsed 48, effective 26; the twin's Mamba line lets
+    observe say why (`26 = max_mamba_cache_size N // ratio: the hybrid state cache, not KV memory`)."""
+    resolved = _resolve("seed-gb10", "--enable-fused-moe-sum-all-reduce")
+    memory = resolved.memory
+    assert memory.max_running_requests == 26 and memory.max_mamba_cache_size is not None
+    report = parse_log_text("\n".join(_render(resolved.steps)) + "\n")
+    cap = capacity(report, None, _scenario("seed-gb10").sglang_version)
+    assert (cap["parsed_max_running_requests"], cap["effective_max_running_requests"]) == (48, 26)
+    assert cap["capped_by_state_cache"] is not None
+    assert cap["capped_by_state_cache"].startswith(
+        f"26 = max_mamba_cache_size {memory.max_mamba_cache_size} // {memory.mamba_ratio}: "
+        "the hybrid state cache, not KV memory"
+    )
