@@ -120,6 +120,7 @@ def _fields() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=4096)
 def flag_of(text: str) -> str | None:
     """The `server_args` field an adjustment warning bears on (module doc), or None."""
     for pattern, flag in KNOWN:

@@ -219,7 +219,7 @@ def mamba_cache(message: str) -> dict[str, Any] | None:
 def mamba_cap(message: str) -> dict[str, Any] | None:
     """0.5.23's `max_running_requests is capped to N by the mamba state cache (max_mamba_cache_size=M,
     R state slots per request). ...` (kv_cache_configurator.py `_resolve_max_num_reqs`)."""
-    match = _MAMBA_CAP_RE.search(message)
+    match = _MAMBA_CAP_RE.search(message) if "by the mamba state" in message else None
     if match is None:
         return None
     return {
