@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from bot.sglang import log_events as ev
+from bot.sglang.adjustments import flag_of
 from bot.sglang.log_report import LIST_CAP, LogReport, StartReport
 from bot.sglang.logline import LogLine, parse_line
 from bot.sglang.server_args import read_server_args
@@ -56,6 +57,10 @@ class _Scanner:
         self._pids: dict[str, int] = {}
         self._pending: list[dict[str, Any]] = []
         """Warnings since the last event: their start is known at the next event."""
+        self._in_error = False
+        """A fatal line was the last event: bare lines until the next prefixed one belong to it."""
+        self._link: tuple[str, int] | None = None
+        """A chained-traceback separator seen after a fatal line: (how, that line's number)."""
 
     @property
     def cur(self) -> StartReport:
@@ -79,6 +84,8 @@ class _Scanner:
         prev.last_line = first - 1
         prev.compact()
         self.starts.append(StartReport(first_line=first))
+        self._link = None
+        self._in_error = False
         if len(self.starts) > MAX_STARTS:
             del self.starts[0]
             self.dropped += 1
@@ -93,6 +100,8 @@ class _Scanner:
         """Parse one line that passed the keyword filter."""
         line = parse_line(raw)
         msg = line.message
+        if line.fmt != "bare":
+            self._in_error = False
         self._boundaries(lineno, line)
         cur = self.cur
         if "server_args=" in msg and (
@@ -130,6 +139,7 @@ class _Scanner:
             (ev.kv_cache, cur.kv_cache, "kv_cache"),
             (ev.weights, cur.weights, "weights"),
             (ev.cuda_graph, cur.cuda_graph, "cuda_graph"),
+            (ev.mamba_cache, cur.mamba_cache, "mamba_cache"),
         ):
             found = extract(msg)
             if found is not None:
@@ -137,29 +147,42 @@ class _Scanner:
                     cur.unparsed.setdefault(stage, f"line {lineno}: {found['unparsed']}")
                 if len(target) < LIST_CAP:
                     target.append({"line": lineno, "rank": line.rank_label, **found})
-                self._event(lineno, stage)
+                self._event(lineno, stage if stage != "mamba_cache" else None)
                 return
+        link = ev.chain_link(msg) if line.fmt == "bare" else None
+        if link is not None:
+            last = cur.errors[-1] if cur.errors else None
+            self._link = (link, last["line"]) if last is not None and last["severity"] == "fatal" else None
+            return
         severity = ev.fatal(line)
         if severity is not None:
             if len(cur.errors) < LIST_CAP:
-                cur.errors.append(
-                    {
-                        "line": lineno,
-                        "text": msg.strip(),
-                        "severity": severity,
-                        "rank": line.rank_label,
-                        "after_ready": cur.ready,
-                    }
-                )
+                error: dict[str, Any] = {
+                    "line": lineno,
+                    "text": msg.strip(),
+                    "severity": severity,
+                    "rank": line.rank_label,
+                    "after_ready": cur.ready,
+                }
+                if self._link is not None and severity == "fatal":
+                    error["follows"] = {"line": self._link[1], "link": self._link[0]}
+                cur.errors.append(error)
+            if severity == "fatal":
+                self._link = None
+            self._in_error = True
             self._event(lineno, None if cur.ready else "failed")
             return
-        if ev.is_warning(line):
+        if cur.mamba_cap is None:
+            cur.mamba_cap = ev.mamba_cap(msg)
+        if ev.is_warning(line, in_error=self._in_error):
+            text = msg.strip()
             entry = {
                 "line": lineno,
-                "text": msg.strip(),
+                "text": text,
                 "level": line.level,
                 "source": line.source,
                 "rank": line.rank_label,
+                "flag": flag_of(text),
             }
             self._pending.append(entry)
             if len(self._pending) > _PENDING_CAP:

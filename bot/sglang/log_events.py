@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.sglang.adjustments import ADJUSTING, KNOWN, flag_of
 from bot.sglang.logline import LogLine
 
 KEYWORDS: tuple[str, ...] = (
@@ -36,6 +37,22 @@ KEYWORDS: tuple[str, ...] = (
     "Started ",
     "Main process exited",
     "Use the profiled value",
+    "Mamba Cache ",
+    "by the mamba state",
+    "Setup Custom allreduce",
+    "Automatically ",
+    "Casting ",
+    "reduced from",
+    "isabl",
+    "nabl",
+    "change",
+    "switching",
+    "etting ",
+    "set to",
+    "verrid",
+    "fall",
+    "forc",
+    "ncompatible",
 )
 """Every line any extractor below can match contains at least one of these (all ASCII)."""
 
@@ -90,6 +107,28 @@ _AUTO_ADJUST_RE = re.compile(
     r"is larger than the profiled value .*Use the profiled value instead"
 )
 _STARTED_UNIT_RE = re.compile(r"Started \S.*")
+_LAUNCHER_RE = re.compile(r"Attempt \d{1,6}\b")
+_NUMBERED_RE = re.compile(r"\d{1,3}\. ")
+_MAMBA_RE = re.compile(
+    r"(max_mamba_cache_size|conv_state size|ssm_state size|intermediate_ssm_state_cache size|"
+    rf"intermediate_conv_window_cache size): ({_NUM})"
+)
+_MAMBA_FIELDS = {
+    "max_mamba_cache_size": "max_mamba_cache_size",
+    "conv_state size": "conv_state_gb",
+    "ssm_state size": "ssm_state_gb",
+    "intermediate_ssm_state_cache size": "intermediate_ssm_state_cache_gb",
+    "intermediate_conv_window_cache size": "intermediate_conv_window_cache_gb",
+}
+_MAMBA_CAP_RE = re.compile(
+    r"max_running_requests is capped to (\d{1,15}) by the mamba state cache "
+    r"\(max_mamba_cache_size=(\d{1,15}), (\d{1,6}) state slots per request\)"
+)
+CHAIN_LINKS = {
+    "During handling of the above exception, another exception occurred:": "during handling of",
+    "The above exception was the direct cause of the following exception:": "caused by",
+}
+"""Python's chained-traceback separators -> how the next exception relates to the one before."""
 
 
 def _number(text: str) -> int | float:
@@ -155,6 +194,44 @@ def kv_cache(message: str) -> dict[str, Any] | None:
     if not any(key in values for key in _KV_FIELDS.values()):
         values["unparsed"] = "no #tokens, K size, V size or KV size on a KV cache line"
     return values
+
+
+def mamba_cache(message: str) -> dict[str, Any] | None:
+    """The hybrid (Mamba / linear-attention) state pool line, memory_pool.py `MambaPool.__init__`.
+
+    0.5.9, 0.5.10 and 0.5.23 print `Mamba Cache is allocated. max_mamba_cache_size: N, conv_state
+    size: X GB, ssm_state size: Y GB ` and, with speculative decoding, `intermediate_ssm_state_cache
+    size: Z GB intermediate_conv_window_cache size: W GB ` after it. `max_mamba_cache_size` is the
+    number of state slots of this rank's pool; the sizes are kept in GB. A line of this kind without
+    the slot count gets `unparsed`.
+    """
+    pos = message.find("Mamba Cache is allocated")
+    if pos < 0 or pos > 120:
+        return None
+    values: dict[str, Any] = {}
+    for key, num in _MAMBA_RE.findall(message, pos):
+        values.setdefault(_MAMBA_FIELDS[key], _number(num))
+    if "max_mamba_cache_size" not in values:
+        values["unparsed"] = "no max_mamba_cache_size on a Mamba Cache line"
+    return values
+
+
+def mamba_cap(message: str) -> dict[str, Any] | None:
+    """0.5.23's `max_running_requests is capped to N by the mamba state cache (max_mamba_cache_size=M,
+    R state slots per request). ...` (kv_cache_configurator.py `_resolve_max_num_reqs`)."""
+    match = _MAMBA_CAP_RE.search(message) if "by the mamba state" in message else None
+    if match is None:
+        return None
+    return {
+        "max_running_requests": int(match.group(1)),
+        "max_mamba_cache_size": int(match.group(2)),
+        "ratio": int(match.group(3)),
+    }
+
+
+def chain_link(message: str) -> str | None:
+    """ "during handling of" / "caused by" for Python's chained-traceback separator lines, else None."""
+    return CHAIN_LINKS.get(message.strip())
 
 
 def weights(message: str) -> dict[str, Any] | None:
@@ -242,19 +319,44 @@ def fatal(line: LogLine) -> str | None:
     return None
 
 
-def is_warning(line: LogLine) -> bool:
+def is_warning(line: LogLine, *, in_error: bool = False) -> bool:
     """A WARNING from SGLang's own logger, or an automatic adjustment of a flag.
 
     Post-init adjustments are printed bare before logging is configured (`Max running requests
     is reset to 48 ...`), with a level tag in newer releases (`WARNING server_args.py:N: ...`),
-    or ANSI-coloured (`'--cuda-graph-max-bs' is deprecated ...`); all of them land here.
-    NCCL `WARN` lines, glog `W` lines and Python `UserWarning`s are library noise and do not.
+    or ANSI-coloured (`'--cuda-graph-max-bs' is deprecated ...`); all of them land here, and so do
+    the adjustment texts of `adjustments.KNOWN` whatever their level (up to 0.5.10 SGLang's prefix
+    carries no level, and `Automatically reduce --mem-fraction-static ...` is an INFO line), and a
+    bare line (`ServerArgs.__post_init__` prints before logging is configured, so without SGLang's
+    prefix) that adjusts a flag it names (`FlashMLA only supports a page_size of 64, change
+    page_size to 64.`, `adjustments.ADJUSTING` and `flag_of`). A prefixed line without a level
+    (SGLang's prefix has none up to 0.5.23) counts only by `KNOWN` or the adjustment wordings
+    above: its INFO lines often name a flag without changing it. Nor is a bare line inside an
+    error message (`in_error`: after a fatal line, e.g. the numbered `Possible solutions:` of a
+    graph-capture failure, `3. disable torch compile by not using --enable-torch-compile`).
+    NCCL `WARN` lines, glog `W` lines and Python `UserWarning`s are library noise and do not. Nor
+    are a launcher script's own lines: `Attempt N ...`, or a Python logging WARNING of a logger
+    that is not SGLang's (`... - launcher - WARNING - ...`) unless its text is SGLang's.
     """
-    if line.fmt == "glog" or not line.message:
+    msg = line.message
+    if line.fmt == "glog" or not msg or _LAUNCHER_RE.match(msg):
         return False
-    if line.level in ("WARNING", "WARN") and line.fmt in ("sglang", "logger"):
+    if line.level in ("WARNING", "WARN") and (
+        line.fmt == "sglang" or (line.fmt == "logger" and (line.source or "").startswith("sglang"))
+    ):
         return True
-    return bool(_AUTO_ADJUST_RE.search(line.message)) and "UserWarning" not in line.message
+    if "UserWarning" in msg:
+        return False
+    if _AUTO_ADJUST_RE.search(msg) or any(pattern.search(msg) for pattern, _flag in KNOWN):
+        return True
+    return (
+        line.fmt == "bare"
+        and not in_error
+        and not _NUMBERED_RE.match(msg)
+        and msg[0] not in " \t"
+        and bool(ADJUSTING.search(msg))
+        and flag_of(msg) is not None
+    )
 
 
 def unit_started(line: LogLine) -> bool:

@@ -56,7 +56,7 @@ EFFECTIVE_KEYS: tuple[str, ...] = (
 )
 _RANK_ORDER = ("DP", "PP", "ATTN_CP", "MOE_DP", "TP", "EP")
 
-_LINE_KINDS = ("kv_cache", "weights", "cuda_graph")
+_LINE_KINDS = ("kv_cache", "weights", "cuda_graph", "mamba_cache")
 LIST_CAP = 256
 """Per-start cap on kv_cache / weights / cuda_graph / warnings / errors entries (memory bound)."""
 
@@ -94,6 +94,10 @@ class StartReport:
     kv_cache: list[dict[str, Any]] = field(default_factory=list)
     weights: list[dict[str, Any]] = field(default_factory=list)
     cuda_graph: list[dict[str, Any]] = field(default_factory=list)
+    mamba_cache: list[dict[str, Any]] = field(default_factory=list)
+    """Hybrid models' state pool lines (`Mamba Cache is allocated. max_mamba_cache_size: N, ...`)."""
+    mamba_cap: dict[str, Any] | None = None
+    """0.5.23's `max_running_requests is capped to N by the mamba state cache (...)`, read."""
     warnings: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
     ready: bool = False
@@ -142,19 +146,44 @@ class StartReport:
         return values
 
     @property
-    def startup_error(self) -> str | None:
-        """The first fatal line before readiness, else the first 'something died' line."""
+    def state_cache(self) -> dict[str, Any] | None:
+        """The lowest rank's Mamba Cache line (with `line` and `rank`), or None for a model without one."""
+        if not self.mamba_cache:
+            return None
+        label = lowest_rank([entry["rank"] for entry in self.mamba_cache])
+        return next(entry for entry in self.mamba_cache if entry["rank"] == label)
+
+    @property
+    def startup_error_chain(self) -> list[dict[str, Any]]:
+        """The error entries of the failed start's traceback chain, oldest first; [] if none.
+
+        Python prints a chained traceback oldest first, each joined to the next by "During handling
+        of the above exception, another exception occurred:" or "The above exception was the direct
+        cause of the following exception:"; the last exception is the one that killed the start.
+        The chain begins at the first fatal line before readiness (else the first weak one).
+        """
         before = [e for e in self.errors if not e["after_ready"]]
-        for severity in ("fatal", "weak"):
-            for entry in before:
-                if entry["severity"] == severity:
-                    return str(entry["text"])
-        return None
+        first = next((e for e in before if e["severity"] == "fatal"), None)
+        if first is None:
+            return [next(e for e in before if e["severity"] == "weak")] if before else []
+        chain = [first]
+        by_previous = {e["follows"]["line"]: e for e in before if "follows" in e}
+        while (after := by_previous.get(chain[-1]["line"])) is not None and len(chain) <= LIST_CAP:
+            chain.append(after)
+        return chain
+
+    @property
+    def startup_error(self) -> str | None:
+        """The last exception of the first fatal chain before readiness, else the first
+        'something died' line (`startup_error_chain`)."""
+        chain = self.startup_error_chain
+        return str(chain[-1]["text"]) if chain else None
 
     def compact(self) -> None:
         """Drop the bulky parts of a start that is over; its summary stays in `starts`."""
         self.server_args = None
         self.kv_cache, self.weights, self.cuda_graph, self.warnings = [], [], [], []
+        self.mamba_cache = [entry for entry in [self.state_cache] if entry is not None]
         self.errors = [e for e in self.errors[:8] if not e["after_ready"]]
         self._warning_index = {}
 
@@ -227,6 +256,7 @@ class LogReport:
                 "per_rank": cur.per_rank,
                 "ready": cur.ready,
                 "startup_error": cur.startup_error,
+                "startup_error_chain": cur.startup_error_chain,
                 "warnings": cur.warnings,
                 "starts": [start.summary_json() for start in self.starts],
                 "server_args_line": cur.server_args_line,
@@ -240,6 +270,9 @@ class LogReport:
                 "kv_cache": cur.kv_cache,
                 "weights": cur.weights,
                 "cuda_graph": cur.cuda_graph,
+                "mamba_cache": cur.mamba_cache,
+                "state_cache": cur.state_cache,
+                "mamba_cap": cur.mamba_cap,
                 "lines": self.lines,
                 "starts_dropped": self.starts_dropped,
             }
@@ -276,6 +309,28 @@ class LogReport:
             total = len(self.starts) + self.starts_dropped
             out.append(f"starts: {total}; this is the last (lines {cur.first_line}-{cur.last_line})")
         return "\n".join(out)
+
+
+def chain_text(chain: list[dict[str, Any]]) -> str:
+    """A chained traceback's exceptions, oldest first, each with how it follows the one before
+    ("during handling of it", "caused by it") and its line number; "" for fewer than two."""
+    if len(chain) < 2:
+        return ""
+    steps = [f"line {chain[0]['line']}: {chain[0]['text']}"]
+    for entry in chain[1:]:
+        how = (entry.get("follows") or {}).get("link", "then")
+        steps.append(f"{how} it, line {entry['line']}: {entry['text']}")
+    return "the whole chain, oldest first (the last one killed the start):\n" + "\n".join(steps)
+
+
+def chain_of(report: LogReport, fatal: str | None) -> list[dict[str, Any]]:
+    """The startup error chain holding `fatal` (a line readiness saw), newest start first; with
+    no `fatal`, the last start's chain."""
+    for start in reversed(report.starts):
+        chain = start.startup_error_chain
+        if chain and (fatal is None or any(entry["text"] == fatal for entry in chain)):
+            return chain
+    return []
 
 
 def _fmt(value: object) -> str:

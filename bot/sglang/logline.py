@@ -65,7 +65,8 @@ class LogLine:
     `fmt` names the innermost prefix found: "sglang" (SGLang's bracket prefix, with or without
     a level tag), "logger" (a Python logging wrapper without SGLang's prefix inside), "glog",
     or "bare" (nothing recognised; tracebacks, tqdm bars and pre-logging warnings look like this).
-    `timestamp` is the innermost timestamp, falling back to journald's or Docker's.
+    `timestamp` is the innermost timestamp, falling back to journald's or Docker's. `source` is
+    the `file.py:N` of a level tag or glog header, or the logger's name of a "logger" line.
     """
 
     message: str
@@ -179,6 +180,7 @@ def parse_line(line: str) -> LogLine:
             message=rest.rstrip(),
             timestamp=timestamp or outer_ts,
             level=level,
+            source=pymatch.group("name") if pymatch else None,
             fmt=fmt,
             outer_timestamp=outer_ts,
             unit=unit,

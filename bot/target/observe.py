@@ -30,6 +30,7 @@ from bot.config.redaction import redactor
 from bot.http import async_client
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
+from bot.sglang.log_report import chain_text
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
 from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
@@ -91,6 +92,10 @@ class Observation:
     snapshot_id: int | None = None
     known_good: bool = False
     evidence: list[Evidence] = field(default_factory=list)
+    startup_error_chain: list[dict[str, Any]] = field(default_factory=list)
+    """The failed start's chained traceback, oldest first; `startup_error` is its last entry."""
+    warning_flags: dict[str, str] = field(default_factory=dict)
+    """Adjustment warning text -> the `server_args` field it bears on (bot/sglang/adjustments.py)."""
 
     @property
     def healthy(self) -> bool:
@@ -225,7 +230,7 @@ async def _observe(
     requested, unknown = requested_values(view.flags, catalog)
     defaults = release_defaults(version)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog, defaults)
-    cap = capacity(report, info)
+    cap = capacity(report, info, version)
     mismatch = {
         journal.node: {k: list(v) for k, v in args_mismatch(report.server_args or {}, other).items()}
         for journal in journals
@@ -272,6 +277,8 @@ async def _observe(
         node_mismatch=mismatch,
         journal=main.range() if main else {},
         readiness=readiness.to_json() if readiness is not None else None,
+        startup_error_chain=report.current.startup_error_chain if report.startup_error else [],
+        warning_flags={str(w["text"]): str(w["flag"]) for w in report.warnings if w.get("flag")},
     )
     obs.evidence = observation_evidence(obs)
     if report.current.unparsed:
@@ -350,6 +357,12 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
     return blocks
 
 
+def _error_text(headline: str, chain: list[dict[str, Any]]) -> str:
+    """The headline, then the chained traceback it ends (oldest first) when there is one."""
+    whole = chain_text(chain)
+    return f"{headline}\n\n{whole}" if whole else headline
+
+
 def observation_evidence(obs: Observation) -> list[Evidence]:
     """Tables a human reads: capacity side by side, implied flags, GPUs, startup."""
     cap = obs.capacity
@@ -370,6 +383,18 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
                     _cell((obs.server_args or {}).get("max_total_tokens")),
                     _cell(cap["log_max_total_num_tokens"]),
                     _cell(cap["server_info_max_total_num_tokens"]),
+                ),
+                *(
+                    (
+                        (
+                            "max_mamba_cache_size (hybrid state cache)",
+                            _cell((obs.server_args or {}).get("max_mamba_cache_size")),
+                            _cell(cap["max_mamba_cache_size"]),
+                            "—",
+                        ),
+                    )
+                    if cap.get("max_mamba_cache_size") is not None
+                    else ()
                 ),
             ),
             note="; ".join(cap["notes"]),
@@ -408,9 +433,15 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
                 )
             )
     if obs.startup_error:
-        blocks.append(TextBlock(obs.startup_error, "Startup error"))
+        blocks.append(TextBlock(_error_text(obs.startup_error, obs.startup_error_chain), "Startup error"))
     if obs.warnings:
-        blocks.append(TextBlock("\n".join(obs.warnings[:10]), "SGLang's adjustment warnings"))
+        lines = [
+            f"{text}  [bears on --{obs.warning_flags[text].replace('_', '-')}]"
+            if text in obs.warning_flags
+            else text
+            for text in obs.warnings[:10]
+        ]
+        blocks.append(TextBlock("\n".join(lines), "SGLang's adjustment warnings"))
     blocks.append(
         TextBlock(f"journal read with: {obs.journal.get('command', '—')} (on {obs.node})", "Source")
     )

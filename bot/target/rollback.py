@@ -25,6 +25,7 @@ import httpx
 
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.sglang.log import parse_log_lines
+from bot.sglang.log_report import chain_of, chain_text
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, JournalExcerpt, TextBlock, clip
 from bot.target.grep import grep, invocations, since_from_duration
@@ -99,6 +100,7 @@ async def failure_evidence(
     summary = failure.to_json() if failure else {"reason": "unknown"}
     blocks: list[Evidence] = []
     fatal = failure.fatal_line if failure else None
+    chain: list[dict[str, Any]] = []
     candidates = [failure.invocation] if failure and failure.invocation else []
     candidates += [inv for inv in await _starts_of_this_attempt(node, readiness) if inv not in candidates]
     for invocation in candidates[:4]:
@@ -114,7 +116,10 @@ async def failure_evidence(
         lines = [line for line in split_lines(text) if not line.startswith("-- ")]
         if not lines:
             continue
-        found = fatal or parse_log_lines(lines).startup_error
+        # readiness stops at the first fatal line; of a chained traceback that is the first
+        # exception, and the one that killed the start is the chain's last (read here, whole)
+        chain = chain_of(parse_log_lines(lines), fatal)
+        found = str(chain[-1]["text"]) if chain else fatal
         highlight = next((clip(line) for line in lines if found and found in line), None)
         blocks.append(
             JournalExcerpt(
@@ -142,7 +147,16 @@ async def failure_evidence(
     )
     if failure is not None and failure.n_restarts is not None:
         what += f" (NRestarts {failure.n_restarts}, last exit status {failure.exit_status})"
-    blocks.insert(0, TextBlock(what + (f"\nfatal line: {fatal}" if fatal else ""), "What happened"))
+    whole = chain_text(chain)
+    if whole:  # readiness recorded the chain's first exception; the start died of its last
+        summary = {**summary, "fatal_line": fatal, "first_fatal_line": summary.get("fatal_line")}
+    blocks.insert(
+        0,
+        TextBlock(
+            what + (f"\nfatal line: {fatal}" if fatal else "") + (f"\n\n{whole}" if whole else ""),
+            "What happened",
+        ),
+    )
     return blocks, fatal, summary
 
 

@@ -31,6 +31,7 @@ from bot.sglang.flagset import FlagSet
 from bot.sglang.json_value import JsonValue
 from bot.sglang.log_report import LogReport, lowest_rank
 from bot.sglang.server_args import GRAPH_CONFIG, NESTED_FIELDS, PIECEWISE_DISABLED, flatten_nested, jsonable
+from bot.sglang.state_cache import explain as explain_state_cache
 from bot.target.lines import split_lines
 
 ALWAYS_DERIVED = frozenset(
@@ -233,8 +234,15 @@ def _nested_baseline(
     return None
 
 
-def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Parsed vs effective capacity from the three sources, with notes on every disagreement."""
+def capacity(
+    report: LogReport, server_info: Mapping[str, Any] | None, version: str | None = None
+) -> dict[str, Any]:
+    """Parsed vs effective capacity from the three sources, with notes on every disagreement.
+
+    A hybrid model's state cache (`Mamba Cache is allocated. max_mamba_cache_size: N`) is shown
+    next to the KV tokens; when it is what caps `max_running_requests`, the note says so with
+    SGLang's arithmetic for `version` (bot/sglang/state_cache.py).
+    """
     info = server_info or {}
     states = [state for state in info.get("internal_states") or [] if isinstance(state, dict)]
     per_dp = [state.get("effective_max_running_requests_per_dp") for state in states]
@@ -256,6 +264,13 @@ def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[s
         )
     if tokens_log is not None and tokens_info is not None and tokens_log != tokens_info:
         notes.append(f"max_total_num_tokens: capacity line {tokens_log}, /server_info {tokens_info}")
+    state = report.current.state_cache
+    cap_line = report.current.mamba_cap
+    state_cap = explain_state_cache(
+        effective[0] if effective else None, parsed, state, cap_line, report.server_args, version
+    )
+    if state_cap is not None:
+        notes.append(state_cap)
     return {
         "parsed_max_running_requests": parsed,
         "log_max_running_requests": logged,
@@ -266,6 +281,11 @@ def capacity(report: LogReport, server_info: Mapping[str, Any] | None) -> dict[s
         "server_info_max_total_num_tokens": tokens_info,
         "agree": len(set(effective)) <= 1,
         "notes": notes,
+        "max_mamba_cache_size": (state or {}).get("max_mamba_cache_size")
+        if state
+        else (cap_line or {}).get("max_mamba_cache_size"),
+        "state_cache": dict(state) if state else None,
+        "capped_by_state_cache": state_cap,
     }
 
 

@@ -42,6 +42,10 @@ TOP_KEYS = {
     "kv_cache",
     "weights",
     "cuda_graph",
+    "mamba_cache",
+    "state_cache",
+    "mamba_cap",
+    "startup_error_chain",
     "lines",
     "starts_dropped",
 }
@@ -474,6 +478,7 @@ def test_warnings_with_levels_and_line_numbers(fixtures_dir: Path) -> None:
         "level": None,
         "source": None,
         "rank": "",
+        "flag": "max_running_requests",
         "count": 1,
     } in w14
     assert any(w["line"] == 4 and "'--cuda-graph-max-bs' is deprecated" in w["text"] for w in w14)

@@ -9,6 +9,7 @@ from functools import cache
 import pytest
 
 from bot.sglang.log import parse_log_text
+from bot.target.snapshot_facts import capacity
 from flagbot_lab.twin.engine import logfmt
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import LogStep, Resolved, resolve
@@ -27,6 +28,9 @@ FORMATS = {
     "kv_dtype": r"Using KV cache dtype: torch\.bfloat16",
     "kv": rf"KV Cache is allocated\. #tokens: \d+, K size: {GB}, V size: {GB}",
     "pool_end": rf"Memory pool end\. avail mem={GB}",
+    "mamba": r"Mamba Cache is allocated\. max_mamba_cache_size: \d+, conv_state size: \d+\.\d\dGB, "
+    r"ssm_state size: \d+\.\d\dGB (?:intermediate_ssm_state_cache size: \d+\.\d\dGB "
+    r"intermediate_conv_window_cache size: \d+\.\d\dGB )?",
     "graph_begin": rf"Capture cuda graph begin\. This can take up to several minutes\. avail mem={GB}",
     "graph_end": rf"Capture cuda graph end\. Time elapsed: \d+\.\d\d s\. mem usage={GB}\. avail mem={GB}\.",
     "piecewise_off": r"Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set",
@@ -347,3 +351,47 @@ def test_a_flag_whose_effect_hangs_the_warmup_marks_only_that_start() -> None:
     assert _resolve("seed-gb10").hang_during_warmup is False
     hung = _resolve("seed-gb10", "--enable-nccl-nvls")
     assert hung.hang_during_warmup is True and hung.failure is None
+
+
+def test_a_hybrid_model_prints_its_state_cache_before_the_kv_pool_and_flagbot_reads_it() -> None:
+    """memory_pool.py `MambaPool.__init__` (0.5.9, 0.5.10, 0.5.23): one line per rank, before the
+    KV pool; seed-gb10's speculative start prints the intermediate caches too."""
+    resolved = _resolve("seed-gb10")
+    order = _dedup(_kinds(resolved))
+    assert order.index("mamba") < order.index("kv")
+    report = parse_log_text("\n".join(_render(resolved.steps)) + "\n")
+    state = report.current.state_cache
+    assert state is not None and state["rank"] == "TP0"
+    assert state["max_mamba_cache_size"] == resolved.memory.max_mamba_cache_size
+    assert "intermediate_ssm_state_cache_gb" in state
+    assert report.current.unparsed == {}
+    assert "mamba" not in _dedup(_kinds(_resolve("h200-tp8")))  # not a hybrid model
+
+
+def test_a_graph_capture_oom_is_a_chained_traceback_ending_in_the_capture_failure() -> None:
+    """cuda_graph_runner.py `CudaGraphRunner.__init__` raises `Exception("Capture cuda graph
+    failed: ...")` while handling torch's OutOfMemoryError: the chain's last exception is the headline."""
+    resolved = _resolve("h200-tp8", "--mem-fraction-static", "0.995")
+    lines = _render(resolved.steps)
+    assert "During handling of the above exception, another exception occurred:" in lines
+    report = parse_log_text("\n".join(lines) + "\n")
+    chain = report.current.startup_error_chain
+    assert [entry["text"].split(":")[0] for entry in chain] == ["torch.OutOfMemoryError", "Exception"]
+    assert report.startup_error == resolved.failure
+    assert report.current.warnings_count == 0  # the "Possible solutions" lines belong to the error
+
+
+def test_the_seeds_fused_start_is_explained_by_the_state_cache() -> None:
+    """seed-gb10 with the fused all-reduce flag: parsed 48, effective 26; the twin's Mamba line lets
+    observe say why (`26 = max_mamba_cache_size N // ratio: the hybrid state cache, not KV memory`)."""
+    resolved = _resolve("seed-gb10", "--enable-fused-moe-sum-all-reduce")
+    memory = resolved.memory
+    assert memory.max_running_requests == 26 and memory.max_mamba_cache_size is not None
+    report = parse_log_text("\n".join(_render(resolved.steps)) + "\n")
+    cap = capacity(report, None, _scenario("seed-gb10").sglang_version)
+    assert (cap["parsed_max_running_requests"], cap["effective_max_running_requests"]) == (48, 26)
+    assert cap["capped_by_state_cache"] is not None
+    assert cap["capped_by_state_cache"].startswith(
+        f"26 = max_mamba_cache_size {memory.max_mamba_cache_size} // {memory.mamba_ratio}: "
+        "the hybrid state cache, not KV memory"
+    )

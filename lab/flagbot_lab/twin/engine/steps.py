@@ -152,13 +152,31 @@ class _Builder:
         for i, rank in enumerate(printers):
             self.add(delay if i == 0 else 0.0, message, "capacity", ranks=rank.label)
 
-    def failure(self, delay: float, exception_lines: Sequence[str]) -> None:
-        """Every local scheduler raises; the traceback lines are bare; then the main process."""
+    def failure(self, delay: float, exception_lines: Sequence[str], cause: str | None = None) -> None:
+        """Every local scheduler raises; the traceback lines are bare; then the main process.
+
+        With `cause`, Python's chained form: the exception caught first (`cause`), "During handling
+        of the above exception, another exception occurred:", then the one raised while handling it.
+        """
+        chained = (
+            [*_FRAMES, cause, "", CHAIN_DURING, "", "Traceback (most recent call last):", *_CAPTURE_FRAMES]
+            if cause is not None
+            else list(_FRAMES)
+        )
         for i, rank in enumerate(self.ranks):
             self.add(delay if i == 0 else 0.0, logfmt.SCHEDULER_EXCEPTION_HEAD, "failure", ranks=rank.label)
-            for text in [*_FRAMES, *exception_lines]:
+            for text in [*chained, *exception_lines]:
                 self.add(0.0, text, "failure", bare=True)
         self.main(self.g(0.2), logfmt.SIGQUIT_MESSAGE, "failure")
+
+
+CHAIN_DURING = "During handling of the above exception, another exception occurred:"
+_CAPTURE_FRAMES = (
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", '
+    "line 655, in __init__",
+    "    raise Exception(",
+)
+_CAPTURE_FAILED = "Exception: Capture cuda graph failed: "
 
 
 def _gb(value: float) -> str:
@@ -170,6 +188,27 @@ def kv_allocated(tokens: int, k_gib: float, v_gib: float, dtype: str, with_dtype
     0.5.13+ adds `dtype: <torch dtype>, ` after the first sentence)."""
     head = f"KV Cache is allocated. dtype: {dtype}, " if with_dtype else "KV Cache is allocated. "
     return f"{head}#tokens: {tokens}, K size: {_gb(k_gib)} GB, V size: {_gb(v_gib)} GB"
+
+
+def mamba_allocated(size: int, state_gib: float, spec_draft_tokens: int | None, spec_slots: int) -> str:
+    """`Mamba Cache is allocated. ...`, 0.5.9 / 0.5.10 / 0.5.23 `mem_cache/memory_pool.py`
+    `MambaPool.__init__` (the speculative form adds the intermediate caches). The twin keeps one
+    state size per request; it is split here as conv 2% / ssm 98%, and the speculative
+    intermediate ssm cache holds `spec_slots + 1` requests' ssm state per draft token."""
+    conv, ssm = state_gib * 0.02, state_gib * 0.98
+    line = (
+        f"Mamba Cache is allocated. max_mamba_cache_size: {size}, "
+        f"conv_state size: {_gb(conv)}GB, ssm_state size: {_gb(ssm)}GB "
+    )
+    if spec_draft_tokens is None:
+        return line
+    per_slot = ssm / (size + 1) if size >= 0 else 0.0
+    inter_ssm = per_slot * (spec_slots + 1) * spec_draft_tokens
+    inter_conv = conv / (size + 1) * (spec_slots + 1) * spec_draft_tokens if size >= 0 else 0.0
+    return line + (
+        f"intermediate_ssm_state_cache size: {_gb(inter_ssm)}GB "
+        f"intermediate_conv_window_cache size: {_gb(inter_conv)}GB "
+    )
 
 
 def build_steps(
@@ -247,6 +286,18 @@ def build_steps(
         b.each(t.kv_alloc_s * 0.1, plan.max_total_tokens_warning, "kv")
     for text in plan.pool_warnings:
         b.each(0.0, text, "kv")
+    if plan.max_mamba_cache_size is not None:  # the state pool is made before the KV pool
+        draft = a.get("speculative_num_draft_tokens") if a.get("speculative_algorithm") else None
+        b.each(
+            t.kv_alloc_s * 0.1,
+            mamba_allocated(
+                plan.max_mamba_cache_size,
+                plan.mamba_state_gib,
+                int(draft) if draft is not None else None,
+                plan.max_running_requests,
+            ),
+            "kv",
+        )
     b.each(
         t.kv_alloc_s * 0.7,
         kv_allocated(
@@ -261,7 +312,15 @@ def build_steps(
     else:
         _cuda_graph(b, a, plan, scenario, ar_fusion_active=ar_fusion_active)
     if plan.failure_phase == "cuda_graph":
-        b.failure(b.g(0.1), [plan.failure or "", *CUDA_GRAPH_FAILED_HINT])
+        # cuda_graph_runner.py `CudaGraphRunner.__init__` catches the capture's RuntimeError (torch's
+        # OutOfMemoryError) and raises `Exception("Capture cuda graph failed: ...")` while handling it
+        failed = plan.failure or ""
+        cause = (
+            "torch.OutOfMemoryError: " + failed.removeprefix(_CAPTURE_FAILED)
+            if failed.startswith(_CAPTURE_FAILED)
+            else None
+        )
+        b.failure(b.g(0.1), [failed, *CUDA_GRAPH_FAILED_HINT], cause=cause)
         return b.steps
     if not r.nested_graph_config:
         _piecewise(b, a, plan, scenario)
