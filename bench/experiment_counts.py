@@ -29,6 +29,7 @@ import pstats
 import re
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -146,7 +147,13 @@ def _count_redaction(counts: Counts) -> bool:
     return True
 
 
-async def measure(runs: int, top: int, callers: list[str]) -> None:
+def _who() -> str:
+    """The product's frames on the stack, innermost first (where a statement came from)."""
+    frames = traceback.extract_stack()
+    return " <- ".join(f"{Path(f.filename).stem}:{f.name}" for f in reversed(frames) if "/bot/" in f.filename)
+
+
+async def measure(runs: int, top: int, callers: list[str], trace: list[str]) -> None:
     from sqlalchemy import event
 
     from bot.loop.engine import Engine
@@ -168,7 +175,10 @@ async def measure(runs: int, top: int, callers: list[str]) -> None:
 
     @event.listens_for(opened.engine, "before_cursor_execute")
     def _statement(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        counts[-1].statements[_kind(statement)] += 1
+        kind = _kind(statement)
+        counts[-1].statements[kind] += 1
+        if kind in trace and len(counts) == runs + 1:  # the last profiled run: who asked
+            print(f"{kind} <- {_who()}")
 
     fake = fake_target.FakeTarget(opened)
     _patch(fake)
@@ -246,9 +256,15 @@ def main() -> None:
     parser.add_argument(
         "--callers", nargs="*", default=[], help="print the callers of functions matching these"
     )
+    parser.add_argument(
+        "--trace",
+        nargs="*",
+        default=[],
+        help="statement kinds (e.g. 'SELECT baseline') to print the callers of",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
-    asyncio.run(measure(args.runs, args.top, args.callers))
+    asyncio.run(measure(args.runs, args.top, args.callers, args.trace))
 
 
 if __name__ == "__main__":
