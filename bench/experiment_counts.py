@@ -14,6 +14,7 @@ with its own venv) and patches the target layer's functions where that checkout 
 Prints figures; not a test. No root, no network.
 
     .venv/bin/python bench/experiment_counts.py [--runs 3] [--top 25] [--root DIR]
+    .venv/bin/python bench/experiment_counts.py --ssh DIR/.venv/bin/flagbot
 """
 
 from __future__ import annotations
@@ -239,6 +240,71 @@ async def measure(runs: int, top: int, callers: list[str], trace: list[str]) -> 
         opened.close()
 
 
+async def count_ssh(flagbot: Path, words: list[str]) -> None:
+    """One `flagbot try ...` (the console script given, of any checkout) against a fake node on
+    loopback (tests/unit/target/fake_node.py: asyncssh, systemd modelled, SGLang 0.5.23's
+    `--help`): its SSH logins and the commands node 0 received, by kind."""
+    sys.path.insert(0, str(HERE))  # the fake node of this checkout's tests
+    flagbot = flagbot.absolute()
+    from tests.support.host_flags import host_help
+    from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
+
+    base = Path(tempfile.mkdtemp(prefix="flagbot-experiment-ssh-"))
+    keys = Keys.make(base, 1)
+    node = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
+    await node.start(keys.host_keys[0], keys.client_public)
+    config = base / "flagbot.toml"
+    config.write_text(
+        'default_target = "lab"\n'
+        f'[database]\nsqlite_path = "{base / "state" / "flagbot.db"}"\n'
+        '[targets.lab]\nunit = "sglang-qwen.service"\nbase_url = "http://127.0.0.1:9"\n'
+        f'nodes = [{{ host = "127.0.0.1", port = {node.port}, user = "ops" }}]\n'
+        "[targets.lab.ssh]\nconnect_timeout = 5\ncommand_timeout = 30\n"
+        f'key_path = "{keys.client_key}"\nknown_hosts = "{keys.known_hosts([node.port])}"\n'
+    )
+    try:
+        upgrade = await asyncio.create_subprocess_exec(
+            str(flagbot),
+            "--config",
+            str(config),
+            "db",
+            "upgrade",
+            cwd=base,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        await upgrade.wait()  # an older flagbot does not create its SQLite schema on first use
+        process = await asyncio.create_subprocess_exec(
+            str(flagbot),
+            "--config",
+            str(config),
+            *words,
+            cwd=base,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await process.communicate()
+    finally:
+        await node.stop()
+    last = (out.decode().strip().splitlines() or err.decode().strip().splitlines() or ["(no output)"])[-1]
+    kinds = collections.Counter(_command_kind(text) for text in node.received)
+    print(f"flagbot {' '.join(words)}: exit {process.returncode}; {last}")
+    print(
+        f"  SSH logins {node.logins}, commands {len(node.received)}: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+    )
+
+
+def _command_kind(text: str) -> str:
+    """`systemctl show`, `cat`, `python -c` (the version or --help), ...: what a command is."""
+    words = [w for w in text.split() if w not in ("sudo", "-n", "env", "--") and "=" not in w]
+    if not words:
+        return "?"
+    head = Path(words[0]).name
+    if head.startswith("python"):
+        return "python " + ("--help" if "--help" in text else "-c")
+    return f"{head} {words[1]}" if head == "systemctl" and len(words) > 1 else head
+
+
 def _short(filename: str) -> str:
     for marker in ("/site-packages/", "/bot/", "/lib/python"):
         if marker in filename:
@@ -262,7 +328,17 @@ def main() -> None:
         default=[],
         help="statement kinds (e.g. 'SELECT baseline') to print the callers of",
     )
+    parser.add_argument(
+        "--ssh",
+        type=Path,
+        metavar="FLAGBOT",
+        help="instead: count one `try` of this console script against a fake SSH node (logins, commands)",
+    )
     args = parser.parse_args()
+    if args.ssh is not None:
+        words = ["try", "add", "--enable-metrics", "dry-run=yes"]
+        asyncio.run(count_ssh(args.ssh, words))
+        return
     sys.path.insert(0, str(args.root.resolve()))
     asyncio.run(measure(args.runs, args.top, args.callers, args.trace))
 
