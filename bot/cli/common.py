@@ -7,7 +7,6 @@ these (and one its private store opener), which tied them all into one import cy
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TypeVar
 
 import typer
 
+from bot.app.command_loop import run_async
 from bot.app.context import AppContext, lease_ttl_s, open_store
 from bot.app.errors import AppError
 from bot.app.flag_list import needs_flag_list, read_flag_list
@@ -58,7 +58,7 @@ def catalog_for(config: Settings, words: list[str], command: str | None = None) 
     `error:` line."""
     full = [command, *words] if command is not None else list(words)
     try:
-        found = asyncio.run(read_flag_list(config, full))
+        found = run_async(read_flag_list(config, full))
     except UnknownTargetError as exc:
         raise fail(f"error: {exc}") from None
     if needs_flag_list(full):
@@ -94,9 +94,10 @@ async def _context(config: Settings) -> AsyncIterator[AppContext]:
 
 def run_in_context(config: Settings, work: Callable[[AppContext], Awaitable[T]]) -> T:
     """Open the store (a store that is not ready is `error:` and exit 2), run `work` with the
-    application context on a fresh event loop, close the store however it ends."""
+    application context on a fresh event loop (the command's, inside `bot.app.command_loop`),
+    close the store however it ends."""
     try:
-        return asyncio.run(_run(config, work))
+        return run_async(_run(config, work))
     except AppError as exc:
         if exc.usage:
             raise fail(f"error: {exc.message}", exc.exit_code) from None

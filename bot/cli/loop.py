@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
 from bot.app.records import RecordsAnswer, read_records
 from bot.app.runs import CancelResult, cancel
@@ -43,24 +44,29 @@ def _command(name: str) -> Callable[[typer.Context], None]:
             typer.echo(help_text(name))
             return
         words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
-        config = settings()
-        try:
-            invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
-        except CommandError as exc:
-            raise fail(exc.render()) from None
-        for note in invocation.notes:  # e.g. a removed flag the list lacks
-            typer.echo(f"note: {note}", err=True)
-        with usage_errors():
-            target = target_of(config, invocation)
-        if name in ("hypothesis", "knowledge", "log", "cancel") or (
-            name == "baseline" and invocation.sub in (None, "show", "diff")
-        ):
-            _read_command(config, invocation, target, json_output=json_output)
-            return
-        run_playbook_command(config, invocation, json_output=json_output)
+        with command_loop():  # the flag-list read and the run share one loop and one SSH login
+            _run_command(name, words, json_output=json_output)
 
     run.__doc__ = help_text(name).splitlines()[0]
     return run
+
+
+def _run_command(name: str, words: list[str], *, json_output: bool) -> None:
+    config = settings()
+    try:
+        invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
+    except CommandError as exc:
+        raise fail(exc.render()) from None
+    for note in invocation.notes:  # e.g. a removed flag the list lacks
+        typer.echo(f"note: {note}", err=True)
+    with usage_errors():
+        target = target_of(config, invocation)
+    if name in ("hypothesis", "knowledge", "log", "cancel") or (
+        name == "baseline" and invocation.sub in (None, "show", "diff")
+    ):
+        _read_command(config, invocation, target, json_output=json_output)
+        return
+    run_playbook_command(config, invocation, json_output=json_output)
 
 
 async def _cancel(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bot.app.change_rights import CONSOLE_IS_ADMIN, check_call
+from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
 from bot.app.playbooks import PlaybookCall, describe, load_all, resolve_playbook
 from bot.app.runs import run_playbook
@@ -72,13 +73,14 @@ def run(ctx: typer.Context) -> None:
     if words in (["--help"], ["-h"]):
         typer.echo(help_text("run"))
         return
-    config = settings()
-    catalog = catalog_for(config, words, "run")
-    try:
-        invocation = parse_command(["run", *words], catalog=catalog)
-    except CommandError as exc:
-        raise fail(f"error: {exc.message}") from None
-    run_playbook_command(config, invocation, json_output=json_output)
+    with command_loop():  # the flag-list read and the run share one loop and one SSH login
+        config = settings()
+        catalog = catalog_for(config, words, "run")
+        try:
+            invocation = parse_command(["run", *words], catalog=catalog)
+        except CommandError as exc:
+            raise fail(f"error: {exc.message}") from None
+        run_playbook_command(config, invocation, json_output=json_output)
 
 
 def run_playbook_command(config: Settings, invocation: Invocation, *, json_output: bool) -> NoReturn:

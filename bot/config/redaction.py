@@ -30,7 +30,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TextIO, TypeVar, cast
+from typing import TextIO, TypeVar, cast
 
 _T = TypeVar("_T")
 
@@ -74,6 +74,10 @@ _NAME_VALUE = re.compile(
 `SLACK_BOT_TOKEN: set` is left alone."""
 
 
+_SCALARS = frozenset({int, float, bool})
+"""The JSON scalars a stored row holds besides strings and None: nothing in them to mask."""
+
+
 class Redactor:
     """The secret names and flags of the settings, and the secret values seen so far."""
 
@@ -89,6 +93,7 @@ class Redactor:
         self._known_pattern: re.Pattern[str] | None = None
         self._name_verdicts: dict[str, bool] = {}
         self._flag_verdicts: dict[str, bool] = {}
+        self._key_verdicts: dict[str, bool] = {}
 
     # --- what is secret ------------------------------------------------------------------
 
@@ -191,23 +196,50 @@ class Redactor:
         item `{"flag": "--api-key", "value": ...}`, and every string by `redact`."""
         return cast(_T, self._data(value))
 
+    def is_secret_key(self, key: str) -> bool:
+        """A mapping key under which a value is masked: a secret name or a secret flag. Kept per
+        key, like the two verdicts it joins: a stored row's keys are asked at every write."""
+        verdict = self._key_verdicts.get(key)
+        if verdict is None:
+            verdict = self.is_secret_name(key) or self.is_secret_flag(key)
+            _bounded_put(self._key_verdicts, key, verdict)
+        return verdict
+
     def _data(self, value: object) -> object:
+        # Exact types first: a stored row is plain JSON (dict, list, str, numbers), and the
+        # `Mapping` ABC check below costs several calls per value; subclasses take the long way.
+        if type(value) is str:
+            return self.redact(value)
+        if type(value) is dict:
+            return self._mapping(value)
+        if type(value) is list:
+            return [self._data(item) for item in value]
+        if value is None or type(value) in _SCALARS:
+            return value
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, Mapping):
-            flag = value.get("flag")
-            secret_item = isinstance(flag, str) and self.is_secret_flag(flag)
-            out: dict[Any, Any] = {}
-            for key, item in value.items():
-                secret = (secret_item and key == "value") or (
-                    isinstance(key, str) and (self.is_secret_name(key) or self.is_secret_flag(key))
-                )
-                out[key] = self._mask_value(item) if secret else self._data(item)
-            return out
+            return self._mapping(value)
         if isinstance(value, list | tuple):
             items = [self._data(item) for item in value]
             return items if isinstance(value, list) else tuple(items)
         return value
+
+    def _mapping(self, value: Mapping[object, object]) -> dict[object, object]:
+        flag = value.get("flag")
+        secret_item = isinstance(flag, str) and self.is_secret_flag(flag)
+        verdicts = self._key_verdicts
+        out: dict[object, object] = {}
+        for key, item in value.items():
+            if type(key) is str:
+                secret = verdicts.get(key)
+                if secret is None:
+                    secret = self.is_secret_key(key)
+            else:
+                secret = isinstance(key, str) and self.is_secret_key(key)
+            secret = secret or (secret_item and key == "value")
+            out[key] = self._mask_value(item) if secret else self._data(item)
+        return out
 
     def _mask_value(self, value: object) -> object:
         if value is None or isinstance(value, bool) or (isinstance(value, str) and _shown(value)):

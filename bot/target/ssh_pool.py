@@ -1,6 +1,7 @@
 """SSH connections kept open between commands while `flagbot serve` runs.
 
-A one-off CLI command opens its connections and closes them when it ends. The long-running bot
+A one-off CLI command opens its connections and closes them when it ends (its flag-list read
+and its run share them: `bot.app.command_loop`). The long-running bot
 would do the same for every Slack command, check and experiment: a new login per node each time
 (key exchange, authentication, a user session started by sshd: 0.2-0.3 s a node). With the pool
 enabled (`pooled()` around `serve`), a `NodeSession` takes the open connection of the same

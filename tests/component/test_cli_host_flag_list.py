@@ -99,3 +99,14 @@ async def test_an_unreachable_host_is_judged_by_the_packaged_list_named_on_stder
     assert "error: unknown flag --enable-hicache for SGLang 0.5.10" in err
     code, _out, err = await _cli(config, "explain", "status")
     assert code == 0 and "note:" not in err  # no flag, no list to name
+
+
+async def test_a_try_reads_the_list_and_runs_on_one_login(node: tuple[FakeNode, Path]) -> None:
+    """The flag-list read and the engine's session share node 0's connection
+    (`bot.app.command_loop`): one SSH login per `flagbot try`, not one each (issue 16 item 9)."""
+    served, config = node
+    code, out, err = await _cli(config, "try", "add", "--enable-hicache", "dry-run=yes")
+    assert code == 0, err
+    assert "note: flags checked against the host's list for SGLang 0.5.23" in err
+    assert "nothing changed on the target" in out  # heal and preflight ran on the node too
+    assert served.logins == 1

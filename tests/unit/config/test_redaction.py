@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import io
 import logging
 
@@ -174,3 +175,54 @@ def test_the_answers_kept_per_name_are_bounded_and_stay_right() -> None:
         and fresh.is_secret_flag("--api-key")
         and not fresh.is_secret_flag("--tp")
     )
+
+
+def test_a_stored_row_of_subclasses_and_tuples_is_masked_as_plain_json_is() -> None:
+    """The plain-JSON fast path (`type(value) is dict`...) and the general one agree: a dict
+    subclass, a tuple, a str subclass and an OrderedDict are masked exactly as their plain forms."""
+
+    class Text(str):
+        pass
+
+    class Row(dict[str, object]):
+        pass
+
+    plain = {
+        "environment": {"HF_TOKEN": "t", "NCCL_DEBUG": "INFO"},
+        "flags": [{"flag": "--api-key", "value": "k1234567"}, {"flag": "--tp", "value": "2"}],
+        "line": "--api-key sk-abc123 --tp 2",
+        "numbers": [1, 2.5, True, None],
+    }
+    odd = Row(
+        environment=collections.OrderedDict([("HF_TOKEN", "t"), ("NCCL_DEBUG", "INFO")]),
+        flags=({"flag": "--api-key", "value": "k1234567"}, Row(flag="--tp", value="2")),
+        line=Text("--api-key sk-abc123 --tp 2"),
+        numbers=[1, 2.5, True, None],
+    )
+    masked = Redactor().redact_data(plain)
+    assert masked["environment"] == {"HF_TOKEN": MASK, "NCCL_DEBUG": "INFO"}
+    assert masked["line"] == f"--api-key {MASK} --tp 2"
+    odd_masked = Redactor().redact_data(odd)
+    assert odd_masked == {**masked, "flags": tuple(masked["flags"])}  # type: ignore[dict-item]
+    assert isinstance(odd_masked["flags"], tuple)
+
+
+def test_a_row_written_again_asks_no_name_again() -> None:
+    """A run's state is redacted at every step's write with the same keys: each key's verdict is
+    worked out once (bench/experiment_counts.py counts the calls; a regression here multiplies them)."""
+    asked: list[str] = []
+
+    class Counting(Redactor):
+        def is_secret_name(self, name: str) -> bool:
+            asked.append(name)
+            return super().is_secret_name(name)
+
+    names = Counting()
+    row = {
+        "plan": {"flags": [{"flag": "--tp", "value": "2"}], "env": {"NCCL_DEBUG": "INFO"}},
+        "step": "apply",
+    }
+    first = names.redact_data(row)
+    once = len(asked)
+    assert names.redact_data(row) == first == row
+    assert once == len(set(asked)) and len(asked) == once  # no key asked twice, nothing asked the second time
