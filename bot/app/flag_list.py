@@ -212,3 +212,9 @@ async def flag_list(settings: Settings, words: Sequence[str], *, cache_dir: Path
     a button use (none of them answers within Slack's 3 s ack)."""
     cached = cached_flag_list(settings, words, cache_dir=cache_dir)
     return cached if cached is not None else await read_flag_list(settings, words, cache_dir=cache_dir)
+
+
+async def target_list_now(settings: Settings, name: str, *, cache_dir: Path | None = None) -> FlagList:
+    """The list a command naming flags on target `name` would be judged by now (the host asked,
+    as `read_flag_list` does): what `flagbot config check --connect` reports."""
+    return await read_flag_list(settings, ["try", "add", "--flag", f"target={name}"], cache_dir=cache_dir)

@@ -18,6 +18,11 @@ import asyncssh
 __all__ = ["key_file_problem", "key_permissions_problem", "known_hosts_entry_problem", "known_hosts_problem"]
 
 
+def _may_read(path: Path) -> bool:
+    """This process may read `path` (root may read any file: mode 000 stops only other users)."""
+    return os.access(path, os.R_OK)
+
+
 def _readable_file(path: Path) -> str | None:
     try:
         info = path.stat()
@@ -27,8 +32,8 @@ def _readable_file(path: Path) -> str | None:
         return f"cannot be read ({exc.strerror or exc})"
     if not stat.S_ISREG(info.st_mode):
         return "is not a file"
-    if not os.access(path, os.R_OK):
-        return "is not readable by this user"
+    if not _may_read(path):
+        return "is not readable by this user (permission denied)"
     return None
 
 
