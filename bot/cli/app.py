@@ -101,7 +101,9 @@ def config_check(
             "targets": list(config.targets),
             "default_target": config.default_target,
             "benchmark_profiles": list(config.bench),
-            "secrets": {name: "set" if state else "not set" for name, state in secret_state.items()},
+            # names only (a `"NAME_TOKEN": value` pair would be masked as a secret in the output)
+            "environment_set": [name for name, state in secret_state.items() if state],
+            "environment_not_set": [name for name, state in secret_state.items() if not state],
         }
         if units:
             report["units"] = [finding.render() for finding in findings]
