@@ -36,7 +36,7 @@ from bot.commands.target_catalog import UnknownTargetError, catalog_for
 from bot.config import Settings
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.launch_shell import LaunchParseError
-from bot.target.errors import HostKeyError, TargetError, UnreachableError
+from bot.target.errors import HostKeyError, LocalFileError, TargetError, UnreachableError
 from bot.target.flaglist import (
     cached_catalog,
     host_answered,
@@ -184,6 +184,8 @@ async def _ask_host(settings: Settings, words: Sequence[str], name: str, directo
             catalog, source = await host_catalog(
                 ts.node0, python=python, version=version, cache_dir=directory
             )
+    except LocalFileError as exc:  # a path in flagbot.toml, not the node
+        return packaged_flag_list(settings, words, f"{name}'s {exc.what} {exc.problem}")
     except UnreachableError:
         return packaged_flag_list(settings, words, f"{name}'s node 0 cannot be reached")
     except HostKeyError:
@@ -210,3 +212,9 @@ async def flag_list(settings: Settings, words: Sequence[str], *, cache_dir: Path
     a button use (none of them answers within Slack's 3 s ack)."""
     cached = cached_flag_list(settings, words, cache_dir=cache_dir)
     return cached if cached is not None else await read_flag_list(settings, words, cache_dir=cache_dir)
+
+
+async def target_list_now(settings: Settings, name: str, *, cache_dir: Path | None = None) -> FlagList:
+    """The list a command naming flags on target `name` would be judged by now (the host asked,
+    as `read_flag_list` does): what `flagbot config check --connect` reports."""
+    return await read_flag_list(settings, ["try", "add", "--flag", f"target={name}"], cache_dir=cache_dir)

@@ -21,6 +21,7 @@ from bot.commands import CommandError, Invocation
 from bot.config.schema import parse_duration
 from bot.http import async_client
 from bot.store.models import Snapshot
+from bot.target.errors import HostKeyError, LocalFileError
 from bot.target.evidence import Evidence, TextBlock
 from bot.target.grep import DEFAULT_LINES, GrepResult, Scope, grep, since_from_duration
 from bot.target.heal import HealResult, heal_if_diverged
@@ -41,11 +42,19 @@ class NodeStatus:
     node: str
     state: NodeState | None = None
     error: str | None = None
+    kind: str = "unreachable"
+    """What the error is: `unreachable`, or `not connected` (a key file, known_hosts or host key
+    problem: flagbot did not connect, the node may well be up)."""
 
     def to_json(self) -> dict[str, Any]:
         if self.state is None:
-            return {"node": self.node, "error": self.error}
+            return {"node": self.node, "error": self.error, "kind": self.kind}
         return {"node": self.node, **self.state.__dict__}
+
+
+def _error_kind(exc: BaseException) -> str:
+    """`not connected` for a problem on flagbot's side of the connection, else `unreachable`."""
+    return "not connected" if isinstance(exc, LocalFileError | HostKeyError) else "unreachable"
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ async def status_of(ts: TargetSession) -> TargetStatus:
     latest = await store.run(store.store.latest_snapshot, ts.name) if store else None
     diverged = await ts.ledger.divergence()
     nodes = [
-        NodeStatus(node.name, error=str(state))
+        NodeStatus(node.name, error=str(state), kind=_error_kind(state))
         if isinstance(state, BaseException)
         else NodeStatus(node.name, state)
         for node, state in zip(ts.nodes, states, strict=True)

@@ -17,6 +17,7 @@ import typer
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import __version__
+from bot.app.connect_check import connect_checks, failed
 from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
 from bot.cli.checks import register_checks
@@ -74,18 +75,55 @@ def config_check(
             "--units", help="Also read each target's unit (node 0, over SSH) and warn about literal secrets."
         ),
     ] = False,
+    connect: Annotated[
+        bool,
+        typer.Option(
+            "--connect",
+            help="Also connect to every node: key file, known_hosts, login, sudoers lines, unit, SGLang "
+            "version and flag list, /health. Exit 1 when a check fails.",
+        ),
+    ] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Validate the config file and print what it defines."""
     config = settings()
     secrets = Secrets()
-    typer.echo(f"targets: {', '.join(config.targets) or 'none'} (default: {config.default_target or 'none'})")
-    typer.echo(f"benchmark profiles: {', '.join(config.bench)}")
-    for name in ("slack_bot_token", "slack_app_token", "slack_signing_secret", "database_url"):
-        state = "set" if getattr(secrets, name) is not None else "not set"
-        typer.echo(f"{name.upper() if name != 'database_url' else 'FLAGBOT_DATABASE_URL'}: {state}")
-    if units:
-        for finding in asyncio.run(unit_findings(config)):
+    names = ("slack_bot_token", "slack_app_token", "slack_signing_secret", "database_url")
+    secret_state = {
+        (name.upper() if name != "database_url" else "FLAGBOT_DATABASE_URL"): getattr(secrets, name)
+        is not None
+        for name in names
+    }
+    findings = asyncio.run(unit_findings(config)) if units else []
+    checks = asyncio.run(connect_checks(config)) if connect else []
+    if json_output:
+        report: dict[str, object] = {
+            "targets": list(config.targets),
+            "default_target": config.default_target,
+            "benchmark_profiles": list(config.bench),
+            # names only (a `"NAME_TOKEN": value` pair would be masked as a secret in the output)
+            "environment_set": [name for name, state in secret_state.items() if state],
+            "environment_not_set": [name for name, state in secret_state.items() if not state],
+        }
+        if units:
+            report["units"] = [finding.render() for finding in findings]
+        if connect:
+            report["checks"] = [check.to_json() for check in checks]
+            report["ok"] = not failed(checks)
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(
+            f"targets: {', '.join(config.targets) or 'none'} (default: {config.default_target or 'none'})"
+        )
+        typer.echo(f"benchmark profiles: {', '.join(config.bench)}")
+        for name, state in secret_state.items():
+            typer.echo(f"{name}: {'set' if state else 'not set'}")
+        for finding in findings:
             typer.echo(finding.render())
+        for check in checks:
+            typer.echo(check.render())
+    if failed(checks):
+        raise typer.Exit(1)
 
 
 def _store() -> Store:

@@ -51,7 +51,7 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
         table.add_column(column, overflow="fold")
     for node in data["nodes"]:
         if "error" in node:
-            table.add_row(node["node"], "unreachable", node["error"], "", "")
+            table.add_row(node["node"], node.get("kind", "unreachable"), node["error"], "", "")
         else:
             state = f"{node['active']}/{node['sub']}"
             table.add_row(

@@ -70,7 +70,8 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
         [int(e.id or 0) for e in experiments],
         {int(e.id or 0): e.investigation_id for e in experiments if e.investigation_id is not None},
     )
-    lines = [_line(e, states[int(e.id or 0)], capacities, links) for e in experiments]
+    every = [_line(e, states[int(e.id or 0)], capacities, links) for e in experiments]
+    lines = [line for line in every if line.not_started is None]
     by_id = {int(e.id or 0): e for e in experiments}
     kept, reverted = _decisions(experiments, states, by_id)
     failed_starts, rollbacks = incidents_of(experiments, states)
@@ -82,6 +83,7 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
         end=end,
         target=target,
         experiments=lines,
+        not_started=[line for line in every if line.not_started is not None],
         confirmed=[h for h in hypotheses if h.status == "confirmed"],
         refuted=[h for h in hypotheses if h.status == "refuted"],
         inconclusive=[h for h in hypotheses if h.status == "inconclusive"],
@@ -156,7 +158,8 @@ def _line(
     experiment: Experiment, state: RunState, capacities: dict[int, float | None], links: dict[int, Any]
 ) -> ExperimentLine:
     before, after = _snapshot_ids(experiment, state)
-    kept = state.conclusion.kept
+    conclusion = state.conclusion
+    kept = conclusion.kept
     ident = int(experiment.id or 0)
     return ExperimentLine(
         id=ident,
@@ -172,6 +175,7 @@ def _line(
         capacity_before=_whole(capacities.get(before)) if before is not None else None,
         capacity_after=_whole(capacities.get(after)) if after is not None else None,
         thread=links.get(ident),
+        not_started=conclusion.not_started,
     )
 
 

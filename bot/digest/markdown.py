@@ -45,6 +45,7 @@ def render_markdown(digest: Digest, *, chart_path: str | None = None) -> str:
         out += [md(nothing_happened(digest)), ""]
     out += [f"**At a glance:** {md(glance(digest))}", ""]
     out += _experiments(digest)
+    out += _not_started(digest)
     out += _hypotheses(digest)
     out += _flags(digest)
     out += _incidents(digest)
@@ -101,6 +102,18 @@ def _experiments(digest: Digest) -> list[str]:
             )
         )
     return [*out, ""]
+
+
+def _not_started(digest: Digest) -> list[str]:
+    """Runs that never reached a node: apart from the experiments, only when there are any."""
+    if not digest.not_started:
+        return []
+    bullets = [
+        f"- #{line.id} {md(line.playbook)} on {md(line.target)} ({md(local_time(digest, line.at))}), "
+        f"{code(line.what)}: {md(line.not_started or '')}"
+        for line in digest.not_started
+    ]
+    return _section("Not started: could not connect", bullets, "None.")
 
 
 def _hypothesis(line: HypothesisLine, digest: Digest) -> str:

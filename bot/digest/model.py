@@ -56,6 +56,8 @@ class ExperimentLine:
     capacity_before: Any = None
     capacity_after: Any = None
     thread: ThreadLink | None = None
+    not_started: str | None = None
+    """Why the run never reached a node (`RunState.conclusion.not_started`); None for a run that did."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +73,7 @@ class ExperimentLine:
             "kept": self.kept,
             "max_running_requests": {"before": self.capacity_before, "after": self.capacity_after},
             "thread": self.thread.to_json() if self.thread else None,
+            "not_started": self.not_started,
         }
 
 
@@ -254,12 +257,16 @@ class Digest:
     learned: list[Learned]
     chart: ChartData
     checks_note: str = ""
+    not_started: list[ExperimentLine] = field(default_factory=list)
+    """Runs that never reached a node (a key, known_hosts, host key or login failure before any
+    change): listed apart, not among `experiments` nor in their failure count."""
 
     @property
     def empty(self) -> bool:
         """Nothing happened: no experiment, no hypothesis resolved, no check failed, nothing learned."""
         return not (
             self.experiments
+            or self.not_started
             or self.confirmed
             or self.refuted
             or self.inconclusive
@@ -284,6 +291,7 @@ class Digest:
         return {
             "experiments": len(self.experiments),
             **{f"verdict:{key}": value for key, value in sorted(verdicts.items())},
+            "not_started": len(self.not_started),
             "confirmed": len(self.confirmed),
             "refuted": len(self.refuted),
             "inconclusive": len(self.inconclusive),
@@ -306,6 +314,7 @@ class Digest:
             "empty": self.empty,
             "counts": self.counts(),
             "experiments": [line.to_json() for line in self.experiments],
+            "not_started": [line.to_json() for line in self.not_started],
             "hypotheses": {
                 "confirmed": [h.to_json() for h in self.confirmed],
                 "refuted": [h.to_json() for h in self.refuted],

@@ -57,6 +57,8 @@ def glance(digest: Digest) -> str:
         f"{count} {name}" for name, count in sorted(verdicts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
     parts = [plural(len(digest.experiments), "experiment") + (f" ({by})" if by else "")]
+    if digest.not_started:
+        parts.append(f"{len(digest.not_started)} not started (could not connect)")
     parts.append(
         f"hypotheses: {len(digest.confirmed)} confirmed, {len(digest.refuted)} refuted, "
         f"{len(digest.inconclusive)} inconclusive, {len(digest.still_open)} still open"

@@ -172,6 +172,10 @@ class Conclusion(_Record):
     """`check_expectations`: the metrics whose expectation failed (`propose` explains those)."""
     kept: bool | None = None
     """`decide`: the change was kept (True), reverted (False), or never decided (None)."""
+    not_started: str | None = None
+    """Why the run never reached a node: a connection (key, known_hosts, host key, login) failed
+    before any change (`bot.target.errors.never_reached`). The digest lists it apart, not as a
+    failed experiment."""
     proposals: list[RankedProposal] = Field(default_factory=list)
     expectations: list[dict[str, StoredJson]] = Field(default_factory=list)
     """Each expectation the verdict checked (`ExpectationResult.to_json()`): outcome, the values, and

@@ -22,6 +22,7 @@ from bot.loop.report import RunOutcome
 from bot.store.experiments import finish_step, get_experiment, list_steps, start_step, update_experiment
 from bot.store.models import utcnow
 from bot.store.records import audit, evidence_of
+from bot.target.errors import never_reached
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,12 @@ class Run:
             raise  # the engine itself is stopping: the step stays "running" for reconcile to see
         except Exception as exc:
             end = StepEnd("failed", {}, str(exc) or type(exc).__name__)
+            if (
+                never_reached(exc)
+                and not ctx.state.restart.applied
+                and ctx.state.conclusion.not_started is None
+            ):
+                ctx.state.conclusion.not_started = f"could not connect: {end.error}"
         try:
             state = _jsonable(ctx.state.dump(), "state")
         except ValueError as exc:

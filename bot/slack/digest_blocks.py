@@ -105,6 +105,17 @@ def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
         empty="no experiments this week",
         more=more,
     )
+    if digest.not_started:  # runs that never reached a node: apart, not counted as failed experiments
+        blocks += _part(
+            f"Not started: could not connect ({len(digest.not_started)})",
+            [
+                f"#{line.id} {escape(line.playbook)} on {clip_escaped(line.target, 80)}: "
+                f"{clip_escaped(line.not_started or '', 400)}"
+                for line in digest.not_started
+            ],
+            empty="none",
+            more=more,
+        )
     hypotheses = [
         *(f"✅ confirmed: {_hypothesis(h)}" for h in digest.confirmed),
         *(f"❌ refuted: {_hypothesis(h)}" for h in digest.refuted),

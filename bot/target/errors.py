@@ -26,6 +26,25 @@ class UnreachableError(TargetError):
         self.reason = reason
 
 
+class ConnectFailedError(UnreachableError):
+    """The SSH connection could not be opened (refused, no answer, login refused): nothing ran on
+    the node. A run that meets this before any change never reached the node (`never_reached`)."""
+
+
+class LocalFileError(TargetError):
+    """A file on the bot host that connecting needs (the private key, known_hosts) is missing,
+    unreadable or unusable: said before any connection is tried, never as "unreachable"."""
+
+    def __init__(self, host: str, what: str, path: str, problem: str) -> None:
+        super().__init__(
+            f"{host}: not connected: {what} {path} {problem} (a file on the bot host; nothing was sent)"
+        )
+        self.host = host
+        self.what = what
+        self.path = path
+        self.problem = problem
+
+
 class ConnectionLostError(UnreachableError):
     """A connection that was up broke under a command (sshd restarted, a NAT idle cut, the session
     process killed): the host may well be up, so a safe command is re-run once on a fresh
@@ -102,3 +121,9 @@ class DivergedError(TargetError):
         self.target = target
         self.nodes = nodes
         self.reason = reason
+
+
+def never_reached(exc: BaseException) -> bool:
+    """`exc` stopped a connection before anything ran on the node: a local key or known_hosts
+    problem, an unverified host key, or a connection that could not be opened."""
+    return isinstance(exc, LocalFileError | HostKeyError | ConnectFailedError)

@@ -88,6 +88,7 @@ PROGRAMS: Final[Mapping[str, str]] = {
     "cat": "/usr/bin/cat",
     "env": "/usr/bin/env",
     "rm": "/usr/bin/rm",
+    "sudo": "/usr/bin/sudo",
 }
 """Absolute paths as on Debian/Ubuntu (merged /usr). Used for privileged commands, where sudo
 matches the path; unprivileged commands run by bare name through the login PATH, as an operator
@@ -329,6 +330,14 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             "{bench_output}",
             "--output-details",
             doc="SGLang's own benchmark client on node 0, fixed lengths (random-ids needs no download)",
+        ),
+        entry(
+            "sudo-list",
+            "sudo",
+            "-l",
+            "-n",
+            doc="what the login may run through sudo (never prompting) (`config check --connect` "
+            "compares it with the generated sudoers file); grants nothing",
         ),
         entry("read-bench-output", "cat", "{bench_output}", doc="the JSONL bench-serving appended to"),
         entry("remove-bench-output", "rm", "-f", "{bench_output}", doc="remove bench-serving's output file"),

@@ -35,11 +35,14 @@ from bot.target.command_result import CommandResult
 from bot.target.errors import (
     CommandFailed,
     CommandTimeout,
+    ConnectFailedError,
     ConnectionLostError,
     HostKeyError,
+    LocalFileError,
     UnreachableError,
 )
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
+from bot.target.ssh_files import key_file_problem, known_hosts_problem
 from bot.target.ssh_pool import channel_slots, current_pool, file_identity
 from bot.target.ssh_reconnect import RETRY_SAFE, Reconnect
 
@@ -173,8 +176,7 @@ class NodeSession:
             pool.discard(self.pool_key, conn)
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
-        if not self.known_hosts.is_file():
-            raise HostKeyError(self.name, None, f"known_hosts file {self.known_hosts} does not exist")
+        self.check_local_files()
         tunnel: Tunnel = await self.tunnel.connection() if self.tunnel is not None else ()
         options: dict[str, Any] = {
             "port": self.port,
@@ -195,13 +197,24 @@ class NodeSession:
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyError(self.name, await self._offered_fingerprint(tunnel), str(exc)) from None
         except asyncssh.PermissionDenied as exc:
-            raise UnreachableError(
+            raise ConnectFailedError(
                 self.name, f"login as {self.username} refused ({exc.reason}); is the key authorized?"
             ) from None
         except TimeoutError:
-            raise UnreachableError(self.name, f"no SSH answer within {self.connect_timeout:g} s") from None
+            raise ConnectFailedError(self.name, f"no SSH answer within {self.connect_timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:
-            raise UnreachableError(self.name, str(exc) or type(exc).__name__) from None
+            raise ConnectFailedError(self.name, str(exc) or type(exc).__name__) from None
+
+    def check_local_files(self) -> None:
+        """`LocalFileError` when the key or known_hosts file cannot serve a connection (checked
+        before connecting: a path in flagbot.toml is not a fault of the node)."""
+        problem = known_hosts_problem(self.known_hosts)
+        if problem is not None:
+            raise LocalFileError(self.name, "ssh.known_hosts", str(self.known_hosts), problem)
+        if self.key_path is not None:
+            problem = key_file_problem(self.key_path)
+            if problem is not None:
+                raise LocalFileError(self.name, "ssh.key_path", str(self.key_path), problem)
 
     async def _offered_fingerprint(self, tunnel: Tunnel) -> str | None:
         """The SHA256 fingerprint of the key the host offers, fetched only to explain a refusal."""

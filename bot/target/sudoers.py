@@ -7,6 +7,7 @@ it runs is always granted exactly, with every argument spelled out.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import subprocess
 import tempfile
@@ -48,6 +49,69 @@ def sudoers_text(user: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS
             words = " ".join(_sudoers_word(word) for word in argv)
             lines.append(f"{user} ALL=(root) NOPASSWD: {words}")
     return "\n".join(lines) + "\n"
+
+
+def needed_commands(unit: str, *, programs: Mapping[str, str] = PROGRAMS) -> list[str]:
+    """Each privileged command flagbot runs for `unit`, as sudo lists it (`sudo -l`): the program's
+    absolute path and every argument, words joined by single spaces, unescaped."""
+    unit_name(unit)
+    needed = []
+    for command in COMMANDS.values():
+        if command.privileged:
+            params = {"unit": unit} if "unit" in command.required else {}
+            needed.append(" ".join(render(command.name, sudo=False, programs=programs, **params).argv))
+    return needed
+
+
+_RUNAS = re.compile(r"^\((?P<runas>[^)]*)\)\s*(?P<rest>.*)$")
+_TAG = re.compile(r"^(?P<tag>[A-Z_]+):\s*")
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def granted_commands(listing: str) -> tuple[set[str], bool]:
+    """(the commands `sudo -n -l` says the login may run as root without a password, whether
+    that includes `ALL`). Reads the lines after "may run the following commands"; a command
+    behind `PASSWD:` (or without `NOPASSWD:`) is not usable by flagbot, whose sudo never prompts."""
+    granted: set[str] = set()
+    everything = False
+    listed = False
+    for raw in listing.splitlines():
+        line = raw.strip()
+        if "may run the following commands" in line:
+            listed = True
+            continue
+        found = _RUNAS.match(line) if listed else None
+        if found is None:
+            continue
+        runas = found["runas"].split(":")[0]
+        as_root = any(user.strip() in ("root", "ALL") for user in runas.split(","))
+        nopasswd = False
+        for item in re.split(r"(?<!\\),\s*", found["rest"]):
+            command = item.strip()
+            while (tag := _TAG.match(command)) is not None:
+                if tag["tag"] in ("NOPASSWD", "PASSWD"):
+                    nopasswd = tag["tag"] == "NOPASSWD"
+                command = command[tag.end() :]
+            if not (as_root and nopasswd and command):
+                continue
+            if command == "ALL":
+                everything = True
+            granted.add(_UNESCAPE.sub(r"\1", " ".join(command.split())))
+    return granted, everything
+
+
+def missing_grants(listing: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS) -> list[str]:
+    """The privileged commands flagbot needs for `unit` that `sudo -n -l`'s `listing` does not
+    grant (a rule with a sudo wildcard counts when it matches)."""
+    granted, everything = granted_commands(listing)
+    if everything:
+        return []
+    return [
+        needed
+        for needed in needed_commands(unit, programs=programs)
+        if needed not in granted
+        and not any(("*" in rule or "?" in rule) and fnmatch.fnmatchcase(needed, rule) for rule in granted)
+    ]
 
 
 def missing_programs(root: Path = Path("/"), *, programs: Mapping[str, str] = PROGRAMS) -> list[str]:

@@ -9,12 +9,13 @@ import pytest
 from bot.config import Settings
 from bot.digest import build_digest, parse_week, render_chart_png, render_markdown
 from bot.digest.threads import threads_of
+from bot.loop.run_state import RunState
 from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages
-from bot.store.experiments import update_experiment
+from bot.store.experiments import create_experiment, update_experiment
 from bot.store.investigations import open_investigation
 from flagbot_lab.standin.blocks import block_errors
-from tests.component.digest.digest_seed import CHUNK, FUSION, MOE, PERMALINK, TARGET, Seeded
+from tests.component.digest.digest_seed import CHUNK, FUSION, MOE, PERMALINK, TARGET, Seeded, moved, utc
 
 W48 = parse_week("2026-W48")
 
@@ -176,3 +177,55 @@ def test_an_empty_week_says_so(seeded: Seeded) -> None:
     rendered = render_blocks(digest)
     assert block_errors(rendered.blocks) == []
     assert any("Nothing happened in 2026-W30" in b.get("text", {}).get("text", "") for b in rendered.blocks)
+
+
+def test_a_run_that_never_reached_a_node_is_listed_apart_not_as_a_failed_experiment(seeded: Seeded) -> None:
+    """A key or known_hosts problem before any change: "not started: could not connect", not a
+    failure of the change it was to try."""
+    never = RunState()
+    never.conclusion.not_started = (
+        "could not connect: 10.0.0.1: not connected: ssh.key_path /k does not exist"
+    )
+    row = create_experiment(
+        seeded.store,
+        target=TARGET,
+        playbook="try",
+        params={"changes": [{"op": "add", "flag": "--enable-metrics", "value": None}]},
+        actor="slack:U0OPER",
+    )
+    assert row.id is not None
+    moved(seeded.store, row, created_at=utc(26, 9))
+    update_experiment(
+        seeded.store, row.id, status="failed", summary="step 1 (heal) failed: ...", state=never.dump()
+    )
+    digest = build_digest(seeded.store, seeded.settings, W48)
+
+    assert row.id not in [line.id for line in digest.experiments]
+    assert [(line.id, line.not_started) for line in digest.not_started] == [
+        (row.id, never.conclusion.not_started)
+    ]
+    counts = digest.counts()
+    assert counts["experiments"] == 4 and counts["not_started"] == 1 and "verdict:failed" not in counts
+    assert digest.to_json()["not_started"][0]["id"] == row.id
+    text = render_markdown(digest)
+    assert (
+        "4 experiments (1 failed-to-start, 1 improved, 1 pass, 1 regressed); 1 not started (could not connect)"
+        in text
+    )
+    assert "## Not started: could not connect" in text
+    assert f"- #{row.id} try on {TARGET}" in text and "ssh.key\\_path /k does not exist" in text
+    rendered = render_blocks(digest)
+    parts = messages(rendered.blocks, rendered.text)
+    assert block_errors(parts[0][0]) == []
+    shown = "\n".join(b["text"]["text"] for b in rendered.blocks if b["type"] == "section")
+    assert "Not started: could not connect (1)" in shown and "ssh.key_path /k does not exist" in shown
+
+
+def test_an_old_failed_run_without_the_mark_still_reads_as_failed(seeded: Seeded) -> None:
+    """Rows stored before the mark existed keep their meaning: no migration, nothing lost."""
+    row = create_experiment(seeded.store, target=TARGET, playbook="verify", params={}, actor="cli:bob")
+    assert row.id is not None
+    moved(seeded.store, row, created_at=utc(26, 10))
+    update_experiment(seeded.store, row.id, status="failed", summary="step 2 failed", state={"kept": None})
+    digest = build_digest(seeded.store, seeded.settings, W48)
+    assert digest.not_started == [] and digest.counts()["verdict:failed"] == 1

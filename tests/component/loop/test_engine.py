@@ -156,6 +156,46 @@ async def test_a_failing_step_runs_on_failure(
     assert row is not None and row.cursor == 1  # the failed step did not advance
 
 
+@pytest.mark.parametrize("applied", [False, True])
+async def test_a_run_that_could_not_connect_before_any_change_is_marked_not_started(
+    tmp_path: Path, settings: Settings, store: AsyncStore, probe: Probe, applied: bool
+) -> None:
+    """A key, known_hosts, host key or login failure before anything was applied: the run never
+    reached a node (the digest lists it apart); after an applied change it is a real failure."""
+    from bot.loop.actions import StepContext, action, unregister
+    from bot.target.errors import LocalFileError
+
+    @action("t_no_key", summary="connect with a key file that does not exist")
+    async def t_no_key(ctx: StepContext, *, applied: bool = False) -> dict[str, object]:
+        ctx.state.restart.applied = applied
+        raise LocalFileError("10.0.0.1", "ssh.key_path", "/k", "does not exist")
+
+    try:
+        playbook = book(
+            tmp_path,
+            f"""
+            mutating: true
+            steps:
+              - {{action: t_note, with: {{label: a}}}}
+              - {{action: t_no_key, with: {{applied: {str(applied).lower()}}}}}
+            """,
+        )
+        outcome = await engine(settings, store).run(playbook, {}, target=TARGET, actor="alice")
+    finally:
+        unregister("t_no_key")
+    assert outcome.status == "failed"
+    row = await store.run(get_experiment, store.store, outcome.experiment_id)
+    assert row is not None
+    marked = RunState.load(row.state).conclusion.not_started
+    if applied:
+        assert marked is None
+    else:
+        assert marked == (
+            "could not connect: 10.0.0.1: not connected: ssh.key_path /k does not exist "
+            "(a file on the bot host; nothing was sent)"
+        )
+
+
 async def test_stop_playbook_ends_early_and_successfully(
     tmp_path: Path, settings: Settings, store: AsyncStore, probe: Probe
 ) -> None:

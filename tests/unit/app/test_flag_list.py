@@ -187,3 +187,12 @@ async def test_a_caller_that_gives_up_leaves_the_shared_read_to_the_others(
     assert found.host and found.catalog.version == "0.5.23"
     assert impatient.cancelled()
     assert node.logins == 1
+
+
+async def test_a_missing_key_file_is_named_in_the_note_not_called_unreachable(tmp_path: Path) -> None:
+    forget_cache()
+    keys = Keys.make(tmp_path, 1)
+    keys.client_key.unlink()
+    found = await read_flag_list(settings_for(tmp_path, 9, keys), HICACHE)
+    assert not found.host
+    assert found.note == "packaged list for SGLang 0.5.10 (lab's ssh.key_path does not exist)"

@@ -21,6 +21,7 @@ import asyncssh
 
 from bot.sglang.launch_unit import parse_unit
 from bot.target.privileged import dropin_backup_path, dropin_path
+from bot.target.sudoers import needed_commands
 from bot.target.table_match import identify
 
 UNIT = "sglang-qwen.service"
@@ -136,6 +137,8 @@ class FakeNode:
     """What `import sglang; print(sglang.__version__)` prints (None: SGLang is not importable)."""
     help_text: str | None = None
     """What `python -m sglang.launch_server --help` prints (None: SGLang is not importable)."""
+    sudo_grants: list[str] | None = None
+    """What `sudo -l -n` lists as granted (NOPASSWD, as root); None: the generated sudoers file's lines."""
     running: int = 0
     peak: int = 0
     """The most commands that ran at once on this node."""
@@ -244,6 +247,12 @@ class FakeNode:
             if said is None:
                 return 1, b"", b"ModuleNotFoundError: No module named 'sglang'\n"
             return 0, (said.rstrip("\n") + "\n").encode(), b""
+        if name == "sudo-list":
+            grants = needed_commands(node.unit) if self.sudo_grants is None else self.sudo_grants
+            listing = "User ops may run the following commands on fake:\n" + "".join(
+                f"    (root) NOPASSWD: {grant}\n" for grant in grants
+            )
+            return 0, listing.encode(), b""
         if name.startswith("journal"):
             return 0, "".join(line + "\n" for line in node.journal).encode(), b""
         return 1, b"", f"fake node: {name} not modelled\n".encode()

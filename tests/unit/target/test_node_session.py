@@ -14,9 +14,12 @@ from bot.config.schema import Node
 from bot.target.errors import (
     CommandFailed,
     CommandTimeout,
+    ConnectFailedError,
     ConnectionLostError,
     HostKeyError,
+    LocalFileError,
     UnreachableError,
+    never_reached,
 )
 from bot.target.privileged import COMMANDS, ParamError
 from bot.target.session import TargetSession
@@ -122,8 +125,43 @@ async def test_missing_known_hosts_file_is_refused(fake_target: FakeTarget, tmp_
         fake_target.keys, [n.port for n in fake_target.nodes], known_hosts=tmp_path / "absent"
     )
     async with TargetSession.open("fake", target) as ts:
-        with pytest.raises(HostKeyError, match="does not exist"):
+        with pytest.raises(LocalFileError, match=r"ssh\.known_hosts .*absent does not exist") as caught:
             await ts.node0.run("cat")
+    assert not isinstance(caught.value, UnreachableError | HostKeyError)
+    assert never_reached(caught.value)
+    assert "unreachable" not in str(caught.value) and "offered" not in str(caught.value)
+    assert fake_target.received == [] and fake_target.nodes[0].logins == 0  # refused before connecting
+
+
+async def test_missing_key_file_is_a_local_error_not_unreachable(
+    fake_target: FakeTarget, tmp_path: Path
+) -> None:
+    target = make_target(fake_target.keys, [n.port for n in fake_target.nodes], key_path=tmp_path / "nokey")
+    async with TargetSession.open("fake", target) as ts:
+        with pytest.raises(LocalFileError, match=r"ssh\.key_path .*nokey does not exist") as caught:
+            await ts.node0.run("cat")
+    assert "unreachable" not in str(caught.value) and "Errno" not in str(caught.value)
+    assert fake_target.nodes[0].logins == 0
+
+
+async def test_a_key_file_that_is_not_a_key_is_a_local_error(fake_target: FakeTarget, tmp_path: Path) -> None:
+    junk = tmp_path / "junk_key"
+    junk.write_text("not a key\n")
+    target = make_target(fake_target.keys, [n.port for n in fake_target.nodes], key_path=junk)
+    async with TargetSession.open("fake", target) as ts:
+        with pytest.raises(LocalFileError, match="is not a private key asyncssh can load"):
+            await ts.node0.run("cat")
+    assert fake_target.nodes[0].logins == 0
+
+
+async def test_a_refused_port_is_a_connect_failure_that_never_reached_the_node(
+    fake_target: FakeTarget,
+) -> None:
+    await fake_target.nodes[0].stop()
+    async with TargetSession.open("fake", fake_target.target) as ts:
+        with pytest.raises(ConnectFailedError) as caught:
+            await ts.node0.run("cat")
+    assert isinstance(caught.value, UnreachableError) and never_reached(caught.value)
 
 
 async def test_unreachable_node_names_the_host(fake_target: FakeTarget) -> None:

@@ -1,0 +1,221 @@
+"""`flagbot config check --connect`: can flagbot work with each target as configured, node by node?
+
+Why a check of its own: `config check` validates the file, but a config that names a missing
+key, a known_hosts without the node, a login without its sudoers lines or a unit of another name
+passes it, and the first experiment then fails with a message about something else. Each check
+here is one line naming its cause; nothing is written on a node (reads only: the SSH login,
+`sudo -l -n`, `systemctl cat`, SGLang's version and `--help` through the unit's interpreter) and
+nothing is stored but the flag-list cache the commands use anyway.
+
+Checks per target: the key file and the known_hosts file (on the bot host, before any
+connection); per node: known_hosts has the node, the login (host key verified), the sudoers
+lines flagbot needs (`bot.target.sudoers.missing_grants` against `sudo -l -n`), the unit
+(`systemctl cat`); for node 0: SGLang's version and which flag list commands get
+(`bot.app.flag_list`), and the HTTP endpoint (`/health` on `base_url`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from bot.app.flag_list import target_list_now
+from bot.config import Settings
+from bot.config.schema import Target
+from bot.http import async_client
+from bot.target.errors import TargetError
+from bot.target.session import TargetSession
+from bot.target.ssh import NodeSession
+from bot.target.ssh_files import (
+    key_file_problem,
+    key_permissions_problem,
+    known_hosts_entry_problem,
+    known_hosts_problem,
+)
+from bot.target.sudoers import missing_grants
+
+__all__ = ["ConnectCheck", "connect_checks", "failed"]
+
+Status = Literal["ok", "warn", "fail", "skip"]
+TARGET_WIDE = "-"
+"""The node column of a check that is the target's, not one node's (its files, its flag list)."""
+
+
+@dataclass(frozen=True)
+class ConnectCheck:
+    """One line of `config check --connect`: `fail: lab 10.0.0.2 login: <why>`."""
+
+    target: str
+    node: str
+    check: str
+    status: Status
+    text: str
+
+    def render(self) -> str:
+        where = self.target if self.node == TARGET_WIDE else f"{self.target} {self.node}"
+        return f"{self.status}: {where} {self.check}: {self.text}"
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "target": self.target,
+            "node": self.node,
+            "check": self.check,
+            "status": self.status,
+            "text": self.text,
+        }
+
+
+def failed(checks: list[ConnectCheck]) -> bool:
+    return any(check.status == "fail" for check in checks)
+
+
+def _said(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _local_files(name: str, target: Target) -> tuple[list[ConnectCheck], bool]:
+    """The key and known_hosts lines, and whether a login can be tried with them."""
+    ssh = target.ssh
+    key, known = ssh.key_path.expanduser(), ssh.known_hosts.expanduser()
+    lines: list[ConnectCheck] = []
+    problem = key_file_problem(key)
+    if problem is None:
+        loose = key_permissions_problem(key)
+        if loose is None:
+            lines.append(ConnectCheck(name, TARGET_WIDE, "key", "ok", f"ssh.key_path {key} loads"))
+        else:
+            lines.append(ConnectCheck(name, TARGET_WIDE, "key", "warn", f"ssh.key_path {key} {loose}"))
+    else:
+        lines.append(ConnectCheck(name, TARGET_WIDE, "key", "fail", f"ssh.key_path {key} {problem}"))
+    known_problem = known_hosts_problem(known)
+    if known_problem is None:
+        lines.append(ConnectCheck(name, TARGET_WIDE, "known_hosts", "ok", f"ssh.known_hosts {known} reads"))
+    else:
+        lines.append(
+            ConnectCheck(name, TARGET_WIDE, "known_hosts", "fail", f"ssh.known_hosts {known} {known_problem}")
+        )
+    return lines, problem is None and known_problem is None
+
+
+async def _node(
+    name: str, target: Target, node: NodeSession, files_ok: bool, timeout_s: float
+) -> list[ConnectCheck]:
+    where = node.name
+    lines: list[ConnectCheck] = []
+    if files_ok:
+        entry = known_hosts_entry_problem(node.known_hosts, node.host, node.port)
+        if entry is not None:
+            lines.append(ConnectCheck(name, where, "known_hosts", "fail", f"{node.known_hosts} {entry}"))
+    if not files_ok:
+        lines.append(
+            ConnectCheck(name, where, "login", "skip", "not tried: the local file above is unusable")
+        )
+        return lines
+    try:
+        await asyncio.wait_for(node.connection(), timeout_s)
+    except (TargetError, TimeoutError, OSError) as exc:
+        lines.append(ConnectCheck(name, where, "login", "fail", _said(exc)))
+        return lines
+    lines.append(ConnectCheck(name, where, "login", "ok", f"{node.username}@{where}, host key verified"))
+    lines.append(await _sudoers(name, target, node, timeout_s))
+    lines.append(await _unit(name, node, timeout_s))
+    return lines
+
+
+async def _sudoers(name: str, target: Target, node: NodeSession, timeout_s: float) -> ConnectCheck:
+    where = node.name
+    if not target.ssh.sudo:
+        return ConnectCheck(
+            name, where, "sudoers", "skip", "ssh.sudo is off: commands run as the login itself"
+        )
+    try:
+        result = await node.run("sudo-list", check=False, timeout=timeout_s)
+    except TargetError as exc:
+        return ConnectCheck(name, where, "sudoers", "fail", f"`sudo -l -n` did not run: {_said(exc)}")
+    listing = result.stdout.decode("utf-8", "replace")
+    missing = missing_grants(listing, target.unit)
+    fix = f"install `flagbot sudoers target={name}` as /etc/sudoers.d/flagbot"
+    if result.exit_status != 0 and missing:
+        said = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[0] if said else f"exit {result.exit_status}"
+        return ConnectCheck(
+            name, where, "sudoers", "fail", f"`sudo -l -n` as {node.username} refused ({why}); {fix}"
+        )
+    if missing:
+        return ConnectCheck(
+            name,
+            where,
+            "sudoers",
+            "fail",
+            f"{len(missing)} sudoers line(s) missing: {'; '.join(missing)}; {fix}",
+        )
+    return ConnectCheck(
+        name, where, "sudoers", "ok", f"every privileged command for {target.unit} is granted"
+    )
+
+
+async def _unit(name: str, node: NodeSession, timeout_s: float) -> ConnectCheck:
+    where = node.name
+    try:
+        result = await node.run("cat", check=False, timeout=timeout_s)
+    except TargetError as exc:
+        return ConnectCheck(
+            name, where, "unit", "fail", f"`systemctl cat {node.unit}` did not run: {_said(exc)}"
+        )
+    if result.exit_status != 0:
+        said = (result.stderr or result.stdout).decode("utf-8", "replace").strip().splitlines()
+        why = said[0] if said else f"exit {result.exit_status}"
+        return ConnectCheck(name, where, "unit", "fail", f"`systemctl cat {node.unit}` failed: {why}")
+    return ConnectCheck(name, where, "unit", "ok", f"`systemctl cat {node.unit}` works")
+
+
+async def _flag_list(settings: Settings, name: str, cache_dir: Path | None) -> ConnectCheck:
+    found = await target_list_now(settings, name, cache_dir=cache_dir)
+    version = found.catalog.version
+    status: Status = "ok" if found.host else "warn"
+    return ConnectCheck(
+        name, TARGET_WIDE, "sglang", status, f"SGLang {version}; flags checked against the {found.note}"
+    )
+
+
+async def _http(name: str, target: Target, client: httpx.AsyncClient) -> ConnectCheck:
+    url = target.http_base().rstrip("/") + "/health"
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as exc:
+        return ConnectCheck(name, TARGET_WIDE, "http", "fail", f"{url} did not answer: {_said(exc)}")
+    if response.status_code != 200:
+        return ConnectCheck(name, TARGET_WIDE, "http", "fail", f"{url} answered {response.status_code}")
+    return ConnectCheck(name, TARGET_WIDE, "http", "ok", f"{url} answered 200")
+
+
+async def _target(
+    settings: Settings, name: str, client: httpx.AsyncClient, timeout_s: float, cache_dir: Path | None
+) -> list[ConnectCheck]:
+    target = settings.targets[name]
+    lines, files_ok = _local_files(name, target)
+    async with TargetSession.open(name, target) as ts:
+        per_node = await asyncio.gather(
+            *(_node(name, target, node, files_ok, timeout_s) for node in ts.nodes)
+        )
+    for found in per_node:
+        lines.extend(found)
+    lines.append(await _flag_list(settings, name, cache_dir))
+    lines.append(await _http(name, target, client))
+    return lines
+
+
+async def connect_checks(
+    settings: Settings, *, timeout_s: float = 15.0, cache_dir: Path | None = None
+) -> list[ConnectCheck]:
+    """Every check of every configured target (targets at once, their nodes at once), in config order."""
+    async with async_client(timeout=timeout_s) as client:
+        found = await asyncio.gather(
+            *(_target(settings, name, client, timeout_s, cache_dir) for name in settings.targets)
+        )
+    return [line for lines in found for line in lines]

@@ -1,0 +1,105 @@
+"""`flagbot config check --connect` through the installed console script (issue 20 item 5), against
+a fake node behind an in-process SSH server: every check one line, exit 1 when one fails, `--json`;
+a missing key file is named as such, never "unreachable"."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from tests.support.host_flags import host_help
+from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
+
+FLAGBOT = str(Path(sys.executable).parent / "flagbot")
+
+
+def _config(tmp_path: Path, port: int, http_port: int, key: Path, known_hosts: Path) -> Path:
+    path = tmp_path / "flagbot.toml"
+    path.write_text(
+        'default_target = "lab"\n'
+        f'[database]\nsqlite_path = "{tmp_path / "state" / "flagbot.db"}"\n'
+        f'[targets.lab]\nunit = "sglang-qwen.service"\nbase_url = "http://127.0.0.1:{http_port}"\n'
+        f'nodes = [{{ host = "127.0.0.1", port = {port}, user = "ops" }}]\n'
+        "[targets.lab.ssh]\nconnect_timeout = 2\ncommand_timeout = 5\n"
+        f'key_path = "{key}"\nknown_hosts = "{known_hosts}"\n'
+    )
+    return path
+
+
+async def _cli(config: Path, *words: str) -> tuple[int, str, str]:
+    """The console script, awaited without blocking the loop that serves the fake node."""
+    process = await asyncio.create_subprocess_exec(
+        FLAGBOT,
+        "--config",
+        str(config),
+        *words,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def _health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.readuntil(b"\r\n\r\n")
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    writer.close()
+
+
+@pytest_asyncio.fixture
+async def lab(tmp_path: Path) -> AsyncIterator[tuple[FakeNode, Keys, int]]:
+    keys = Keys.make(tmp_path, 1)
+    keys.client_key.chmod(0o600)
+    served = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
+    await served.start(keys.host_keys[0], keys.client_public)
+    http = await asyncio.start_server(_health, "127.0.0.1", 0)
+    try:
+        yield served, keys, http.sockets[0].getsockname()[1]
+    finally:
+        http.close()
+        await http.wait_closed()
+        await served.stop()
+
+
+async def test_config_check_connect_passes_a_good_node_and_names_a_missing_key(
+    lab: tuple[FakeNode, Keys, int], tmp_path: Path
+) -> None:
+    served, keys, http_port = lab
+    known = keys.known_hosts([served.port])
+    config = _config(tmp_path, served.port, http_port, keys.client_key, known)
+    code, out, err = await _cli(config, "config", "check", "--connect")
+    assert code == 0, out + err
+    node = f"127.0.0.1:{served.port}"
+    for line in (
+        f"ok: lab login: ops@{node}, host key verified",
+        f"ok: lab {node} sudoers: every privileged command for sglang-qwen.service is granted",
+        f"ok: lab {node} unit: `systemctl cat sglang-qwen.service` works",
+        "ok: lab sglang: SGLang 0.5.23; flags checked against the host's list for SGLang 0.5.23",
+        f"ok: lab http: http://127.0.0.1:{http_port}/health answered 200",
+    ):
+        assert line.replace("lab login", f"lab {node} login") in out.splitlines(), out
+
+    missing = tmp_path / "no_key"
+    broken = _config(tmp_path, served.port, http_port, missing, known)
+    logins = served.logins
+    code, out, err = await _cli(broken, "config", "check", "--connect")
+    assert code == 1
+    assert f"fail: lab key: ssh.key_path {missing} does not exist" in out.splitlines()
+    assert "unreachable" not in out and "Errno" not in out
+    assert served.logins == logins  # nothing tried with a key that is not there
+
+    code, out, err = await _cli(broken, "config", "check", "--connect", "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["ok"] is False and report["targets"] == ["lab"]
+    assert "FLAGBOT_DATABASE_URL" in report["environment_set"] + report["environment_not_set"]
+    assert {"target": "lab", "node": "-", "check": "key", "status": "fail"}.items() <= report["checks"][
+        0
+    ].items()
