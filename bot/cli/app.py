@@ -17,6 +17,7 @@ import typer
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import __version__
+from bot.app.playbooks import set_broken_announcer
 from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
 from bot.cli.checks import register_checks
@@ -64,6 +65,8 @@ def main_options(
     ] = False,
 ) -> None:
     set_config_path(config)
+    # a broken playbook file is told once on stderr, by the first command that loads playbooks
+    set_broken_announcer(lambda message: typer.echo(message, err=True))
 
 
 @config_app.command("check")

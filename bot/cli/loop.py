@@ -24,7 +24,7 @@ from bot.app.runs import CancelResult, cancel
 from bot.app.targets import target_of
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.cli.playbooks import run_playbook_command
-from bot.commands import CommandError, Invocation, help_text, parse_command
+from bot.commands import CommandError, Invocation, help_text, normalize_words, parse_command
 from bot.config import Settings
 
 LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "knowledge", "log", "cancel")
@@ -42,7 +42,7 @@ def _command(name: str) -> Callable[[typer.Context], None]:
         if words in (["--help"], ["-h"]):
             typer.echo(help_text(name))
             return
-        words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
+        words = normalize_words([name, *words])[1:]  # `--dry-run` is `dry-run=yes`, as in Slack
         config = settings()
         try:
             invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
