@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.app.flag_list import target_flag_list
 from bot.app.targets import resolve_target, target_of
-from bot.commands import CommandError, Invocation
+from bot.commands import CommandError, Invocation, get_command, parse_command
 from bot.config import Settings
 from bot.loop.params import ParamError, complete_params, parse_params
 from bot.loop.playbook import (
@@ -25,6 +25,7 @@ from bot.loop.playbook import (
     load_playbook_set,
     playbook_dirs,
 )
+from bot.sglang.catalog import FlagCatalog
 
 BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
 """Chat commands that are their built-in playbook of the same name (and `baseline pin|set`)."""
@@ -173,8 +174,10 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
     if book.param("target") is None:  # then `target=` names the run's target, not a parameter
         raw.pop("target", None)
     target = resolve_target(settings, invocation.options.get("target"))
+    catalog = target_flag_list(settings, target)
+    _check_flag_options(name, raw, catalog)
     try:
-        params = parse_params(book, raw, catalog=target_flag_list(settings, target))
+        params = parse_params(book, raw, catalog=catalog)
     except ParamError as exc:
         raise CommandError(
             str(exc),
@@ -182,6 +185,19 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             flag_list=exc.flag_list,
         ) from None
     return PlaybookCall(book, params, target, books)
+
+
+def _check_flag_options(name: str, raw: dict[str, str], catalog: FlagCatalog) -> None:
+    """`run revert flags=...` is read as `revert flags=...` is: flag names with their dashes (a
+    dashless `enable-x` is refused naming `--enable-x`), canonical as the target's list spells them."""
+    spec = get_command(name) if name in BUILTIN_COMMANDS else None
+    for option in spec.options if spec is not None else ():
+        if option.kind == "flags" and option.name in raw:
+            try:
+                checked = parse_command([name, f"{option.name}={raw[option.name]}"], catalog=catalog)
+            except CommandError as exc:
+                raise CommandError(exc.message, usage=f"run {name} {option.name}=--X,--Y") from None
+            raw[option.name] = checked.options[option.name]
 
 
 RESTARTING_ACTIONS = frozenset({"apply", "isolate", "restore", "decide"})

@@ -68,3 +68,14 @@ def test_running_the_broken_one_answers_with_its_error_and_try_resolves(
     assert "unknown action" in info.value.message
     call = resolve_playbook(settings, parse_command("try env set NCCL_DEBUG=INFO"))
     assert call.book.name == "try" and call.target == "dev"
+
+
+def test_run_revert_reads_flags_as_revert_does(tmp_path: Path, told: list[str]) -> None:
+    settings = settings_with(tmp_path)
+    with pytest.raises(CommandError) as info:
+        resolve_playbook(settings, parse_command("run revert flags=enable-metrics"))
+    assert info.value.message == (
+        "flags=enable-metrics: an SGLang flag is written with its dashes; did you mean `--enable-metrics`?"
+    )
+    call = resolve_playbook(settings, parse_command("run revert flags=--tp,--enable-metrics"))
+    assert call.params["flags"] == "--tp-size,--enable-metrics"  # canonical, as `revert flags=` reads them
