@@ -142,6 +142,18 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
     ),
     CommandSpec(
+        "logs",
+        "The unit's latest journal lines on node 0 (bounded; since= a time ago).",
+        "read-only",
+        "logs [lines=N] [since=DURATION] [target=NAME]",
+        ("logs", "logs lines=200", "logs since=30m"),
+        options=(
+            TARGET,
+            Option("lines", "int", "show at most this many lines, the newest (default 50)", maximum=1000),
+            Option("since", "duration", "only lines from this long ago on", maximum=366 * DAY_S),
+        ),
+    ),
+    CommandSpec(
         "try",
         "Apply a flag change, restart, observe, measure, and judge it.",
         "mutating",

@@ -233,8 +233,12 @@ async def answer(
     if invocation.name == "observe":
         observed = await target_commands.observation(ctx, target)
         return [evidence_from_json(item) for item in observed.to_json().get("evidence", [])]
-    if invocation.name == "grep":
-        found = await target_commands.grep_target(ctx, target, target_commands.GrepRequest.of(invocation))
+    if invocation.name in ("grep", "logs"):
+        found = (
+            await target_commands.grep_target(ctx, target, target_commands.GrepRequest.of(invocation))
+            if invocation.name == "grep"
+            else await target_commands.logs_target(ctx, target, target_commands.LogsRequest.of(invocation))
+        )
         return [
             TextBlock(f"{item.node}: {item.error}")
             if item.result is None
