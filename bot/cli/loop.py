@@ -99,6 +99,9 @@ def _read_command(config: Settings, invocation: Invocation, target: str, *, json
 
 
 def _print(data: dict[str, Any]) -> None:
+    if "markdown" in data:  # `log ID --markdown`: the document as it is, to paste or redirect
+        typer.echo(data["markdown"], nl=False)
+        return
     console = Console(highlight=False)
     for table in data.get("tables", []):
         rich_table = Table(title=table["title"], title_justify="left")

@@ -117,8 +117,9 @@ def normalize_words(words: Sequence[str]) -> list[str]:
     - an expectation written with spaces around its operator (`max_running_requests >= 48`,
       `max_running_requests>= 48`, `max_running_requests >=48`) is joined into one word, in a
       command that takes expectations;
-    - `--dry-run` and `--force` (the CLI's switches) are `dry-run=yes` and `force=yes` in a
-      command that has that option, unless a change verb asks for a flag right before it.
+    - a yes/no option written as a switch (`--dry-run`, `--force`, `--markdown`: the CLI's
+      spelling) is `NAME=yes` in a command that has that option, unless a change verb asks for a
+      flag right before it or its value follows (`--force yes`).
     """
     out = _unbackticked(list(words))
     spec = get_command(out[0]) if out else None
@@ -127,9 +128,16 @@ def normalize_words(words: Sequence[str]) -> list[str]:
     if spec.expectations or any(sub.expectations for sub in spec.subs):
         out = [out[0], *_joined_expectations(out[1:])]
     switched: list[str] = [out[0]]
-    for word in out[1:]:
-        option = spec.option(word[2:]) if word in ("--dry-run", "--force") else None
-        if option is not None and "yes" in option.choices and switched[-1] not in CHANGE_VERBS:
+    for index, word in enumerate(out[1:], start=1):
+        option = spec.option(word[2:]) if word.startswith("--") else None
+        following = out[index + 1] if index + 1 < len(out) else None
+        if (
+            option is not None
+            and option.kind == "choice"
+            and option.choices == ("yes", "no")
+            and switched[-1] not in CHANGE_VERBS
+            and following not in ("yes", "no")  # `--force yes`: the option with its value
+        ):
             word = f"{option.name}=yes"
         switched.append(word)
     return switched
