@@ -26,6 +26,7 @@ from pydantic import SecretStr
 from bot.aio import stop_tasks
 from bot.app.context import lease_ttl_s, open_store
 from bot.app.errors import AppError
+from bot.app.playbooks import load_set
 from bot.cli.common import fail, settings
 from bot.config import Secrets, Settings
 from bot.slack.services import SlackServices
@@ -72,6 +73,7 @@ def serve(
 ) -> None:
     """Run the Slack bot (Socket Mode, or HTTP mode with --http HOST:PORT)."""
     config = settings()
+    load_set(config)  # a broken playbook file is told once, at start (the others load)
     secrets = Secrets()
     token = _need(secrets.slack_bot_token, "SLACK_BOT_TOKEN")
     if http is not None:

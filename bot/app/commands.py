@@ -18,6 +18,7 @@ COMMAND_USE_CASES: Mapping[str, Callable[..., object]] = {
     "status": target_commands.status,
     "observe": target_commands.observation,
     "grep": target_commands.grep_target,
+    "logs": target_commands.logs_target,
     "try": runs.run_playbook,
     "revert": runs.run_playbook,
     "verify": runs.run_playbook,

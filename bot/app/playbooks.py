@@ -7,27 +7,54 @@ read the same way everywhere (the same defaults, the same target rule, the same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bot.app.flag_list import target_flag_list
 from bot.app.targets import resolve_target, target_of
-from bot.commands import CommandError, Invocation
+from bot.commands import CommandError, Invocation, get_command, parse_command
 from bot.config import Settings
 from bot.loop.params import ParamError, complete_params, parse_params
-from bot.loop.playbook import Playbook, PlaybookError, StepSpec, load_playbooks, playbook_dirs
+from bot.loop.playbook import (
+    BrokenPlaybook,
+    Playbook,
+    PlaybookSet,
+    StepSpec,
+    load_playbook_set,
+    playbook_dirs,
+)
+from bot.sglang.catalog import FlagCatalog
 
 BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
 """Chat commands that are their built-in playbook of the same name (and `baseline pin|set`)."""
 
-_LOADED: dict[tuple[tuple[str, int, int], ...], dict[str, Playbook]] = {}
+_LOADED: dict[tuple[tuple[str, int, int], ...], PlaybookSet] = {}
+_ANNOUNCED: set[tuple[str, str]] = set()
+_log = logging.getLogger(__name__)
 
 
-def load_all(settings: Settings) -> dict[str, Playbook]:
-    """Every playbook (built-in and the user's), parsed again only when a file changed: parsing
-    the YAML costs ~30 ms of the event loop, paid by every other command's acknowledgement.
-    PlaybookError for a broken file (nothing is cached then)."""
+def _log_warning(message: str) -> None:
+    _log.warning("%s", message)
+
+
+_announce: Callable[[str], None] = _log_warning
+"""Where a broken playbook's load error is told, once per process: the log by default; the CLI
+installs stderr (`set_broken_announcer`), which is also what `flagbot serve` writes to."""
+
+
+def set_broken_announcer(announce: Callable[[str], None]) -> None:
+    """The front end's way to tell a broken playbook file (each error once per process)."""
+    global _announce
+    _announce = announce
+
+
+def load_set(settings: Settings, *, announce: bool = True) -> PlaybookSet:
+    """Every playbook (built-in and the user's) and every file that did not load, parsed again
+    only when a file changed: parsing the YAML costs ~30 ms of the event loop, paid by every other
+    command's acknowledgement. A broken file breaks only itself; its error is announced once per
+    process (unless `announce` is false: `playbooks` shows it in its listing instead)."""
     dirs = playbook_dirs(settings.playbook_dirs)
     files = [
         (str(path), stat.st_mtime_ns, stat.st_size)
@@ -39,10 +66,20 @@ def load_all(settings: Settings) -> dict[str, Playbook]:
     key = (*((str(directory), 0, 0) for directory in dirs), *files)
     found = _LOADED.get(key)
     if found is None:
-        found = load_playbooks(dirs)
+        found = load_playbook_set(dirs)
         _LOADED.clear()
         _LOADED[key] = found
+    if announce:
+        for broken in found.broken:
+            if (str(broken.path), broken.error) not in _ANNOUNCED:
+                _ANNOUNCED.add((str(broken.path), broken.error))
+                _announce(f"warning: playbook not loaded (the others are): {broken.error}")
     return found
+
+
+def load_all(settings: Settings) -> dict[str, Playbook]:
+    """Every playbook that loads, by name (`load_set` for the broken files too)."""
+    return load_set(settings).books
 
 
 def runs_playbook(invocation: Invocation) -> bool:
@@ -118,29 +155,29 @@ class PlaybookCall:
 def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall:
     """The run a command asks for; CommandError naming what is wrong (a broken playbook file,
     no such playbook, a bad parameter, an unknown target)."""
-    try:
-        books = load_all(settings)
-    except PlaybookError as exc:
-        raise CommandError(str(exc)) from None
-    if invocation.name != "run":
-        name, params = builtin_params(invocation)
-        book = books.get(name)
-        if book is None:
-            raise CommandError(f"no playbook {name!r}; playbooks: {', '.join(books) or 'none'}")
-        return PlaybookCall(book, params, target_of(settings, invocation), books)
-    name = str(invocation.positionals["playbook"])
+    loaded = load_set(settings)
+    books = loaded.books
+    builtin = builtin_params(invocation) if invocation.name != "run" else None
+    name = builtin[0] if builtin is not None else str(invocation.positionals["playbook"])
     book = books.get(name)
     if book is None:
+        broken = loaded.broken_named(name)
+        if broken is not None:
+            raise CommandError(f"playbook {name!r} did not load: {broken.error}")
         raise CommandError(
             f"no playbook {name!r}; playbooks: {', '.join(books) or 'none'}",
-            usage="run PLAYBOOK [key=value ...]",
+            usage="run PLAYBOOK [key=value ...]" if invocation.name == "run" else None,
         )
+    if builtin is not None:
+        return PlaybookCall(book, builtin[1], target_of(settings, invocation), books)
     raw = dict(invocation.options)
     if book.param("target") is None:  # then `target=` names the run's target, not a parameter
         raw.pop("target", None)
     target = resolve_target(settings, invocation.options.get("target"))
+    catalog = target_flag_list(settings, target)
+    _check_flag_options(name, raw, catalog)
     try:
-        params = parse_params(book, raw, catalog=target_flag_list(settings, target))
+        params = parse_params(book, raw, catalog=catalog)
     except ParamError as exc:
         raise CommandError(
             str(exc),
@@ -148,6 +185,19 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             flag_list=exc.flag_list,
         ) from None
     return PlaybookCall(book, params, target, books)
+
+
+def _check_flag_options(name: str, raw: dict[str, str], catalog: FlagCatalog) -> None:
+    """`run revert flags=...` is read as `revert flags=...` is: flag names with their dashes (a
+    dashless `enable-x` is refused naming `--enable-x`), canonical as the target's list spells them."""
+    spec = get_command(name) if name in BUILTIN_COMMANDS else None
+    for option in spec.options if spec is not None else ():
+        if option.kind == "flags" and option.name in raw:
+            try:
+                checked = parse_command([name, f"{option.name}={raw[option.name]}"], catalog=catalog)
+            except CommandError as exc:
+                raise CommandError(exc.message, usage=f"run {name} {option.name}=--X,--Y") from None
+            raw[option.name] = checked.options[option.name]
 
 
 RESTARTING_ACTIONS = frozenset({"apply", "isolate", "restore", "decide"})
@@ -233,6 +283,11 @@ def playbook_effects(settings: Settings, invocation: Invocation) -> PlaybookEffe
         return None
     call = resolve_playbook(settings, invocation)
     return effects_of(call.book, call.params)
+
+
+def describe_broken(broken: BrokenPlaybook) -> dict[str, Any]:
+    """A file that did not load, in JSON form (`flagbot playbooks --json` lists it as broken)."""
+    return {"name": broken.name, "broken": True, "error": broken.error, "source": str(broken.path)}
 
 
 def describe(book: Playbook) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from bot.commands import CommandError, Invocation
 from bot.config.schema import parse_duration
 from bot.http import async_client
 from bot.store.models import Snapshot
-from bot.target.errors import HostKeyError, LocalFileError
+from bot.target.errors import HostKeyError, LocalFileError, TargetError
 from bot.target.evidence import Evidence, TextBlock
-from bot.target.grep import DEFAULT_LINES, GrepResult, Scope, grep, since_from_duration
+from bot.target.grep import DEFAULT_LINES, GrepResult, Scope, grep, journal_tail, since_from_duration
 from bot.target.heal import HealResult, heal_if_diverged
 from bot.target.known_good import known_good
 from bot.target.ledger import Divergence
@@ -179,6 +179,22 @@ def _seconds(text: str) -> float:
 
 
 @dataclass(frozen=True)
+class LogsRequest:
+    """`logs [lines=N] [since=DURATION]`, checked by the grammar (lines 1-1000, since at most 366d)."""
+
+    since: str | None
+    lines: int
+
+    @classmethod
+    def of(cls, invocation: Invocation) -> LogsRequest:
+        since_text = invocation.options.get("since")
+        return cls(
+            since_from_duration(_seconds(since_text)) if since_text else None,
+            int(invocation.options.get("lines", DEFAULT_LINES)),
+        )
+
+
+@dataclass(frozen=True)
 class NodeGrep:
     """One node's matches, or why it could not be searched."""
 
@@ -229,6 +245,18 @@ async def grep_target(ctx: AppContext, target: str, request: GrepRequest) -> Gre
             for node, item in zip(ts.nodes, found, strict=True)
         ]
     return GrepAnswer(target, request.pattern, request.scope, results)
+
+
+async def logs_target(ctx: AppContext, target: str, request: LogsRequest) -> GrepAnswer:
+    """`logs`: the unit's latest journal lines on node 0, read-only, bounded like `grep` (and
+    masked like it on the way out: the front ends' redaction)."""
+    async with _session(ctx, target) as ts:
+        node = ts.nodes[0]
+        try:
+            item = NodeGrep(node.name, await journal_tail(node, since=request.since, lines=request.lines))
+        except (TargetError, OSError) as exc:  # said as the node's error, as `grep` says it
+            item = NodeGrep(node.name, error=str(exc))
+    return GrepAnswer(target, "", "since" if request.since else "last", [item])
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot import __version__
 from bot.app.connect_check import connect_checks, failed
+from bot.app.playbooks import set_broken_announcer
 from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
 from bot.cli.checks import register_checks
@@ -65,6 +66,8 @@ def main_options(
     ] = False,
 ) -> None:
     set_config_path(config)
+    # a broken playbook file is told once on stderr, by the first command that loads playbooks
+    set_broken_announcer(lambda message: typer.echo(message, err=True))
 
 
 @config_app.command("check")

@@ -25,7 +25,7 @@ from bot.app.runs import CancelResult, cancel
 from bot.app.targets import target_of
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.cli.playbooks import run_playbook_command
-from bot.commands import CommandError, Invocation, help_text, parse_command
+from bot.commands import CommandError, Invocation, help_text, normalize_words, parse_command
 from bot.config import Settings
 
 LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "knowledge", "log", "cancel")
@@ -43,7 +43,7 @@ def _command(name: str) -> Callable[[typer.Context], None]:
         if words in (["--help"], ["-h"]):
             typer.echo(help_text(name))
             return
-        words = [{"--dry-run": "dry-run=yes", "--force": "force=yes"}.get(word, word) for word in words]
+        words = normalize_words([name, *words])[1:]  # `--dry-run` is `dry-run=yes`, as in Slack
         with command_loop():  # the flag-list read and the run share one loop and one SSH login
             _run_command(name, words, json_output=json_output)
 
@@ -105,6 +105,9 @@ def _read_command(config: Settings, invocation: Invocation, target: str, *, json
 
 
 def _print(data: dict[str, Any]) -> None:
+    if "markdown" in data:  # `log ID --markdown`: the document as it is, to paste or redirect
+        typer.echo(data["markdown"], nl=False)
+        return
     console = Console(highlight=False)
     for table in data.get("tables", []):
         rich_table = Table(title=table["title"], title_justify="left")

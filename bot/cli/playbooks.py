@@ -19,12 +19,12 @@ from rich.table import Table
 from bot.app.change_rights import CONSOLE_IS_ADMIN, check_call
 from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
-from bot.app.playbooks import PlaybookCall, describe, load_all, resolve_playbook
+from bot.app.playbooks import PlaybookCall, describe, describe_broken, load_set, resolve_playbook
 from bot.app.runs import run_playbook
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
-from bot.loop.playbook import Playbook, PlaybookError
+from bot.loop.playbook import Playbook
 from bot.loop.report import ConsoleReporter, MemoryReporter, Reporter
 from bot.store.leases import LeaseHeld
 
@@ -33,13 +33,6 @@ def register_playbooks(app: typer.Typer) -> None:
     """Register `playbooks` and `run`, replacing the registry's placeholders of the same names."""
     app.command("playbooks", context_settings=CHAT_CONTEXT)(playbooks)
     app.command("run", context_settings=CHAT_CONTEXT)(run)
-
-
-def _load(config: Settings) -> dict[str, Playbook]:
-    try:
-        return load_all(config)
-    except PlaybookError as exc:
-        raise fail(f"error: {exc}") from None
 
 
 def _describe_params(book: Playbook) -> str:
@@ -54,16 +47,19 @@ def playbooks(ctx: typer.Context) -> None:
         return
     if words:
         raise fail(f"error: playbooks takes no arguments, got {words[0]!r}")
-    books = _load(settings())
+    loaded = load_set(settings(), announce=False)  # the listing shows a broken file's error itself
     if json_output:
-        typer.echo(json.dumps([describe(book) for book in books.values()], indent=2))
+        document = [describe(book) for book in loaded.books.values()]
+        typer.echo(json.dumps([*document, *map(describe_broken, loaded.broken)], indent=2))
         return
     table = Table(title="playbooks (* required)", title_justify="left")
     for column in ("name", "description", "params", "source"):
         table.add_column(column, overflow="fold")
-    for book in books.values():
+    for book in loaded.books.values():
         source = str(book.source) + "".join(f"\n(hides {path})" for path in book.shadows)
         table.add_row(book.name, book.description, _describe_params(book), source)
+    for broken in loaded.broken:
+        table.add_row(broken.name or "?", f"BROKEN, not loaded: {broken.error}", "-", str(broken.path))
     Console(highlight=False).print(table)
 
 

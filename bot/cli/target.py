@@ -22,9 +22,11 @@ from bot.app.context import AppContext, console_actor
 from bot.app.target_commands import (
     GrepAnswer,
     GrepRequest,
+    LogsRequest,
     TargetChange,
     TargetStatus,
     grep_target,
+    logs_target,
     observation,
     rollback_or_reconcile,
     status,
@@ -42,7 +44,7 @@ from bot.target.observe import Observation
 
 __all__ = ["TARGET_COMMANDS", "run_target_command"]
 
-TARGET_COMMANDS = frozenset({"status", "observe", "grep", "rollback", "reconcile"})
+TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "reconcile"})
 
 
 def _print_status(console: Console, data: dict[str, Any]) -> None:
@@ -84,7 +86,7 @@ def _print(name: str, data: dict[str, Any]) -> None:
     console = Console(highlight=False)
     if name == "status":
         _print_status(console, data)
-    elif name == "grep":
+    elif name in ("grep", "logs"):
         for item in data["results"]:
             if "error" in item:
                 console.print(f"{item['node']}: error: {item['error']}", markup=False)
@@ -113,11 +115,15 @@ async def _answer(ctx: AppContext, name: str, target: str, invocation: Invocatio
         return await observation(ctx, target)
     if name == "grep":
         return await grep_target(ctx, target, GrepRequest.of(invocation))
+    if name == "logs":
+        return await logs_target(ctx, target, LogsRequest.of(invocation))
     progress = ConsoleProgress(sys.stderr)
     return await rollback_or_reconcile(ctx, target, name, actor=console_actor(), progress=progress)
 
 
 def _exit_code(answer: Answer) -> int:
+    if isinstance(answer, GrepAnswer) and answer.pattern == "":  # `logs`: read, or a node's error
+        return 0 if all(item.result is not None for item in answer.results) else 1
     if isinstance(answer, GrepAnswer):
         return 0 if answer.matched else 1
     if isinstance(answer, TargetChange):

@@ -74,11 +74,12 @@ def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = N
     """Parse a command text (Slack) or word list (CLI); raise CommandError naming the exact problem."""
     # every word, and so every value in it, is one line of text: `tokenize` checks a command text
     # (Slack), `check_words` the CLI's words (a surrogate-escaped byte, a newline in a quoted argument)
-    tokens = tokenize(words) if isinstance(words, str) else list(words)
+    tokens = command_words(words) if isinstance(words, str) else list(words)
     if not isinstance(words, str):
         check_words(tokens)
     if tokens and tokens[0] in ("/flagbot", "flagbot"):
         tokens = tokens[1:]
+    tokens = normalize_words(tokens)
     if not tokens:
         raise CommandError("no command given", usage="COMMAND [ARGS]; try `help`", example="status")
     spec = get_command(tokens[0])
@@ -86,6 +87,105 @@ def parse_command(words: str | Sequence[str], *, catalog: FlagCatalog | None = N
         _unknown_command(tokens[0])
     assert spec is not None
     return _Parser(spec, tokens[1:], catalog).parse()
+
+
+_OPERATORS = (">=", "<=", "==", "!=", ">", "<")
+_METRIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_METRIC_THEN_OPERATOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(>=|<=|==|!=|>|<)$")
+_OPERATOR_THEN_VALUE = re.compile(r"^(>=|<=|==|!=|>|<)[^=<>]")
+_BARE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+"""A word that could be a flag's name written without its dashes (`enable-metrics`)."""
+
+
+def command_words(text: str) -> list[str]:
+    """A command text's words as the grammar reads them: `tokenize`, then `normalize_words`.
+    A text wrapped in one pair of backticks (`` `try add --x` ``, as chat code formatting
+    pastes it) is read without them."""
+    stripped = text.strip()
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == "`" and stripped.count("`") == 2:
+        text = stripped[1:-1]
+    return normalize_words(tokenize(text))
+
+
+def normalize_words(words: Sequence[str]) -> list[str]:
+    """The words (command name first) with what chat and habit add taken out, the same for every
+    front end; applying it twice changes nothing more:
+
+    - one pair of backticks around a word (`` `--enable-metrics` ``) or around a few words
+      (`` `max_running_requests >= 48` ``) is dropped; a backtick inside a word, or one more
+      than the pair, is kept as written;
+    - an expectation written with spaces around its operator (`max_running_requests >= 48`,
+      `max_running_requests>= 48`, `max_running_requests >=48`) is joined into one word, in a
+      command that takes expectations;
+    - a yes/no option written as a switch (`--dry-run`, `--force`, `--markdown`: the CLI's
+      spelling) is `NAME=yes` in a command that has that option, unless a change verb asks for a
+      flag right before it or its value follows (`--force yes`).
+    """
+    out = _unbackticked(list(words))
+    spec = get_command(out[0]) if out else None
+    if spec is None:
+        return out
+    if spec.expectations or any(sub.expectations for sub in spec.subs):
+        out = [out[0], *_joined_expectations(out[1:])]
+    switched: list[str] = [out[0]]
+    for index, word in enumerate(out[1:], start=1):
+        option = spec.option(word[2:]) if word.startswith("--") else None
+        following = out[index + 1] if index + 1 < len(out) else None
+        if (
+            option is not None
+            and option.kind == "choice"
+            and option.choices == ("yes", "no")
+            and switched[-1] not in CHANGE_VERBS
+            and following not in ("yes", "no")  # `--force yes`: the option with its value
+        ):
+            word = f"{option.name}=yes"
+        switched.append(word)
+    return switched
+
+
+def _unbackticked(words: list[str]) -> list[str]:
+    out = list(words)
+    index = 0
+    while index < len(out):
+        word = out[index]
+        if len(word) > 1 and word.startswith("`") and word.count("`") == 1:
+            end = next((j for j in range(index + 1, len(out)) if "`" in out[j]), None)
+            if end is not None and len(out[end]) > 1 and out[end].endswith("`") and out[end].count("`") == 1:
+                out[index] = word[1:]
+                out[end] = out[end][:-1]
+                index = end
+        elif len(word) > 2 and word[0] == word[-1] == "`" and "`" not in word[1:-1]:
+            out[index] = word[1:-1]
+        index += 1
+    return out
+
+
+def _joined_expectations(words: list[str]) -> list[str]:
+    out: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        following = words[index + 1] if index + 1 < len(words) else None
+        previous = out[-1] if out else None
+        if word in _OPERATORS and previous is not None and _METRIC.match(previous) and following is not None:
+            out[-1] = previous + word + following  # `metric >= 48`
+            index += 2
+            continue
+        if (
+            _METRIC_THEN_OPERATOR.match(word)
+            and following is not None
+            and not following.startswith(_OPERATORS)
+        ):
+            out.append(word + following)  # `metric>= 48`
+            index += 2
+            continue
+        if _OPERATOR_THEN_VALUE.match(word) and previous is not None and _METRIC.match(previous):
+            out[-1] = previous + word  # `metric >=48`
+            index += 1
+            continue
+        out.append(word)
+        index += 1
+    return out
 
 
 def _unknown_command(word: str) -> None:
@@ -113,6 +213,8 @@ class _Parser:
         self.changes: list[Change] = []
         self.expectations: list[Expectation] = []
         self.notes: list[str] = []
+        self.verb = "add"
+        """The change verb a bare `--x` continues: `set --a 1 --b 2` sets both."""
         self.words: list[str] = []
         self.slots: tuple[Positional, ...] = ()
 
@@ -240,6 +342,10 @@ class _Parser:
     def _checked(self, option: Option, value: str) -> str:
         if option.kind == "flags":  # SGLang flag names, as the target's flag list spells them
             names = [name for name in value.replace(",", " ").split() if name]
+            for name in names:
+                dashless = None if name.startswith("-") else self._dashless(name, f"{option.name}={name}")
+                if dashless:
+                    raise self.fail(dashless)
             if not names or not all(name.startswith("--") for name in names):
                 raise self.fail(
                     f"{option.name}={value!r}: expected comma-separated flags such as --enable-x,--tp"
@@ -257,12 +363,14 @@ class _Parser:
         assert token is not None
         if token == "env":  # noqa: S105 (a keyword, not a password)
             self.pos += 1
+            self.verb = "add"
             self.changes.append(self._env_change())
         elif token in ("add", "set", "remove"):
             self.pos += 1
+            self.verb = token
             self.changes.append(self._flag_change(token))
         else:
-            self.changes.append(self._flag_change("add"))
+            self.changes.append(self._flag_change(self.verb))
         self._no_repeats()
 
     def _env_change(self) -> Change:
@@ -292,7 +400,7 @@ class _Parser:
     def _flag_change(self, verb: str) -> Change:
         word = self.take() if self.peek() is not None else ""
         if not word.startswith("--"):
-            hint = typographic_dash_hint(word)
+            hint = typographic_dash_hint(word) or self._dashless(word, f"{verb} {word}")
             raise self.fail(hint or f"{verb} expects an SGLang flag such as --enable-metrics, got {word!r}")
         written, has_inline, inline = word.partition("=")
         if verb == "remove":
@@ -356,6 +464,25 @@ class _Parser:
         self.notes.append(f"{what}: not a flag of SGLang {self.catalog.version}'s list{close}; {outcome}")
         return written
 
+    def _dashless(self, word: str, where: str, *, only_known: bool = False) -> str | None:
+        """The refusal of a flag name written without its dashes where a flag is meant, naming the
+        dashed name when this SGLang's list knows it (None: the word cannot be a flag name, or,
+        with `only_known`, the list does not know it with dashes either)."""
+        if not _BARE_NAME.match(word) or word in CHANGE_VERBS:
+            return None
+        try:
+            known: str | None = self.catalog.resolve(f"--{word}").name
+        except (UnknownFlagError, AmbiguousFlagError):
+            known = None
+        if known is None and only_known:
+            return None
+        if known is not None:
+            return f"{where}: an SGLang flag is written with its dashes; did you mean `{known}`?"
+        return (
+            f"{where}: an SGLang flag is written with its dashes, and SGLang {self.catalog.version}'s "
+            f"list has no --{word} either"
+        )
+
     def _resolve(self, written: str) -> FlagSpec:
         try:
             return self.catalog.resolve(written)
@@ -406,6 +533,9 @@ class _Parser:
                     f" ({slot.help})"
                 )
         if words:
+            dashless = self._dashless(words[0], words[0], only_known=True) if self.spec.changes else None
+            if dashless:
+                raise self.fail(dashless)
             raise self.fail(
                 f"unexpected {words[0]!r}"
                 + ("; flag changes start with add, set, remove or env" if self.spec.changes else "")

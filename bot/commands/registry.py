@@ -142,6 +142,18 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
     ),
     CommandSpec(
+        "logs",
+        "The unit's latest journal lines on node 0 (bounded; since= a time ago).",
+        "read-only",
+        "logs [lines=N] [since=DURATION] [target=NAME]",
+        ("logs", "logs lines=200", "logs since=30m"),
+        options=(
+            TARGET,
+            Option("lines", "int", "show at most this many lines, the newest (default 50)", maximum=1000),
+            Option("since", "duration", "only lines from this long ago on", maximum=366 * DAY_S),
+        ),
+    ),
+    CommandSpec(
         "try",
         "Apply a flag change, restart, observe, measure, and judge it.",
         "mutating",
@@ -386,12 +398,21 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "log",
         "The experiment and hypothesis log of a target.",
         "read-only",
-        "log [limit=N] [since=DURATION] [target=NAME]",
-        ("log", "log limit=20", "log since=7d"),
+        "log [EXPERIMENT [markdown=yes]] [limit=N] [since=DURATION] [target=NAME]",
+        ("log", "log limit=20", "log since=7d", "log 12", "log 12 markdown=yes"),
+        positionals=(
+            Positional("experiment", "one experiment's steps and evidence", required=False, kind="id"),
+        ),
         options=(
             TARGET,
             Option("limit", "int", "at most this many entries", maximum=1000),
             Option("since", "duration", "only what happened this recently", maximum=366 * DAY_S),
+            Option(
+                "markdown",
+                "choice",
+                "one experiment as a Markdown document for a post-mortem (`--markdown` on the CLI)",
+                ("yes", "no"),
+            ),
         ),
     ),
     CommandSpec(

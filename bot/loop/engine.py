@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.loop.actions import StepContext, get_action
 from bot.loop.lease_guard import HeldLease, hold_lease, holder_id
 from bot.loop.params import complete_params
-from bot.loop.playbook import Playbook, load_playbooks, playbook_dirs
+from bot.loop.playbook import Playbook, load_playbook_set, playbook_dirs
 from bot.loop.report import Reporter, RunOutcome, RunStart
 from bot.loop.run_state import RunState
 from bot.loop.runner import Run, outcome_of
@@ -79,7 +79,7 @@ class Engine:
     @property
     def playbooks(self) -> dict[str, Playbook]:
         if self._playbooks is None:
-            self._playbooks = load_playbooks(playbook_dirs(self.settings.playbook_dirs))
+            self._playbooks = load_playbook_set(playbook_dirs(self.settings.playbook_dirs)).books
         return self._playbooks
 
     def playbook(self, name: str) -> Playbook:

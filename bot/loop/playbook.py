@@ -248,35 +248,101 @@ def playbook_dirs(extra: Sequence[Path] = ()) -> list[Path]:
     return [*([BUILTIN_DIR] if BUILTIN_DIR.is_dir() else []), *extra]
 
 
-def load_playbooks(dirs: Sequence[Path]) -> dict[str, Playbook]:
-    """Every `*.yaml`/`*.yml` in `dirs`, by name; a later directory's playbook hides an earlier one."""
+@dataclass(frozen=True)
+class BrokenPlaybook:
+    """A playbook file that could not be loaded: its path, the name it meant to define (when the
+    file says it), and the load error naming the file and the problem."""
+
+    path: Path
+    name: str | None
+    error: str
+
+
+@dataclass(frozen=True)
+class PlaybookSet:
+    """Every playbook that loaded, by name, and every file that did not (a broken file breaks only
+    itself: the others load). A broken file's name, when it can be read, is not runnable: running
+    it gives the load error rather than an earlier directory's playbook of that name."""
+
+    books: dict[str, Playbook]
+    broken: tuple[BrokenPlaybook, ...] = ()
+
+    def broken_named(self, name: str) -> BrokenPlaybook | None:
+        """The broken file that defines `name` (the last one, as a later directory wins)."""
+        found = [b for b in self.broken if b.name == name]
+        return found[-1] if found else None
+
+
+def _declared_name(path: Path) -> str | None:
+    """The `name:` a broken file declares, when it can be read (else the file's stem, when that is
+    a playbook name): so `run NAME` of a broken playbook answers with its load error."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        raw = None
+    name = raw.get("name") if isinstance(raw, dict) else None
+    if isinstance(name, str) and PLAYBOOK_NAME.match(name):
+        return name
+    return path.stem if PLAYBOOK_NAME.match(path.stem) else None
+
+
+def load_playbook_set(dirs: Sequence[Path]) -> PlaybookSet:
+    """Every `*.yaml`/`*.yml` in `dirs`, by name; a later directory's playbook hides an earlier one.
+    A file that fails to load (or a directory that does not exist) is kept with its error and
+    the rest load; a broken file hides the earlier playbook of its name."""
     found: dict[str, Playbook] = {}
+    broken: list[BrokenPlaybook] = []
     for directory in dirs:
         if not directory.is_dir():
-            raise PlaybookError(f"{directory}: playbook directory does not exist")
+            broken.append(BrokenPlaybook(directory, None, f"{directory}: playbook directory does not exist"))
+            continue
         here: dict[str, Path] = {}
         files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
         for path in files:
-            playbook = load_playbook(path)
+            try:
+                playbook = load_playbook(path)
+            except PlaybookError as exc:
+                name = _declared_name(path)
+                broken.append(BrokenPlaybook(path, name, str(exc)))
+                if name is not None:
+                    found.pop(name, None)
+                continue
             if playbook.name in here:
-                raise PlaybookError(
-                    f"{path}: playbook {playbook.name!r} is also defined in {here[playbook.name]}"
+                broken.append(
+                    BrokenPlaybook(
+                        path,
+                        playbook.name,
+                        f"{path}: playbook {playbook.name!r} is also defined in {here[playbook.name]}",
+                    )
                 )
+                continue
             here[playbook.name] = path
             earlier = found.get(playbook.name)
             if earlier is not None and earlier.source is not None:
                 playbook = replace(playbook, shadows=(*earlier.shadows, earlier.source))
             found[playbook.name] = playbook
-    return dict(sorted(found.items()))
+    return PlaybookSet(dict(sorted(found.items())), tuple(broken))
+
+
+def load_playbooks(dirs: Sequence[Path]) -> dict[str, Playbook]:
+    """Every playbook in `dirs`, by name, strictly: PlaybookError for the first file (or directory)
+    that fails to load. `load_playbook_set` loads the rest and keeps the errors."""
+    loaded = load_playbook_set(dirs)
+    if loaded.broken:
+        raise PlaybookError(loaded.broken[0].error)
+    return loaded.books
 
 
 __all__ = [
+    "BrokenPlaybook",
     "ParamKind",
     "ParamSpec",
     "Playbook",
     "PlaybookError",
+    "PlaybookSet",
     "StepSpec",
     "load_playbook",
+    "load_playbook_set",
     "load_playbooks",
     "playbook_dirs",
 ]

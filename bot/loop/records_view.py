@@ -15,6 +15,7 @@ from typing import Any
 from bot.commands import Invocation
 from bot.config.schema import parse_duration
 from bot.loop.logbook import story
+from bot.loop.postmortem import experiment_markdown
 from bot.loop.run_state import flags_from_json
 from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.change import diff_flagsets
@@ -184,6 +185,15 @@ def _knowledge(store: Store, invocation: Invocation, actor: str) -> dict[str, An
 
 
 def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
+    experiment = invocation.positionals.get("experiment")
+    markdown = invocation.options.get("markdown") == "yes"
+    if experiment is None and markdown:
+        raise ValueError("markdown=yes shows one experiment: give its id, e.g. log 12 markdown=yes")
+    if experiment is not None:
+        text = experiment_markdown(store, int(str(experiment).lstrip("#")), target)
+        if markdown:
+            return {"experiment": int(str(experiment).lstrip("#")), "markdown": text, "lines": [text]}
+        return {"experiment": int(str(experiment).lstrip("#")), "lines": [text]}
     limit = int(invocation.options.get("limit", 50))
     since_text = invocation.options.get("since")
     since = None

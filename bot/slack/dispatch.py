@@ -19,14 +19,13 @@ from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
 from bot.app.notify import MemoryNotifier
-from bot.app.playbooks import load_all, resolve_playbook, runs_playbook
+from bot.app.playbooks import load_set, resolve_playbook, runs_playbook
 from bot.app.records import read_records
 from bot.app.runs import check_experiment_target, run_playbook, settled_text
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
-from bot.commands import CommandError, Invocation, help_text, parse_command
+from bot.commands import CommandError, Invocation, command_words, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError
-from bot.commands.tokens import tokenize
 from bot.config import Settings
 from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
@@ -47,7 +46,7 @@ THREAD_COMMANDS = frozenset({"rollback", "reconcile", "bench"})
 
 def words_of(text: str) -> list[str]:
     """The command's words (CommandError for a text the tokenizer refuses); empty is `help`."""
-    return tokenize(text) if text.strip() else ["help"]
+    return command_words(text) if text.strip() else ["help"]
 
 
 def parse(settings: Settings, text: str, flags: FlagList | None = None) -> Invocation:
@@ -234,8 +233,12 @@ async def answer(
     if invocation.name == "observe":
         observed = await target_commands.observation(ctx, target)
         return [evidence_from_json(item) for item in observed.to_json().get("evidence", [])]
-    if invocation.name == "grep":
-        found = await target_commands.grep_target(ctx, target, target_commands.GrepRequest.of(invocation))
+    if invocation.name in ("grep", "logs"):
+        found = (
+            await target_commands.grep_target(ctx, target, target_commands.GrepRequest.of(invocation))
+            if invocation.name == "grep"
+            else await target_commands.logs_target(ctx, target, target_commands.LogsRequest.of(invocation))
+        )
         return [
             TextBlock(f"{item.node}: {item.error}")
             if item.result is None
@@ -245,11 +248,15 @@ async def answer(
             for item in found.results
         ]
     if invocation.name == "playbooks":
-        books = load_all(settings)
+        loaded = load_set(settings, announce=False)  # the listing shows a broken file's error itself
         rows = tuple(
-            (b.name, b.description[:200], ", ".join(p.name for p in b.params)) for b in books.values()
-        )
-        return [TableBlock("Playbooks", ("name", "what", "parameters"), rows)]
+            (b.name, b.description[:200], ", ".join(p.name for p in b.params)) for b in loaded.books.values()
+        ) + tuple((b.name or "?", "BROKEN, not loaded (below)", "-") for b in loaded.broken)
+        broken = [
+            TextBlock(f"`{b.name or b.path}` is broken, not loaded: {b.error[:1500]}", "Broken playbook")
+            for b in loaded.broken
+        ]
+        return [TableBlock("Playbooks", ("name", "what", "parameters"), rows), *broken]
     return [TextBlock(f"`{invocation.name}` is not available in Slack yet; run it with the flagbot CLI.")]
 
 

@@ -61,12 +61,16 @@ class GrepResult:
     count: int = 0
     complete: bool = True
     exit_status: int | None = None
+    title: str | None = None
+    """What the lines are, when they are not matches of a pattern (`logs`: the latest lines)."""
 
     @property
     def shown(self) -> int:
         return len(self.lines)
 
     def describe(self) -> str:
+        if self.title is not None:
+            return self.title
         if self.scope == "last":
             older = "" if self.complete else "; older matches not counted"
             return f"the unit's last {self.shown} line(s) matching {self.pattern!r} on {self.node}{older}"
@@ -220,6 +224,56 @@ async def grep(
         ordered.sort(key=_time_key)
         result.complete = result.count < lines
     result.lines = ordered
+    return result
+
+
+async def journal_tail(
+    node: NodeLike,
+    *,
+    since: str | None = None,
+    lines: int = DEFAULT_LINES,
+    max_bytes: int = MAX_BYTES,
+    timeout: float = 60.0,
+) -> GrepResult:
+    """`logs`: the unit's latest `lines` journal lines on `node` (whatever the start), `since` a
+    journalctl time when given; bounded like `grep` (each line clipped, reading stops after
+    `max_bytes`), with the exact command. journalctl prints them oldest first."""
+    lines = max(1, min(lines, MAX_LINES))
+    params: dict[str, object] = {
+        "unit": node.unit,
+        "output": "short-iso",
+        "all": True,
+        "lines": lines,
+    }
+    if since:
+        params["since"] = since
+    command = render_params("journal", params, sudo=False).shell
+    result = GrepResult(node.name, "", "", "since" if since else "last", command, since=since)
+    kept: deque[str] = deque(maxlen=lines)
+    size = 0
+    stream = node.stream("journal", **params)
+    try:
+        async with asyncio.timeout(timeout):
+            async for raw in iter_lines(stream):
+                text = raw.decode("utf-8", "replace")
+                if text.startswith("-- ") and text.endswith(" --"):  # "-- No entries --", boot marks
+                    continue
+                result.count += 1
+                kept.append(clip(text))
+                size += len(raw) + 1
+                if size > max_bytes:
+                    result.complete = False
+                    break
+    except TimeoutError:
+        result.complete = False
+    finally:
+        closer = getattr(stream, "aclose", None)
+        if closer is not None:
+            await closer()
+    result.lines = list(kept)
+    window = f" since {since}" if since else ""
+    cut = "" if result.complete else " (cut short: output bound reached)"
+    result.title = f"the unit's last {result.shown} journal line(s){window} on {node.name}{cut}"
     return result
 
 

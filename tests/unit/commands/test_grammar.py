@@ -139,7 +139,10 @@ MALFORMED = [
     ("tyr add --x", "did you mean `try`"),
     ("try", "needs at least one change"),
     ("try add", "expects an SGLang flag"),
-    ("try add enable-metrics", "expects an SGLang flag"),
+    (
+        "try add enable-metrics",
+        "add enable-metrics: an SGLang flag is written with its dashes; did you mean `--enable-metrics`?",
+    ),
     ("try add --enable-metricz", "unknown flag --enable-metricz"),
     ("try add --enable", "ambiguous"),
     ("try add --max-running-requests abc", "invalid int value: 'abc'"),

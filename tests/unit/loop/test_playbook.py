@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.loop.playbook import PlaybookError, load_playbook, load_playbooks
+from bot.loop.playbook import PlaybookError, load_playbook, load_playbook_set, load_playbooks
 from tests.support.loop_actions import Probe
 
 GOOD = """
@@ -149,3 +149,32 @@ def test_two_files_of_one_name_in_one_directory_are_refused(tmp_path: Path, prob
 def test_a_missing_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PlaybookError, match="playbook directory does not exist"):
         load_playbooks([tmp_path / "nope"])
+
+
+def test_a_broken_file_breaks_only_itself_and_keeps_its_error(tmp_path: Path, probe: Probe) -> None:
+    write(tmp_path / "a", "name: x\nsteps: [{action: t_note}]\n", "x.yaml")
+    write(tmp_path / "b", "name: good\nsteps: [{action: t_note}]\n", "good.yaml")
+    typo = write(tmp_path / "b", "name: typo\nsteps: [{action: t_nope}]\n", "typo.yaml")
+    unreadable = write(tmp_path / "b", "name: [unclosed\n", "half.yaml")
+    loaded = load_playbook_set([tmp_path / "a", tmp_path / "b", tmp_path / "gone"])
+    assert list(loaded.books) == ["good", "x"]
+    assert [(b.path, b.name) for b in loaded.broken] == [
+        (unreadable, "half"),  # no readable name: the file's stem
+        (typo, "typo"),
+        (tmp_path / "gone", None),
+    ]
+    assert loaded.broken[1].error.startswith(f"{typo}: step 1 (t_nope): unknown action")
+    assert loaded.broken[2].error == f"{tmp_path / 'gone'}: playbook directory does not exist"
+    assert loaded.broken_named("typo") is loaded.broken[1] and loaded.broken_named("x") is None
+
+
+def test_a_broken_file_hides_the_earlier_playbook_it_meant_to_replace(tmp_path: Path, probe: Probe) -> None:
+    write(tmp_path / "a", "name: x\nsteps: [{action: t_note}]\n", "x.yaml")
+    write(tmp_path / "a", "name: y\nsteps: [{action: t_note}]\n", "y.yaml")
+    write(tmp_path / "b", "name: x\nsteps: [{action: t_note, with: {nope: 1}}]\n", "mine.yaml")
+    loaded = load_playbook_set([tmp_path / "a", tmp_path / "b"])
+    assert list(loaded.books) == ["y"]  # not the built-in x the operator meant to replace
+    broken = loaded.broken_named("x")
+    assert broken is not None and "t_note takes no argument 'nope'" in broken.error
+    with pytest.raises(PlaybookError, match="t_note takes no argument 'nope'"):
+        load_playbooks([tmp_path / "a", tmp_path / "b"])  # the strict loader still refuses

@@ -312,7 +312,10 @@ def test_the_cli_words_take_the_same_checks(words: list[str]) -> None:
         ("log bogus=1", "unknown option 'bogus'"),
         ("grep " + "x" * 5000, "the limit is 4000"),
         ("isolate max_running_requests>=48 since=yesterday", "expected an id such as 12 or `baseline`"),
-        ("revert flags=enable-metrics", "expected comma-separated flags"),
+        (
+            "revert flags=enable-metrics",
+            "flags=enable-metrics: an SGLang flag is written with its dashes; did you mean `--enable-metrics`?",
+        ),
         # a well-formed name the list lacks is taken as written (a unit may carry a flag its SGLang
         # dropped; the revert's plan refuses a name the unit does not carry): only a non-name here
         ("revert flags=--enable-metrics;id", "--enable-metrics;id"),

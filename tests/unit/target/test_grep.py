@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bot.target.grep import GrepError, fixed_pattern, grep, since_from_duration
+from bot.target.grep import GrepError, fixed_pattern, grep, journal_tail, since_from_duration
 from bot.target.privileged import ParamError, render
 from tests.unit.target.scripted_node import ScriptedNode, show_text
 
@@ -142,3 +142,17 @@ async def test_starts_since_a_moment_leave_out_the_earlier_ones() -> None:
     )
     assert await invocations(n) == [CUR, PREV, OLDER]
     assert await invocations(n, since=1_000_200) == [CUR, PREV]
+
+
+async def test_logs_reads_the_latest_lines_bounded_with_the_exact_command() -> None:
+    n = node(journal=matches(30) + b"-- No entries --\n")
+    result = await journal_tail(n, lines=5)
+    assert (result.count, result.shown, result.complete) == (30, 5, True)
+    assert result.lines[0].endswith("line 25 max_running_requests=48")
+    assert result.command == ("journalctl -u sglang-qwen.service --no-pager -o short-iso --all -n 5")
+    assert result.describe() == "the unit's last 5 journal line(s) on n0"
+    since = await journal_tail(n, lines=1000, since="-1800s", max_bytes=200)
+    assert since.command.endswith("--all --since -1800s -n 1000")
+    assert not since.complete and since.describe().endswith(
+        " since -1800s on n0 (cut short: output bound reached)"
+    )

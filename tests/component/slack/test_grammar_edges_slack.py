@@ -1,0 +1,65 @@
+"""Chat's grammar edges through the real slack-bolt app on the stand-in (issue 22 item 5): a
+backticked flag and the CLI's `--dry-run` are read as on the CLI (a dry run of `add
+--enable-metrics`, not an SGLang flag `--dry-run`), and a spaced expectation is one expectation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings, load_settings
+from bot.store import AsyncStore, Store
+from bot.store.experiments import list_experiments
+from flagbot_lab.standin.model import Channel
+from tests.support.host_flags import seed_flag_lists
+from tests.support.slack_bot import RunningBot, running_bot
+
+OPERATOR = "U0OPER"
+CHANNEL = "C0EDGES"
+CONFIG = """default_target = "lab"
+[database]
+sqlite_path = "{db}"
+[slack.rbac]
+operators = ["U0OPER"]
+viewers = ["*"]
+[targets.lab]
+unit = "sglang.service"
+base_url = "http://127.0.0.1:9"
+nodes = [{{ host = "127.0.0.1", port = 9 }}]
+[targets.lab.ssh]
+connect_timeout = 1
+"""
+
+
+def _known_flags(settings: Settings) -> Settings:
+    seed_flag_lists(settings)  # flags judged before the ack, as on a bot that read its host before
+    return settings
+
+
+@pytest.fixture
+async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
+    db = tmp_path / "flagbot.db"
+    config = tmp_path / "flagbot.toml"
+    config.write_text(CONFIG.format(db=db))
+    sync = Store.open(f"sqlite:///{db}")
+    sync.upgrade()
+    store = AsyncStore(sync)
+    try:
+        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
+            running.standin.workspace.add_channel(Channel(CHANNEL, "edges"))
+            yield running
+    finally:
+        await store.aclose()
+
+
+async def test_a_backticked_flag_and_dash_dash_dry_run_are_read_as_on_the_cli(bot: RunningBot) -> None:
+    text = "try add `--enable-metrics` --dry-run `max_running_requests >= 48`"
+    body = (await bot.standin.slash(text, user=OPERATOR, channel=CHANNEL)).json()
+    assert body["text"].startswith("starting `try`: follow it in the thread"), body
+    await bot.services.drain()
+    [experiment] = await bot.services.store.run(list_experiments, bot.services.store.store, "lab")
+    assert experiment.params["dry_run"] is True
+    assert [c["flag"] for c in experiment.params["changes"]] == ["--enable-metrics"]
+    assert experiment.params["expect"] == ["max_running_requests>=48"]
