@@ -193,7 +193,8 @@ class NodeSession:
         if self.key_path is not None:
             options["client_keys"] = [str(self.key_path)]
         try:
-            return await asyncio.wait_for(asyncssh.connect(self.host, **options), self.connect_timeout + 1)
+            async with asyncio.timeout(self.connect_timeout + 1):  # not wait_for: see _open
+                return await asyncssh.connect(self.host, **options)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyError(self.name, await self._offered_fingerprint(tunnel), str(exc)) from None
         except asyncssh.PermissionDenied as exc:
@@ -275,7 +276,8 @@ class NodeSession:
         slots = channel_slots(conn)
         privileged = rendered.command.privileged
         try:
-            await asyncio.wait_for(slots.acquire(privileged=privileged), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: see below
+                await slots.acquire(privileged=privileged)
         except TimeoutError:
             busy = (
                 f"{slots.total} commands kept every SSH channel"
@@ -289,7 +291,12 @@ class NodeSession:
             self.audit(self.name, rendered.shell)
         opening = asyncio.ensure_future(conn.create_process(rendered.shell, encoding=None))
         try:
-            return conn, await asyncio.wait_for(asyncio.shield(opening), timeout), release
+            # `asyncio.timeout`, not `wait_for`: Python 3.11's wait_for returns the result when the
+            # caller's cancel lands as the open completes, so the cancel was lost and the command
+            # ran to its own limit (a loaded machine made it likely; a test caught it)
+            async with asyncio.timeout(timeout):
+                process = await asyncio.shield(opening)
+            return conn, process, release
         except asyncio.CancelledError:
             # the caller gave up while the channel opened: the node may already run the command,
             # so let the open finish (within the open's own bound) and stop what it started, as a

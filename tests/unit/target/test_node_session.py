@@ -261,6 +261,53 @@ async def test_a_cancelled_run_signals_the_remote_process(fake_target: FakeTarge
     assert fake_target.nodes[0].signals == ["TERM"]
 
 
+class _OpenedChannel:
+    """A channel whose command never ends, recording the signals it is sent."""
+
+    def __init__(self) -> None:
+        self.signals: list[str] = []
+        self.stdin = self
+        self.never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def write(self, data: bytes) -> None: ...
+
+    def write_eof(self) -> None: ...
+
+    async def wait(self, check: bool = False) -> None:
+        await self.never
+
+    def send_signal(self, name: str) -> None:
+        self.signals.append(name)
+
+    def close(self) -> None: ...
+
+
+async def test_a_cancel_that_lands_as_the_channel_opens_is_not_lost(
+    fake_target: FakeTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a loaded machine hit: the caller cancels in the instant the channel has opened but
+    the run has not yet woken to take it. Python 3.11's `wait_for` then returned the channel and
+    dropped the cancel, and the command ran on to its own limit. Made deterministic here: the open
+    is already complete, and the cancel is queued to land right behind the hand-over."""
+    loop = asyncio.get_running_loop()
+    channel = _OpenedChannel()
+    runs: list[asyncio.Future[object]] = []
+    async with fake_target.open() as ts:
+        conn = await ts.node0.connection()
+
+        def create_process(command: str, encoding: object = None) -> asyncio.Future[_OpenedChannel]:
+            opened: asyncio.Future[_OpenedChannel] = loop.create_future()
+            opened.set_result(channel)
+            loop.call_soon(lambda: loop.call_soon(runs[0].cancel))  # two turns on: after the hand-over
+            return opened
+
+        monkeypatch.setattr(conn, "create_process", create_process)
+        runs.append(asyncio.ensure_future(ts.node0.run("journal", timeout=5)))
+        with pytest.raises(asyncio.CancelledError):
+            await runs[0]
+        assert channel.signals == ["TERM"]
+
+
 # --- a connection dropped under a command (the host still up) ------------------------------------
 
 
