@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
-from bot.app.playbooks import PlaybookCall, load_all
+from bot.app.errors import AppError
+from bot.app.playbooks import PlaybookCall, effects_of, load_all
 from bot.commands import CommandError
 from bot.loop.engine import Engine
 from bot.loop.playbook import Playbook
 from bot.loop.report import MemoryReporter, Reporter, RunOutcome
+from bot.loop.restart_budget import RestartLimitError, check_restarts
 from bot.store.experiments import get_experiment, unfinished_experiments
 from bot.store.loop_models import Experiment
 
@@ -105,6 +107,32 @@ async def check_experiment_target(ctx: AppContext, call: PlaybookCall) -> None:
         )
 
 
+class RestartLimitRefusedError(AppError):
+    """`policy.max_restarts_per_hour` refused the run before anything ran (the message says
+    when the next restart is allowed)."""
+
+
+async def check_restart_limit(ctx: AppContext, call: PlaybookCall) -> None:
+    """RestartLimitRefusedError when a run that restarts the target does not fit the restarts the
+    store counted for it in the last hour (`bot.loop.restart_budget`). A run needs one restart
+    up front; `isolate` checks its worst case again once it knows how many changes it probes."""
+    if not effects_of(call.book, call.params).restarts:
+        return
+    config = ctx.settings.targets.get(call.target)
+    if config is None:
+        return  # resolve_playbook refused an unknown target already
+    try:
+        await check_restarts(
+            ctx.store,
+            call.target,
+            limit=config.policy.max_restarts_per_hour,
+            needed=1,
+            what=f"`{call.book.name}`",
+        )
+    except RestartLimitError as exc:
+        raise RestartLimitRefusedError(str(exc)) from None
+
+
 async def run_playbook(
     ctx: AppContext,
     call: PlaybookCall,
@@ -120,13 +148,15 @@ async def run_playbook(
     then run this one. LeaseHeld when another holder has the target; ChangeRefusedError (nothing
     runs) when it asks for a change the target's policy does not allow `actor` (`admin`: whether
     the actor is an admin, `bot.app.change_rights`); CommandError (nothing run) for a revert of
-    another target's experiment.
+    another target's experiment; RestartLimitRefusedError (nothing run) when a restart does not fit
+    `policy.max_restarts_per_hour`.
 
     `restart_approved`: whoever asked may restart this target (the CLI, whose user holds the bot
     host; in Slack, a request an approver approved). Without it, `heal` refuses to restart a
     diverged target whose policy has `require_approval` (`bot.target.heal`)."""
     check_call(ctx.settings, call, admin=admin)
     await check_experiment_target(ctx, call)
+    await check_restart_limit(ctx, call)
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:

@@ -54,6 +54,12 @@ def plan_for(
         label=label,
         snapshot_id=snapshot_id,
         **(
-            {"bench_serving": config.bench_serving, "sglang_version": config.sglang_version} if config else {}
+            {
+                "bench_serving": config.bench_serving,
+                "sglang_version": config.sglang_version,
+                "timeout_s": config.timeouts.benchmark.total_seconds(),
+            }
+            if config
+            else {}
         ),
     )

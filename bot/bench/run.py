@@ -25,7 +25,7 @@ from bot.store import AsyncStore, Store
 from bot.store.bench_repo import UnknownMeasurementSetError, add_measurements, load_set, save_set
 from bot.store.models import Measurement, MeasurementSet
 
-__all__ = ["KEY_METRICS", "BenchPlan", "BenchRun", "jsonable", "run_plan"]
+__all__ = ["KEY_METRICS", "BenchPlan", "BenchRun", "BenchmarkTimeoutError", "jsonable", "run_plan"]
 
 Backend = Literal["builtin", "bench_serving"]
 KEY_METRICS = (
@@ -62,6 +62,9 @@ class BenchPlan:
     sglang_version: str | None = None
     """The target's configured SGLang version: which bench_serving module runs when the host
     cannot say (`bot.bench.remote.resolve_command`)."""
+    timeout_s: float | None = None
+    """The bound of the whole run, every level and repeat (the target's `timeouts.benchmark`;
+    None: unbounded, a server that is no configured target)."""
 
     @classmethod
     def build(
@@ -131,6 +134,15 @@ class BenchPlan:
         }
 
 
+class BenchmarkTimeoutError(TimeoutError):
+    """The whole benchmark run outlived the target's `timeouts.benchmark`; what it measured
+    before is stored, the run is not summarised."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"benchmark exceeded timeouts.benchmark ({seconds:g} s)")
+        self.seconds = seconds
+
+
 @dataclass
 class BenchRun:
     set: MeasurementSet
@@ -178,7 +190,31 @@ async def run_plan(
 
     `extend=SET_ID` appends the plan's repeats, numbered from `first_repeat`, to that stored set
     (a try's before side sized up, or its after side at the next look) and recomputes the set's
-    summary over all its repeats; the returned run holds only the new measurements."""
+    summary over all its repeats; the returned run holds only the new measurements.
+
+    The whole run is bounded by `plan.timeout_s` (the target's `timeouts.benchmark`): past it
+    the run stops and raises BenchmarkTimeoutError (a playbook's measure step fails with it
+    and the run rolls back as for any failed step)."""
+    if plan.timeout_s is None:
+        return await _run_plan(plan, store, node, on_level, extend, first_repeat)
+    bound = asyncio.timeout(plan.timeout_s)
+    try:
+        async with bound:
+            return await _run_plan(plan, store, node, on_level, extend, first_repeat)
+    except TimeoutError:
+        if bound.expired():
+            raise BenchmarkTimeoutError(plan.timeout_s) from None
+        raise
+
+
+async def _run_plan(
+    plan: BenchPlan,
+    store: Store | AsyncStore | None,
+    node: NodeRunner | None,
+    on_level: Callable[[int, LevelResult], None] | None,
+    extend: int | None,
+    first_repeat: int,
+) -> BenchRun:
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
     mset = MeasurementSet(

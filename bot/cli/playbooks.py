@@ -19,6 +19,7 @@ from rich.table import Table
 from bot.app.change_rights import CONSOLE_IS_ADMIN, check_call
 from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
+from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookCall, describe, describe_broken, load_set, resolve_playbook
 from bot.app.runs import run_playbook
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
@@ -110,6 +111,8 @@ def execute_playbook(
         raise fail(f"error: {exc}", 1) from None
     except CommandError as exc:  # a revert of another target's experiment: nothing ran
         raise fail(f"error: {exc.message}") from None
+    except AppError as exc:  # e.g. policy.max_restarts_per_hour: nothing ran
+        raise fail(f"error: {exc.message}", exc.exit_code) from None
     except OSError as exc:
         raise fail(f"error: run {call.book.name}: {exc}", 1) from None
     return (0 if document["status"] == "succeeded" else 1), document

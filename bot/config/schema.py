@@ -207,6 +207,9 @@ class Target(Strict):
     base_url: str | None = Field(None, description="node 0's HTTP base, e.g. http://10.0.0.1:30000")
     sglang_version: str | None = None
     benchmark_profile: str = "quick"
+    channel: str | None = Field(None, pattern=r"^(#[a-z0-9][a-z0-9_-]{0,79}|[CG][A-Z0-9]{2,})$")
+    """This target's own Slack channel (an id C…/G…, or #name): flagbot answers there too,
+    beside `[slack] channels` (`bot.app.channels`)."""
     bench_serving: BenchServingCommand = BenchServingCommand()
     ssh: SSHSettings = SSHSettings()
     timeouts: TargetTimeouts = TargetTimeouts()

@@ -124,6 +124,16 @@ def probe_bound(n: int) -> int:
     return (n - 1).bit_length() + 1
 
 
+def restart_bound(n: int, *, unknown_premises: int = 0) -> int:
+    """The restarts an `isolate` of one culprit among n changes needs at most, as
+    bench/isolate_restarts.py prints them ("+settle"): `probe_bound(n)` probes, one probe per
+    premise nothing measured (`Premise.holds` None), and the restart that settles the target.
+    `policy.max_restarts_per_hour` is checked against it before the first probe."""
+    if n <= 0:
+        return 0
+    return probe_bound(n) + unknown_premises + 1
+
+
 @dataclass(frozen=True)
 class ProbeRecord:
     """One probe restart, as the engine posts it: the changes applied on top of the base (in the

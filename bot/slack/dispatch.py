@@ -21,7 +21,13 @@ from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_set, resolve_playbook, runs_playbook
 from bot.app.records import read_records
-from bot.app.runs import check_experiment_target, run_playbook, settled_text
+from bot.app.runs import (
+    RestartLimitRefusedError,
+    check_experiment_target,
+    check_restart_limit,
+    run_playbook,
+    settled_text,
+)
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
 from bot.commands import CommandError, Invocation, command_words, help_text, parse_command
@@ -108,9 +114,15 @@ async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -
 
 async def check_stored(services: SlackServices, invocation: Invocation) -> None:
     """What the store says the user must fix, answered before the ack like `check` (CommandError):
-    a revert of an experiment that ran on another target."""
+    a revert of an experiment that ran on another target; a restart over the target's
+    `policy.max_restarts_per_hour` (checked again when the run starts, after any approval)."""
     if runs_playbook(invocation):
-        await check_experiment_target(services.context, resolve_playbook(services.settings, invocation))
+        call = resolve_playbook(services.settings, invocation)
+        await check_experiment_target(services.context, call)
+        try:
+            await check_restart_limit(services.context, call)
+        except RestartLimitRefusedError as exc:
+            raise CommandError(exc.message) from None
 
 
 async def start_thread(

@@ -20,6 +20,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.channels import answers_in, needs_name, pointer
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list, read_flag_list
 from bot.commands import CommandError, Invocation
 from bot.commands.registry import get_command
@@ -71,6 +72,9 @@ async def on_command(
     text, user, channel = typed_text(command.get("text", "")), command["user_id"], command["channel_id"]
     if not await services.first_delivery("command", delivery_id(command, request, "trigger_id"), user):
         await ack(response_type="ephemeral", text=ALREADY_DELIVERED)
+        return
+    if not answers_in(services.settings, channel, command.get("channel_name")):
+        await ack(response_type="ephemeral", text=pointer(services.settings))
         return
     where = Where(channel)
     try:
@@ -209,6 +213,11 @@ async def _mentioned(
     user, channel = event.get("user", ""), event["channel"]
     if not await services.first_delivery("event", ident, user):
         return
+    if not await _answers_in(services, client, channel):
+        await client.chat_postEphemeral(
+            channel=channel, user=user, thread_ts=where.thread_ts, text=pointer(services.settings)
+        )
+        return
     text = typed_text(MENTION.sub("", event.get("text", ""), count=1))
     refusal: str | None = None
     try:
@@ -237,6 +246,15 @@ async def _mentioned(
         return
     invocation, decision, notes = accepted
     await start(services, client, invocation, decision, text=text, user=user, where=where, notes=notes)
+
+
+async def _answers_in(services: SlackServices, client: AsyncWebClient, channel: str) -> bool:
+    """`bot.app.channels.answers_in` for a mention, whose event names the channel by id only."""
+    name = None
+    if needs_name(services.settings, channel):
+        info = await client.conversations_info(channel=channel)
+        name = str((info.get("channel") or {}).get("name") or "") or None
+    return answers_in(services.settings, channel, name)
 
 
 async def _in_thread(services: SlackServices, text: str, channel: str, thread_ts: str) -> str:

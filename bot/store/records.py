@@ -12,7 +12,19 @@ from bot.store.loop_models import AuditEvent, EvidenceRecord, Investigation
 from bot.store.slack_models import ApprovalRequest
 from bot.store.store import Store
 
-__all__ = ["add_evidence", "audit", "audit_events", "evidence_of", "thread_targets"]
+__all__ = [
+    "RESTART_ACTION",
+    "add_evidence",
+    "audit",
+    "audit_events",
+    "evidence_of",
+    "restart_times",
+    "thread_targets",
+]
+
+RESTART_ACTION = "restart"
+"""`AuditEvent.action` of one restart of a target's server by flagbot (every rank stopped and
+started; `bot.target.restart`): what `policy.max_restarts_per_hour` counts."""
 
 
 def add_evidence(
@@ -74,6 +86,18 @@ def audit_events(
     if since is not None:
         query = query.where(col(AuditEvent.at) >= since)
     query = query.order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc()).limit(limit)
+    with Session(store.engine, expire_on_commit=False) as session:
+        return list(session.exec(query).all())
+
+
+def restart_times(store: Store, target: str, *, since: datetime) -> list[datetime]:
+    """When flagbot restarted the target at or after `since`, oldest first (audit events
+    `RESTART_ACTION`, whichever command or rollback did it)."""
+    query = (
+        select(AuditEvent.at)
+        .where(AuditEvent.target == target, AuditEvent.action == RESTART_ACTION, col(AuditEvent.at) >= since)
+        .order_by(col(AuditEvent.at))
+    )
     with Session(store.engine, expire_on_commit=False) as session:
         return list(session.exec(query).all())
 

@@ -24,6 +24,7 @@ from typing import Literal
 
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.models import utcnow
+from bot.store.records import RESTART_ACTION, audit
 from bot.target.drain import DrainReport, DrainSettings, drain
 from bot.target.dropin import DropinSpec, WriteResult, check_unedited, read_dropin, write_dropin
 from bot.target.errors import CommandFailed, CommandTimeout, DivergedError, TargetError, UnreachableError
@@ -348,6 +349,16 @@ async def _restart_phase(
     if drain_settings is not None:
         report.drain = await drain(ts, drain_settings)
     stop_timeout = ts.target.timeouts.stop.total_seconds()  # the configured upper bound of a stop
+    if ts.store is not None:  # what `policy.max_restarts_per_hour` counts (bot.loop.restart_budget)
+        nodes = [node.name for node in ts.nodes]
+        await ts.store.run(
+            audit,
+            ts.store.store,
+            actor="flagbot",
+            target=ts.name,
+            action=RESTART_ACTION,
+            detail={"nodes": nodes},
+        )
 
     async def stop(node: NodeSession) -> None:
         await _timed(report.nodes[node.index], "stop", node.run("stop", timeout=stop_timeout))

@@ -14,10 +14,11 @@ from typing import Any
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
 from bot.loop.expectations import Measured
-from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate
+from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate, restart_bound
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
 from bot.loop.preflight import preflight as run_preflight
 from bot.loop.rank import rank_hypotheses, rank_order
+from bot.loop.restart_budget import check_restarts
 from bot.loop.run_state import IsolateOutcome, PreflightFacts, ProbeOutcome, RankedProposal, RunState
 from bot.loop.steps.common import (
     bench_value,
@@ -343,6 +344,14 @@ async def isolate_step(
         if side.holds is not None:
             ctx.state.conclusion.cite(snapshots=(side.snapshot_id,), sets=(side.set_id,))
     await ctx.emit(TextBlock("premises, before any probe: " + "; ".join(known), "Isolate"))
+    unknown = sum(side.holds is None for side in (failing_side, good_side))
+    await check_restarts(  # the worst case up front, before the first probe restarts anything
+        ctx.store,
+        ctx.target,
+        limit=ts.target.policy.max_restarts_per_hour,
+        needed=restart_bound(len(changes), unknown_premises=unknown),
+        what=f"isolate of {len(changes)} changes (worst case, settle included)",
+    )
 
     def config_for(subset: frozenset[str] | tuple[str, ...]) -> Any:
         chosen = [changes[flag] for flag in changes if flag in subset]

@@ -318,8 +318,15 @@ async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
         kept, why = True, "keep=always"
     elif keep == "never":
         kept, why = False, "keep=never"
+    elif verdict == "regressed" and policy == "ask":
+        # asking in the thread (Keep / Revert with a timeout) is not built yet: the safe answer,
+        # never a regression kept silently (docs/config.md)
+        kept, why = (
+            False,
+            "regressed; the target's policy on regression is 'ask', which reverts until asking exists",
+        )
     elif verdict == "regressed":
-        kept, why = policy != "revert", f"regressed; the target's policy on regression is {policy!r}"
+        kept, why = policy == "keep", f"regressed; the target's policy on regression is {policy!r}"
     else:
         kept, why = True, f"{verdict}: kept"
     ctx.state.conclusion.kept = kept

@@ -40,6 +40,11 @@ key_path = {_q(str(key_path.resolve()))}
 known_hosts = {_q(str(known_hosts.resolve()))}
 sudo = true
 
+# A testbed restarts far more often than a deployment should (each test, each isolate probe):
+# policy.max_restarts_per_hour (6 by default) would refuse the stories, not protect anything.
+[targets.twin.policy]
+max_restarts_per_hour = 1000
+
 # The testbed's stories stay short: a try and a verify measure the profile's repeats a side and
 # look once, as before a try sized its sides (what sizing and sequential looks buy is measured by
 # bench/verdict_power.py and the component tests, not by booting nodes for minutes).
