@@ -198,28 +198,9 @@ async def grep(
             params["lines"] = lines
     command = render_params(name, params, sudo=False).shell
     result = GrepResult(node.name, pattern, compiled, scope, command, invocation=invocation, since=since)
-    kept: deque[str] = deque(maxlen=lines)
-    size = 0
-    stream = node.stream(name, **params)
-    try:
-        async with asyncio.timeout(timeout):
-            async for raw in iter_lines(stream):
-                text = raw.decode("utf-8", "replace")
-                if text.startswith("-- ") and text.endswith(" --"):  # "-- No entries --", boot marks
-                    continue
-                result.count += 1
-                kept.append(clip(text))
-                size += len(raw) + 1
-                if size > max_bytes:
-                    result.complete = False
-                    break
-    except TimeoutError:
-        result.complete = False
-    finally:
-        closer = getattr(stream, "aclose", None)
-        if closer is not None:
-            await closer()
-    ordered = list(kept)
+    ordered = await _read_bounded(
+        node, name, params, result, lines=lines, max_bytes=max_bytes, timeout=timeout
+    )
     if scope == "last":  # journalctl 252 prints `-n` with `--grep` newest first
         ordered.sort(key=_time_key)
         result.complete = result.count < lines
@@ -249,9 +230,31 @@ async def journal_tail(
         params["since"] = since
     command = render_params("journal", params, sudo=False).shell
     result = GrepResult(node.name, "", "", "since" if since else "last", command, since=since)
+    result.lines = await _read_bounded(
+        node, "journal", params, result, lines=lines, max_bytes=max_bytes, timeout=timeout
+    )
+    window = f" since {since}" if since else ""
+    cut = "" if result.complete else " (cut short: output bound reached)"
+    result.title = f"the unit's last {result.shown} journal line(s){window} on {node.name}{cut}"
+    return result
+
+
+async def _read_bounded(
+    node: NodeLike,
+    name: str,
+    params: dict[str, object],
+    result: GrepResult,
+    *,
+    lines: int,
+    max_bytes: int,
+    timeout: float,
+) -> list[str]:
+    """The last `lines` lines table command `name` streams, each clipped, journalctl's `-- ... --`
+    marks skipped; counted into `result`, which is marked incomplete when reading stops after
+    `max_bytes` or `timeout` (what `grep` and `logs` both promise)."""
     kept: deque[str] = deque(maxlen=lines)
     size = 0
-    stream = node.stream("journal", **params)
+    stream = node.stream(name, **params)
     try:
         async with asyncio.timeout(timeout):
             async for raw in iter_lines(stream):
@@ -270,11 +273,7 @@ async def journal_tail(
         closer = getattr(stream, "aclose", None)
         if closer is not None:
             await closer()
-    result.lines = list(kept)
-    window = f" since {since}" if since else ""
-    cut = "" if result.complete else " (cut short: output bound reached)"
-    result.title = f"the unit's last {result.shown} journal line(s){window} on {node.name}{cut}"
-    return result
+    return list(kept)
 
 
 async def start_limit_hit(node: NodeLike, state: NodeState) -> bool:
