@@ -17,6 +17,7 @@ from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
 from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
+from bot.bench.run import BenchmarkTimeoutError
 from bot.commands import CommandError, Invocation
 from bot.slack.approvals import request_approval
 from bot.slack.dispatch import answer, start_thread, threaded
@@ -217,7 +218,9 @@ def error_reporter(
 ) -> Callable[[str, BaseException], Awaitable[None]]:
     async def report(ident: str, exc: BaseException) -> None:
         # a host that cannot be reached or whose key is unknown is the user's to fix: say which
-        known = isinstance(exc, CommandError | AppError | LookupError | ValueError | TargetError)
+        known = isinstance(
+            exc, CommandError | AppError | LookupError | ValueError | TargetError | BenchmarkTimeoutError
+        )
         text = str(exc) if known else f"something went wrong (error id {ident}); the log has the details"
         await client.chat_postEphemeral(
             channel=where.channel, user=user, thread_ts=where.thread_ts, text=text
