@@ -8,16 +8,19 @@ Everything is stopped (and the runs in flight awaited) on exit.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bot.config import Settings
+from bot.config import Settings, load_settings
 from bot.slack.app import build_app, serve_http, serve_socket, web_client
 from bot.slack.services import SlackServices
-from bot.store import AsyncStore
+from bot.store import AsyncStore, Store
 from flagbot_lab.standin import Standin
+from flagbot_lab.standin.model import Channel
+from tests.support.host_flags import seed_flag_lists
 
 SIGNING_SECRET = "flagbot-test-signing-secret"
 TOKEN = "xoxb-flagbot-test"
@@ -66,3 +69,35 @@ async def running_bot(
         if runner is not None:
             await runner.cleanup()
         await standin.stop()
+
+
+@asynccontextmanager
+async def configured_bot(
+    directory: Path,
+    config_text: str,
+    channel: Channel,
+    *,
+    known_flags: bool = True,
+    prepare: Callable[[Store], None] | None = None,
+) -> AsyncIterator[RunningBot]:
+    """A bot on a fresh SQLite store in `directory`, configured by `config_text` (its `{db}` is
+    the store's path), with `channel` in the stand-in's workspace: the preamble the Slack
+    component tests share. `known_flags` seeds the flag lists a bot that read its host before
+    would have; `prepare` writes what the test needs in the store before the bot starts."""
+    db = directory / "flagbot.db"
+    config = directory / "flagbot.toml"
+    config.write_text(config_text.format(db=db))
+    sync = Store.open(f"sqlite:///{db}")
+    sync.upgrade()
+    if prepare is not None:
+        prepare(sync)
+    store = AsyncStore(sync)
+    settings = load_settings(config, required=True)
+    if known_flags:
+        seed_flag_lists(settings)
+    try:
+        async with running_bot(settings, store) as running:
+            running.standin.workspace.add_channel(channel)
+            yield running
+    finally:
+        await store.aclose()

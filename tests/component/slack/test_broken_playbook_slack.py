@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_settings
-from bot.store import AsyncStore, Store
 from flagbot_lab.standin.model import Channel, Message
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot, configured_bot
 
 OPERATOR = "U0OPER"
 CHANNEL = "C0BOOKS"
@@ -40,18 +38,9 @@ async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
     books.mkdir()
     (books / "greet.yaml").write_text(GOOD)
     (books / "tpyo.yaml").write_text(BROKEN)
-    db = tmp_path / "flagbot.db"
-    config = tmp_path / "flagbot.toml"
-    config.write_text(CONFIG.format(db=db, books=books))
-    sync = Store.open(f"sqlite:///{db}")
-    sync.upgrade()
-    store = AsyncStore(sync)
-    try:
-        async with running_bot(load_settings(config, required=True), store) as running:
-            running.standin.workspace.add_channel(Channel(CHANNEL, "books"))
-            yield running
-    finally:
-        await store.aclose()
+    config = CONFIG.replace("{books}", str(books))
+    async with configured_bot(tmp_path, config, Channel(CHANNEL, "books"), known_flags=False) as running:
+        yield running
 
 
 def bot_posts(bot: RunningBot) -> list[Message]:

@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Settings, load_settings
-from bot.store import AsyncStore, Store
 from bot.store.experiments import list_experiments
 from flagbot_lab.standin.model import Channel
-from tests.support.host_flags import seed_flag_lists
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot, configured_bot
 
 OPERATOR = "U0OPER"
 CHANNEL = "C0EDGES"
@@ -33,25 +30,10 @@ connect_timeout = 1
 """
 
 
-def _known_flags(settings: Settings) -> Settings:
-    seed_flag_lists(settings)  # flags judged before the ack, as on a bot that read its host before
-    return settings
-
-
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
-    db = tmp_path / "flagbot.db"
-    config = tmp_path / "flagbot.toml"
-    config.write_text(CONFIG.format(db=db))
-    sync = Store.open(f"sqlite:///{db}")
-    sync.upgrade()
-    store = AsyncStore(sync)
-    try:
-        async with running_bot(_known_flags(load_settings(config, required=True)), store) as running:
-            running.standin.workspace.add_channel(Channel(CHANNEL, "edges"))
-            yield running
-    finally:
-        await store.aclose()
+    async with configured_bot(tmp_path, CONFIG, Channel(CHANNEL, "edges")) as running:
+        yield running
 
 
 async def test_a_backticked_flag_and_dash_dash_dry_run_are_read_as_on_the_cli(bot: RunningBot) -> None:

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_settings
-from bot.store import AsyncStore, Store
+from bot.store import Store
 from bot.store.experiments import list_experiments
 from bot.store.models import utcnow
 from bot.store.records import RESTART_ACTION, audit, restart_times
 from flagbot_lab.standin.model import Channel
-from tests.support.host_flags import seed_flag_lists
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot, configured_bot
 
 OPERATOR = "U0OPER"
 CHANNEL = "C0LIMIT"
@@ -40,23 +38,15 @@ max_restarts_per_hour = 1
 
 @pytest.fixture
 async def bot(tmp_path: Path) -> AsyncIterator[RunningBot]:
-    db = tmp_path / "flagbot.db"
-    config = tmp_path / "flagbot.toml"
-    config.write_text(CONFIG.format(db=db))
-    sync = Store.open(f"sqlite:///{db}")
-    sync.upgrade()
-    row = audit(sync, actor="flagbot", target="lab", action=RESTART_ACTION)
-    row.at = utcnow() - timedelta(minutes=15)
-    sync.add(row)
-    store = AsyncStore(sync)
-    settings = load_settings(config, required=True)
-    seed_flag_lists(settings)
-    try:
-        async with running_bot(settings, store) as running:
-            running.standin.workspace.add_channel(Channel(CHANNEL, "limit"))
-            yield running
-    finally:
-        await store.aclose()
+    def restarted_15_minutes_ago(sync: Store) -> None:
+        row = audit(sync, actor="flagbot", target="lab", action=RESTART_ACTION)
+        row.at = utcnow() - timedelta(minutes=15)
+        sync.add(row)
+
+    async with configured_bot(
+        tmp_path, CONFIG, Channel(CHANNEL, "limit"), prepare=restarted_15_minutes_ago
+    ) as running:
+        yield running
 
 
 async def test_a_restart_over_the_hourly_limit_is_refused_with_the_next_allowed_time(bot: RunningBot) -> None:
