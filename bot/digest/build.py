@@ -27,13 +27,22 @@ from bot.digest.model import (
 )
 from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
-from bot.loop.run_state import RunState, flags_from_json
+from bot.loop.run_state import (
+    FACT_PATHS,
+    RUN_STATE_SCHEMA_VERSION,
+    RunFacts,
+    flags_from_json,
+    run_facts,
+    run_facts_of,
+)
 from bot.sglang.change import diff_flagsets
 from bot.store import Store
 from bot.store.bench_repo import get_set
 from bot.store.digest_reads import (
+    WeekExperiment,
     baseline_at,
     effective_before,
+    experiment_states,
     experiments_between,
     hypotheses_of_week,
     latest_snapshot_before,
@@ -43,7 +52,6 @@ from bot.store.digest_reads import (
     snapshot_effectives_between,
     snapshot_targets_between,
 )
-from bot.store.loop_models import Experiment
 from bot.store.snapshots import get_snapshot
 
 __all__ = ["build_digest"]
@@ -56,10 +64,10 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all."""
     tz = zone(settings.schedules.timezone)
     start, end = week.start(tz), week.end(tz)
-    experiments = experiments_between(store, start, end, target)
+    experiments = experiments_between(store, start, end, target, state_paths=FACT_PATHS)
     hypotheses = _hypotheses(store, start, end, target)
     learned = observations_between(store, start, end, target)
-    states = {int(e.id or 0): RunState.load(e.state) for e in experiments}  # read once, used four times
+    states = _facts(store, experiments)  # read once, used four times
     names = _targets(store, settings, experiments, start, end, target)
     week_snapshots = snapshot_effectives_between(store, names, start, end)
     capacities = _capacities(store, experiments, states, week_snapshots)
@@ -67,12 +75,12 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     flags = [_against_baseline(store, name, end) for name in names]
     links = threads_of(
         store,
-        [int(e.id or 0) for e in experiments],
-        {int(e.id or 0): e.investigation_id for e in experiments if e.investigation_id is not None},
+        [e.id for e in experiments],
+        {e.id: e.investigation_id for e in experiments if e.investigation_id is not None},
     )
-    every = [_line(e, states[int(e.id or 0)], capacities, links) for e in experiments]
+    every = [_line(e, states[e.id], capacities, links) for e in experiments]
     lines = [line for line in every if line.not_started is None]
-    by_id = {int(e.id or 0): e for e in experiments}
+    by_id = {e.id: e for e in experiments}
     kept, reverted = _decisions(experiments, states, by_id)
     failed_starts, rollbacks = incidents_of(experiments, states)
     checks, checks_note = failed_checks(store, start, end, target=target)
@@ -100,6 +108,17 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
     )
 
 
+def _facts(store: Store, experiments: Sequence[WeekExperiment]) -> dict[int, RunFacts]:
+    """Each experiment's run facts: from the values the database extracted for a schema-2 state;
+    from the whole state for the rest (an older schema, an empty state, a newer one refused)."""
+    current = RUN_STATE_SCHEMA_VERSION
+    whole = experiment_states(store, [e.id for e in experiments if e.state_version != current])
+    return {
+        e.id: run_facts_of(e.state_values) if e.state_version == current else run_facts(whole.get(e.id))
+        for e in experiments
+    }
+
+
 def _hypotheses(store: Store, start: datetime, end: datetime, target: str | None) -> list[HypothesisLine]:
     """Resolved during the week, and still open at the end of it (by their status now)."""
     rows = hypotheses_of_week(store, start, end, target, resolved=RESOLVED)
@@ -114,7 +133,7 @@ def _hypotheses(store: Store, start: datetime, end: datetime, target: str | None
 def _targets(
     store: Store,
     settings: Settings,
-    experiments: Sequence[Experiment],
+    experiments: Sequence[WeekExperiment],
     start: datetime,
     end: datetime,
     target: str | None,
@@ -132,22 +151,22 @@ def _capacity(effective: Mapping[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _snapshot_ids(experiment: Experiment, state: RunState) -> tuple[int | None, int | None]:
+def _snapshot_ids(experiment: WeekExperiment, state: RunFacts) -> tuple[int | None, int | None]:
     return (
-        experiment.before_snapshot_id or state.before.snapshot_id,
-        experiment.after_snapshot_id or state.after.snapshot_id,
+        experiment.before_snapshot_id or state.before_snapshot_id,
+        experiment.after_snapshot_id or state.after_snapshot_id,
     )
 
 
 def _capacities(
     store: Store,
-    experiments: Sequence[Experiment],
-    states: Mapping[int, RunState],
+    experiments: Sequence[WeekExperiment],
+    states: Mapping[int, RunFacts],
     week_snapshots: Sequence[tuple[int, str, datetime, Any]],
 ) -> dict[int, float | None]:
     """snapshot id -> effective max_running_requests, for every start an experiment names."""
     known = {sid: _capacity(eff) for sid, _, _, eff in week_snapshots}
-    named = {sid for e in experiments for sid in _snapshot_ids(e, states[int(e.id or 0)])}
+    named = {sid for e in experiments for sid in _snapshot_ids(e, states[e.id])}
     wanted = sorted({sid for sid in named if sid is not None} - set(known))
     for sid, effective in snapshot_effectives(store, wanted).items():
         known[sid] = _capacity(effective)
@@ -155,12 +174,10 @@ def _capacities(
 
 
 def _line(
-    experiment: Experiment, state: RunState, capacities: dict[int, float | None], links: dict[int, Any]
+    experiment: WeekExperiment, state: RunFacts, capacities: dict[int, float | None], links: dict[int, Any]
 ) -> ExperimentLine:
     before, after = _snapshot_ids(experiment, state)
-    conclusion = state.conclusion
-    kept = conclusion.kept
-    ident = int(experiment.id or 0)
+    ident = experiment.id
     return ExperimentLine(
         id=ident,
         target=experiment.target,
@@ -171,11 +188,11 @@ def _line(
         summary=experiment.summary,
         actor=experiment.actor,
         at=experiment.created_at,
-        kept=kept,
+        kept=state.kept,
         capacity_before=_whole(capacities.get(before)) if before is not None else None,
         capacity_after=_whole(capacities.get(after)) if after is not None else None,
         thread=links.get(ident),
-        not_started=conclusion.not_started,
+        not_started=state.not_started,
     )
 
 
@@ -184,14 +201,14 @@ def _whole(value: float | None) -> int | float | None:
 
 
 def _decisions(
-    experiments: Sequence[Experiment], states: Mapping[int, RunState], by_id: dict[int, Experiment]
+    experiments: Sequence[WeekExperiment], states: Mapping[int, RunFacts], by_id: dict[int, WeekExperiment]
 ) -> tuple[list[FlagDecision], list[FlagDecision]]:
     kept: list[FlagDecision] = []
     reverted: list[FlagDecision] = []
     for e in experiments:
-        ident = int(e.id or 0)
+        ident = e.id
         state = states[ident]
-        decided = state.conclusion.kept
+        decided = state.kept
         if e.playbook == "try" and decided is not None:
             why = e.verdict or e.status
             for change in describe_changes(e.params) or [describe_experiment(e, state)]:
@@ -199,7 +216,7 @@ def _decisions(
                     FlagDecision(ident, e.target, change, "kept" if decided else "reverted", why)
                 )
         elif e.playbook == "revert" and e.status == "succeeded":
-            undone = state.plan.reverting_experiment
+            undone = state.reverting_experiment
             source = by_id.get(undone) if undone is not None else None
             changes = describe_changes(source.params) if source is not None else []
             if not changes:
@@ -254,7 +271,7 @@ def _chart(
     store: Store,
     names: list[str],
     week_snapshots: Sequence[tuple[int, str, datetime, Mapping[str, Any]]],
-    experiments: Sequence[Experiment],
+    experiments: Sequence[WeekExperiment],
     start: datetime,
     end: datetime,
 ) -> ChartData:

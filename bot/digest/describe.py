@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bot.digest.model import Incident
-from bot.loop.run_state import RunState
+from bot.loop.run_state import RunFacts
 from bot.sglang.change import Change
-from bot.store.loop_models import Experiment
+from bot.store.digest_reads import WeekExperiment
 
 __all__ = ["describe_changes", "describe_experiment", "incidents_of"]
 
@@ -29,16 +29,16 @@ def describe_changes(params: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def describe_experiment(experiment: Experiment, state: RunState) -> str:
+def describe_experiment(experiment: WeekExperiment, state: RunFacts) -> str:
     """What the run set out to do: `add --x, set --y 2`, `revert #12`, `verify max_running_requests>=48`.
-    `state` is the experiment's run state, read once by the caller (a week can hold 100,000)."""
+    `state` is the facts of the experiment's run state, read once by the caller (a week can hold 100,000)."""
     params = experiment.params or {}
     parts: list[str] = []
     changes = describe_changes(params)
     if changes:
         parts.append(", ".join(changes))
     if experiment.playbook == "revert":
-        undone = state.plan.reverting_experiment
+        undone = state.reverting_experiment
         what, flags = params.get("what"), params.get("flags")
         if undone is not None:
             parts.append(f"#{undone}'s change")
@@ -51,7 +51,7 @@ def describe_experiment(experiment: Experiment, state: RunState) -> str:
     expect = params.get("expect") or []
     if expect:
         parts.append("expecting " + " ".join(str(e) for e in expect))
-    culprits = state.isolate.culprits if state.isolate is not None else []
+    culprits = state.culprits
     if culprits:
         parts.append("culprit(s): " + ", ".join(str(c) for c in culprits))
     if params.get("dry_run"):
@@ -60,19 +60,19 @@ def describe_experiment(experiment: Experiment, state: RunState) -> str:
 
 
 def incidents_of(
-    experiments: Sequence[Experiment], states: Mapping[int, RunState]
+    experiments: Sequence[WeekExperiment], states: Mapping[int, RunFacts]
 ) -> tuple[list[Incident], list[Incident]]:
     """(failed starts, rollbacks) among the week's experiments, oldest first; `states` by id."""
     failed: list[Incident] = []
     rolled: list[Incident] = []
     for e in experiments:
-        ident = int(e.id or 0)
-        restart = states[ident].restart
-        if restart.start_failed or e.verdict == "failed-to-start":
-            line = restart.fatal_line
+        ident = e.id
+        facts = states[ident]
+        if facts.start_failed or e.verdict == "failed-to-start":
+            line = facts.fatal_line
             text = line if line else (e.summary or "the server did not become ready")
             failed.append(Incident(ident, e.target, "failed start", text, e.created_at))
-        if e.status == "rolled-back" or restart.rolled_back:  # a decided revert only sets `restored`
+        if e.status == "rolled-back" or facts.rolled_back:  # a decided revert only sets `restored`
             text = e.summary or "back on the flags from before"
             rolled.append(Incident(ident, e.target, "rollback", text, e.created_at))
     return failed, rolled

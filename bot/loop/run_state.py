@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Final, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -36,6 +37,8 @@ from pydantic_core import PydanticSerializationError
 
 from bot.loop.isolate import Status
 from bot.sglang.flagset import FlagItem, FlagSet
+
+T = TypeVar("T")
 
 RUN_STATE_SCHEMA_VERSION: Final = 2
 """The shape `RunState.dump` writes. 1: the flat dict of string keys (no `schema_version` field)."""
@@ -282,6 +285,106 @@ class RunState(_Record):
             f"a run state of schema {version!r}, written by a newer flagbot "
             f"(this one reads schemas 1 to {RUN_STATE_SCHEMA_VERSION})"
         )
+
+
+# --- the few facts summaries of many runs read ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a summary of many runs (the weekly digest) needs of each run's state.
+
+    Why not `RunState.load`: validating a whole stored state (its preflight report, proposals and
+    summaries, each open JSON value round-tripped) costs about a millisecond, and a week can hold
+    100,000 runs. `run_facts` reads only these fields from the stored JSON, with the meaning
+    `RunState` gives them (schema 1 converted the same way). States are written by `RunState.dump`;
+    a field of another type (a hand-edited row) reads as absent instead of failing the summary."""
+
+    before_snapshot_id: int | None = None
+    after_snapshot_id: int | None = None
+    reverting_experiment: int | None = None
+    kept: bool | None = None
+    not_started: str | None = None
+    start_failed: bool = False
+    fatal_line: str | None = None
+    rolled_back: bool = False
+    culprits: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, state: RunState) -> RunFacts:
+        """The same facts from a state already read whole."""
+        return cls(
+            before_snapshot_id=state.before.snapshot_id,
+            after_snapshot_id=state.after.snapshot_id,
+            reverting_experiment=state.plan.reverting_experiment,
+            kept=state.conclusion.kept,
+            not_started=state.conclusion.not_started,
+            start_failed=state.restart.start_failed,
+            fatal_line=state.restart.fatal_line,
+            rolled_back=state.restart.rolled_back,
+            culprits=tuple(state.isolate.culprits) if state.isolate is not None else (),
+        )
+
+
+FACT_PATHS: Final[Mapping[str, tuple[tuple[str, str], type]]] = {
+    "before_snapshot_id": (("before", "snapshot_id"), int),
+    "after_snapshot_id": (("after", "snapshot_id"), int),
+    "reverting_experiment": (("plan", "reverting_experiment"), int),
+    "kept": (("conclusion", "kept"), bool),
+    "not_started": (("conclusion", "not_started"), str),
+    "start_failed": (("restart", "start_failed"), bool),
+    "fatal_line": (("restart", "fatal_line"), str),
+    "rolled_back": (("restart", "rolled_back"), bool),
+    "culprits": (("isolate", "culprits"), list),
+}
+"""`RunFacts` field -> (its path in a schema-2 state, the JSON type stored there): what a reader
+of many states extracts in the database instead of decoding each whole state
+(`bot.store.digest_reads.experiments_between`), then hands to `run_facts_of`."""
+
+
+def run_facts(stored: Mapping[str, object] | None) -> RunFacts:
+    """`RunFacts` of a whole stored state (`Experiment.state`), without validating the rest of it.
+
+    RunStateError for a state of a newer schema, as `RunState.load` refuses it."""
+    raw: Mapping[str, object] = stored or {}
+    version = raw.get("schema_version", 1)
+    if version == 1:
+        raw = _from_v1(raw)
+    elif version != RUN_STATE_SCHEMA_VERSION:
+        raise RunStateError(
+            f"a run state of schema {version!r}, written by a newer flagbot "
+            f"(this one reads schemas 1 to {RUN_STATE_SCHEMA_VERSION})"
+        )
+    values: dict[str, object] = {}
+    for name, ((record, field), _) in FACT_PATHS.items():
+        found = raw.get(record)
+        values[name] = found.get(field) if isinstance(found, Mapping) else None
+    return run_facts_of(values)
+
+
+def run_facts_of(values: Mapping[str, object]) -> RunFacts:
+    """`RunFacts` from the values at `FACT_PATHS` of a schema-2 state (absent: None)."""
+    culprits = values.get("culprits")
+    return RunFacts(
+        before_snapshot_id=_typed(values.get("before_snapshot_id"), int),
+        after_snapshot_id=_typed(values.get("after_snapshot_id"), int),
+        reverting_experiment=_typed(values.get("reverting_experiment"), int),
+        kept=_typed(values.get("kept"), bool),
+        not_started=_typed(values.get("not_started"), str),
+        start_failed=_typed(values.get("start_failed"), bool) or False,
+        fatal_line=_typed(values.get("fatal_line"), str),
+        rolled_back=_typed(values.get("rolled_back"), bool) or False,
+        culprits=tuple(c for c in culprits if isinstance(c, str)) if isinstance(culprits, list) else (),
+    )
+
+
+def _typed(value: object, kind: type[T]) -> T | None:
+    """`value` when it is a `kind` (a bool is not an int here, as pydantic's strict reading of ids)."""
+    if value is None or type(value) is kind:  # nearly every value: one check
+        return value
+    if isinstance(value, bool) and kind is not bool:
+        return None
+    return value if isinstance(value, kind) else None
 
 
 # --- schema 1: the flat dict of string keys ------------------------------------------------------

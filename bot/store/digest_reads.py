@@ -8,10 +8,12 @@ groups the rows itself (`bot.digest.build`). Nothing here writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
+from sqlalchemy import JSON, ColumnElement
 from sqlmodel import Session, col, select
 
 from bot.store.loop_models import (
@@ -27,10 +29,13 @@ from bot.store.store import Store
 
 __all__ = [
     "CHUNK",
+    "StatePaths",
+    "WeekExperiment",
     "audit_events_of",
     "baseline_at",
     "chunks",
     "effective_before",
+    "experiment_states",
     "experiments_between",
     "hypotheses_of_week",
     "investigations_by_id",
@@ -64,9 +69,83 @@ def _between(
         return list(session.exec(query.order_by(col(column), col(model.id))).all())
 
 
-def experiments_between(store: Store, start: datetime, end: datetime, target: str | None) -> list[Experiment]:
-    """Experiments created in the range (of one target or all), oldest first."""
-    return _between(store, Experiment, Experiment.created_at, start, end, target)
+class WeekExperiment(NamedTuple):
+    """The columns of an experiment the digest reads, as a plain row: a week can hold 100,000, and
+    building an ORM object per row (identity map, instrumented attributes) cost more than reading it.
+
+    Of the run state only its `schema_version` and the values at the paths the caller asked for
+    (`state_values`, by name; absent: None) are read: decoding every whole state (its preflight
+    report, proposals, summaries) was most of a large week's cost."""
+
+    id: int
+    target: str
+    playbook: str
+    params: Mapping[str, Any]
+    status: str
+    verdict: str | None
+    summary: str | None
+    actor: str
+    created_at: datetime
+    investigation_id: int | None
+    before_snapshot_id: int | None
+    after_snapshot_id: int | None
+    state_version: int | None
+    state_values: Mapping[str, object]
+
+
+StatePaths = Mapping[str, tuple[tuple[str, str], type]]
+"""name -> (path in the state's JSON, the JSON type there: int, bool, str, or list)."""
+
+_COLUMNS = tuple(getattr(Experiment, name) for name in WeekExperiment._fields[:-2])
+_STATE: ColumnElement[JSON] = col(Experiment.state)  # type: ignore[assignment]  # a JSON column: its path operators
+
+
+def _extract(path: tuple[str, str], kind: type) -> ColumnElement[object]:
+    """The value at `path` in `experiment.state`, extracted by the database (SQLite's JSON_EXTRACT,
+    PostgreSQL's #>>) and typed there, so only that value crosses into Python."""
+    at = _STATE[path]
+    typed = {int: at.as_integer, bool: at.as_boolean}.get(kind, at.as_string)
+    return cast("ColumnElement[object]", typed())  # a str, or a list's JSON text (decoded by `_decoded`)
+
+
+def experiments_between(
+    store: Store, start: datetime, end: datetime, target: str | None, *, state_paths: StatePaths
+) -> list[WeekExperiment]:
+    """Experiments created in the range (of one target or all), oldest first, with the values at
+    `state_paths` of each run state (see `WeekExperiment`)."""
+    names = list(state_paths)
+    version = _STATE["schema_version"].as_integer()
+    extracted = [_extract(path, kind) for path, kind in state_paths.values()]
+    query = select(*_COLUMNS, version, *extracted).where(  # type: ignore[call-overload]  # more columns than sqlmodel's overloads
+        col(Experiment.created_at) >= start, col(Experiment.created_at) < end
+    )
+    if target is not None:
+        query = query.where(Experiment.target == target)
+    width = len(_COLUMNS)
+    lists = {name for name, (_, kind) in state_paths.items() if kind is list}
+
+    def _decoded(values: Sequence[object]) -> dict[str, object]:
+        out = dict(zip(names, values, strict=True))
+        for name in lists:  # JSON text, or None where the state has no list there (most rows)
+            text = out[name]
+            out[name] = json.loads(text) if isinstance(text, str) else None
+        return out
+
+    with Session(store.engine) as session:
+        rows = session.exec(query.order_by(col(Experiment.created_at), col(Experiment.id))).all()
+        return [WeekExperiment._make((*row[:width], row[width], _decoded(row[width + 1 :]))) for row in rows]
+
+
+def experiment_states(store: Store, ids: Sequence[int]) -> dict[int, Mapping[str, Any]]:
+    """experiment id -> its whole run state, for the few rows a path read cannot serve (an older
+    schema, an empty state)."""
+    found: dict[int, Mapping[str, Any]] = {}
+    with Session(store.engine) as session:
+        for part in chunks(ids):
+            query = select(Experiment.id, Experiment.state).where(col(Experiment.id).in_(part))
+            for ident, state in session.exec(query).all():
+                found[int(ident or 0)] = state
+    return found
 
 
 def observations_between(
