@@ -104,7 +104,7 @@ RERUN_TAKES = ("profile", "concurrency", "backend", "compare_to", "base_url")
 
 def check_rerun(request: BenchRequest) -> None:
     """CommandError when `rerun=ID` comes with what it takes from the experiment's set."""
-    if request.rerun is None:
+    if request.rerun is None or request.compared_with is not None:  # none, or resolved (`with_rerun`)
         return
     given = [name for name in RERUN_TAKES if getattr(request, name) is not None]
     if given:

@@ -13,7 +13,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app.decisions import button_command, decision_pending
+from bot.app.decisions import button_command
 from bot.app.flag_list import flag_list
 from bot.commands import Invocation
 from bot.slack.approvals import decide as decide_approval
@@ -185,8 +185,6 @@ async def _kept_experiment(services: SlackServices, experiment_id: int) -> Exper
     row = await services.store.run(get_experiment, services.store.store, experiment_id)
     if row is None:
         raise LookupError(f"no experiment #{experiment_id}: nothing to keep")
-    if not decision_pending(row):
-        raise LookupError(f"experiment #{experiment_id} has no decision pending: nothing to keep")
     return row
 
 
