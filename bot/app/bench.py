@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
 from bot.app.context import AppContext
+from bot.app.decisions import rerun_of
 from bot.app.errors import AppError
 from bot.app.leased import leased, lost_reason
 from bot.app.progress import Progress
@@ -48,6 +49,11 @@ class BenchRequest:
     compare_to: int | None = None
     base_url: str | None = None
     label: str = ""
+    rerun: int | None = None
+    """`rerun=ID`: re-run experiment ID's benchmark (`with_rerun` fills in its set's profile,
+    levels and backend, and compares with that after-set)."""
+    compared_with: str | None = None
+    """How the set compared with is named in the result (default `set #N`)."""
 
     @classmethod
     def of(
@@ -58,7 +64,8 @@ class BenchRequest:
         options = invocation.options
         delay = parse_duration(options.get("wait", "0"))  # the grammar checked it: a timedelta
         return cls(
-            target=options.get("target") or (None if base_url else settings.default_target),
+            target=options.get("target")
+            or (None if base_url or "rerun" in options else settings.default_target),
             profile=options.get("profile"),
             concurrency=tuple(int(c) for c in options["concurrency"].split(","))
             if "concurrency" in options
@@ -69,7 +76,12 @@ class BenchRequest:
             compare_to=int(options["compare-to"]) if "compare-to" in options else None,
             base_url=base_url,
             label=label,
+            rerun=int(options["rerun"]) if "rerun" in options else None,
         )
+
+    def reference_name(self) -> str:
+        """The stored set compared with, in words (the re-run of an experiment names it)."""
+        return self.compared_with or f"set #{self.compare_to}"
 
 
 @dataclass(frozen=True)
@@ -79,14 +91,54 @@ class BenchSetup:
     plan: BenchPlan
     leased: bool
 
-    def steps(self, compare_to: int | None) -> list[str]:
+    def steps(self, compare_to: int | None, compared_with: str | None = None) -> list[str]:
         """The steps the benchmark reports, in order (a status card shows them up front)."""
         measure = f"benchmark (profile {self.plan.profile_name}, {self.plan.backend})"
-        return [LEASE_STEP, measure, *([f"compare with set #{compare_to}"] if compare_to is not None else [])]
+        compare = f"compare with {compared_with or f'set #{compare_to}'}"
+        return [LEASE_STEP, measure, *([compare] if compare_to is not None else [])]
+
+
+RERUN_TAKES = ("profile", "concurrency", "backend", "compare_to", "base_url")
+"""What `rerun=ID` sets itself: asked for beside it, the words contradict each other."""
+
+
+def check_rerun(request: BenchRequest) -> None:
+    """CommandError when `rerun=ID` comes with what it takes from the experiment's set."""
+    if request.rerun is None or request.compared_with is not None:  # none, or resolved (`with_rerun`)
+        return
+    given = [name for name in RERUN_TAKES if getattr(request, name) is not None]
+    if given:
+        words = ", ".join("--base-url" if n == "base_url" else n.replace("_", "-") + "=" for n in given)
+        raise CommandError(
+            f"rerun= re-runs the experiment's own benchmark (its set's profile, levels and backend, "
+            f"compared with its after-set): drop {words}",
+            usage="bench rerun=ID [repeats=N] [wait=DURATION] [target=NAME]",
+        )
+
+
+async def with_rerun(ctx: AppContext, request: BenchRequest) -> BenchRequest:
+    """The request a `rerun=ID` makes: experiment ID's after-set's profile, levels and backend,
+    compared with that set, on the experiment's target (AppError when it has no such set)."""
+    if request.rerun is None:
+        return request
+    check_rerun(request)
+    found = await rerun_of(ctx, request.rerun, request.target)
+    stored = found.after.set
+    return replace(
+        request,
+        target=found.experiment.target,
+        profile=stored.profile or None,
+        concurrency=found.concurrency,
+        backend=stored.backend or None,
+        compare_to=found.set_id,
+        compared_with=found.describe(),
+        label="; ".join(x for x in (request.label, f"re-run of experiment #{request.rerun}") if x),
+    )
 
 
 def plan_bench(settings: Settings, request: BenchRequest) -> BenchSetup:
     """The plan; CommandError for what the words got wrong (checked before anything runs)."""
+    check_rerun(request)
     configured = settings.targets.get(request.target) if request.target else None
     if configured is None and request.base_url is None:
         raise CommandError("bench needs a target (target=NAME or default_target) or --base-url URL")
@@ -188,7 +240,8 @@ async def run_bench(
     if reference is not None:
         assert reference.set.id is not None
         assert run.set.id is not None
-        await progress.step(2, f"compare with set #{request.compare_to}", "running")
+        compare_step = f"compare with {request.reference_name()}"
+        await progress.step(2, compare_step, "running")
         try:
             comparison = await ctx.store.run(
                 compare_by_id,
@@ -199,7 +252,7 @@ async def run_bench(
             )
         except (ArithmeticError, ValueError) as exc:  # the measurements stay stored and shown
             error = f"{type(exc).__name__}: {exc}"
-        await progress.step(2, f"compare with set #{request.compare_to}", "ok" if error is None else "failed")
+        await progress.step(2, compare_step, "ok" if error is None else "failed")
     chart = None
     if chart_path is not None and run.set.id is not None:
         chart = chart_path(run.set.id)

@@ -13,7 +13,7 @@ and `bench`'s plan. Every refusal is a `CommandError` naming the rule.
 
 from __future__ import annotations
 
-from bot.app.bench import BenchRequest, plan_bench
+from bot.app.bench import BenchRequest, check_rerun, plan_bench
 from bot.app.playbooks import resolve_playbook, runs_playbook
 from bot.app.target_commands import GrepRequest
 from bot.app.targets import target_of
@@ -33,7 +33,11 @@ def check_invocation(settings: Settings, invocation: Invocation) -> None:
         if invocation.name == "grep":
             GrepRequest.of(invocation)
         elif invocation.name == "bench":
-            plan_bench(settings, BenchRequest.of(settings, invocation))
+            request = BenchRequest.of(settings, invocation)
+            if request.rerun is None:
+                plan_bench(settings, request)
+            else:  # the experiment's set decides the plan when it runs (`with_rerun`)
+                check_rerun(request)
         elif runs_playbook(invocation):
             resolve_playbook(settings, invocation)
     except UnknownTargetError as exc:

@@ -31,7 +31,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bot.app.bench import BenchRequest, BenchResult, plan_bench, run_bench
+from bot.app.bench import BenchRequest, BenchResult, check_rerun, plan_bench, run_bench, with_rerun
 from bot.app.context import AppContext, console_actor
 from bot.bench.compare_sets import Compared
 from bot.bench.loadgen import LoadError
@@ -89,22 +89,33 @@ def bench(ctx: typer.Context) -> None:
         raise fail(exc.render()) from None
     request = BenchRequest.of(config, invocation, base_url=local["base_url"])
     with usage_errors():
-        setup = plan_bench(config, request)
+        check_rerun(request)
+        setup = plan_bench(config, request) if request.rerun is None else None
     chart = Path(local["chart"]) if local["chart"] else None
     progress = ConsoleProgress(sys.stderr)
 
-    async def work(app_ctx: AppContext) -> BenchResult:
-        return await run_bench(
+    async def work(app_ctx: AppContext) -> tuple[BenchRequest, BenchResult]:
+        final, planned = request, setup
+        if planned is None:  # `rerun=ID`: the experiment's stored after-set decides the plan
+            final = await with_rerun(app_ctx, request)
+            planned = plan_bench(config, final)
+            typer.echo(
+                f"re-running the benchmark of experiment #{request.rerun}: "
+                f"compared with {final.compared_with}",
+                err=True,
+            )
+        return final, await run_bench(
             app_ctx,
-            setup,
-            request,
+            planned,
+            final,
             actor=console_actor(),
             progress=progress,
             chart_path=(lambda _set_id: chart) if chart is not None else None,
         )
 
     try:
-        result = run_in_context(config, work)
+        with usage_errors():
+            request, result = run_in_context(config, work)
     except LeaseHeld as exc:
         wait = invocation.options.get("wait", "0")
         hint = f" (waited {wait})" if request.wait_s > 0 else "; bench wait=DURATION waits for it"

@@ -238,9 +238,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "bench",
         "Benchmark the running server with a profile; compare with a stored measurement set.",
         "mutating",
-        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [compare-to=ID] [wait=DURATION] [target=NAME]",
+        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [compare-to=ID] [rerun=EXPERIMENT] [wait=DURATION] [target=NAME]",
         (
             "bench",
+            "bench rerun=42",
             "bench profile=quick concurrency=1,64",
             "bench profile=full repeats=5",
             "bench backend=bench_serving",
@@ -259,6 +260,12 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 ("builtin", "bench_serving"),
             ),
             Option("compare-to", "id", "a stored measurement set to judge this one against"),
+            Option(
+                "rerun",
+                "id",
+                "re-run this experiment's benchmark (its after-set's profile, levels and backend) "
+                "on the running server, no restart, and compare with that after-set",
+            ),
             Option(
                 "wait",
                 "duration",

@@ -13,10 +13,9 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.decisions import button_command
 from bot.app.flag_list import flag_list
 from bot.commands import Invocation
-from bot.loop.run_state import RunState
-from bot.loop.snapshot_values import snapshot_value
 from bot.slack.approvals import decide as decide_approval
 from bot.slack.card import ActionValue
 from bot.slack.dispatch import check_stored, parse, words_of
@@ -31,7 +30,6 @@ from bot.slack.threads import Where
 from bot.store.experiments import get_experiment
 from bot.store.loop_models import Experiment
 from bot.store.records import audit
-from bot.store.snapshots import get_snapshot
 
 
 async def on_action(
@@ -205,26 +203,13 @@ async def _record_keep(services: SlackServices, row: Experiment, user: str) -> N
 
 
 async def _button_words(services: SlackServices, action_id: str, value: ActionValue) -> str | None:
-    """The command a button stands for (Keep only records the decision), always on the
-    experiment's own target (never the default one). Isolate and re-run check the capacity the
-    experiment started from; a proposed hypothesis runs the command the ranking proposed."""
+    """The command a button stands for, as the application layer decides it for the stored
+    experiment (`bot.app.decisions.button_command`: on the experiment's own target; Keep only
+    records the decision); a proposed hypothesis runs the command the ranking proposed."""
     experiment_id = value.experiment_id
     if action_id == "flagbot_test_hypothesis":
         row, chosen = await proposal(services, experiment_id, value.item or 0)
         return f"{chosen.command} target={row.target}"
     if action_id not in ("flagbot_revert", "flagbot_cancel", "flagbot_isolate", "flagbot_rerun"):
         return None
-    found = await services.store.run(get_experiment, services.store.store, experiment_id)
-    if found is None:
-        raise LookupError(f"no experiment #{experiment_id}")
-    if action_id == "flagbot_revert":
-        return f"revert {experiment_id} target={found.target}"
-    if action_id == "flagbot_cancel":
-        return f"cancel {experiment_id} target={found.target}"
-    before_id = RunState.load(found.state).before.snapshot_id
-    before = await services.store.run(get_snapshot, services.store.store, before_id)
-    want = snapshot_value(before, "max_running_requests")
-    if want is None:
-        raise LookupError(f"experiment #{experiment_id} has no start to compare with")
-    verb = "isolate" if action_id == "flagbot_isolate" else "verify"
-    return f"{verb} max_running_requests>={want} target={found.target}"
+    return await button_command(services.context, experiment_id, value.action)

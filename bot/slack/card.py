@@ -73,7 +73,7 @@ VERDICT_EMOJI = {
     "not-reproduced": "❔",
 }
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "rolled-back", "interrupted"})
-"""Statuses after which the card offers what comes next (revert, keep, re-run, isolate)."""
+"""Statuses after which the card offers what comes next (`CardState.next_actions`)."""
 STEP_LINES_KEPT = 8
 """Steps shown at each end of a run too long for one section (the middle is elided)."""
 
@@ -157,7 +157,7 @@ def fresh_id(part: str) -> str:
 
 _LABELS = {
     "revert": ("Revert", None),
-    "keep": ("Keep", "primary"),
+    "keep": ("Keep", None),
     "rerun": ("Re-run benchmark", None),
     "isolate": ("Isolate", None),
     "cancel": ("Cancel", "danger"),
@@ -176,8 +176,9 @@ _CONFIRM = {
 }
 
 
-def _button(experiment_id: int, action: str, item: int | None = None) -> BlockDict:
+def _button(experiment_id: int, action: str, item: int | None = None, *, primary: bool = False) -> BlockDict:
     label, style = _LABELS[action]
+    style = "primary" if primary else style
     button: BlockDict = {
         "type": "button",
         "action_id": ACTION_IDS[action],
@@ -197,17 +198,22 @@ def _button(experiment_id: int, action: str, item: int | None = None) -> BlockDi
     return button
 
 
-def _actions(experiment_id: int, actions: tuple[str, ...]) -> BlockDict:
+def _actions(experiment_id: int, actions: tuple[str, ...], primary: str | None = None) -> BlockDict:
     return {
         "type": "actions",
         "block_id": fresh_id("actions"),
-        "elements": [_button(experiment_id, action) for action in actions],
+        "elements": [_button(experiment_id, action, primary=action == primary) for action in actions],
     }
 
 
-def verdict_buttons(experiment_id: int, *, running: bool) -> BlockDict:
-    """An `actions` block: Cancel while the run goes; Revert, Keep, Re-run, Isolate after it."""
-    return _actions(experiment_id, ("cancel",) if running else ("revert", "keep", "rerun", "isolate"))
+def verdict_buttons(
+    experiment_id: int, *, running: bool, after: tuple[str, ...] = (), primary: str | None = None
+) -> BlockDict | None:
+    """An `actions` block: Cancel while the run goes; after it, the buttons the application layer
+    chose for its outcome (`bot.app.decisions.next_actions`), `primary` green; None: no buttons."""
+    if running:
+        return _actions(experiment_id, ("cancel",))
+    return _actions(experiment_id, after, primary) if after else None
 
 
 def approval_buttons(experiment_id: int) -> BlockDict:
@@ -245,6 +251,10 @@ class CardState:
     """pending|running|succeeded|failed|cancelled|rolled-back|awaiting-approval|refused"""
     verdict: str | None = None
     summary: str | None = None
+    next_actions: tuple[str, ...] = ()
+    """The buttons of the finished run (`bot.app.decisions.next_actions`; none by default)."""
+    primary_action: str | None = None
+    """Which of them is the primary (green) button, if any."""
 
 
 def _who(actor: str) -> str:
@@ -295,7 +305,9 @@ def _buttons(card: CardState) -> BlockDict | None:
     if card.status == "awaiting-approval":
         return approval_buttons(card.experiment_id)
     if card.status in FINISHED:
-        return verdict_buttons(card.experiment_id, running=False)
+        return verdict_buttons(
+            card.experiment_id, running=False, after=card.next_actions, primary=card.primary_action
+        )
     return None
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from aiohttp import ClientError
 from slack_sdk.errors import SlackClientError
 
+from bot.app.decisions import next_actions_of
 from bot.digest.threads import record_thread
 from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, messages, render_block, status_card
@@ -149,6 +150,19 @@ class SlackThreadReporter:
         except Exception:
             log.warning("could not record the thread of experiment #%s", info.experiment_id, exc_info=True)
 
+    async def _choose_buttons(self, experiment_id: int | None) -> None:
+        """The finished card's buttons, as the application layer decides them for the stored
+        experiment (none without a store, or when it cannot be read: a card without buttons is
+        better than one whose buttons mislead)."""
+        if self.store is None:
+            return
+        try:
+            chosen = await next_actions_of(self.store, experiment_id)
+        except Exception:
+            log.warning("could not choose the buttons of experiment #%s", experiment_id, exc_info=True)
+            return
+        self.card.next_actions, self.card.primary_action = chosen.actions, chosen.primary
+
     async def step(self, experiment_id: int, index: int, name: str, status: str, detail: str) -> None:
         while len(self.card.steps) <= index:
             self.card.steps.append((name, "pending"))
@@ -180,6 +194,7 @@ class SlackThreadReporter:
             self.posted.append(str(answer.get("file", {}).get("id", "")))
 
     async def finished(self, outcome: RunOutcome) -> None:
+        await self._choose_buttons(outcome.experiment_id)
         await self.conclude(outcome.status, outcome.summary, outcome.verdict)
         if self.failed:  # said once, after the run: what the thread misses, and where it is
             await self.note(

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app.bench import BenchRequest, BenchResult, plan_bench
+from bot.app.bench import BenchRequest, BenchResult, plan_bench, with_rerun
 from bot.app.bench import run_bench as bench_use_case
 from bot.app.context import evidence_dir
 from bot.app.errors import AppError
@@ -166,12 +166,13 @@ async def run_bench(
     settings = services.settings
     target_of(settings, invocation)  # a configured target: Slack measures no other server
     request = BenchRequest.of(settings, invocation, label=f"slack bench by {user}")
+    request = await with_rerun(services.context, request)  # `rerun=ID`: that experiment's set
     setup = plan_bench(settings, request)
     plan = setup.plan
     reporter = await open_thread(
         client,
         where,
-        _card("bench", plan.target, user, text, setup.steps(request.compare_to)),
+        _card("bench", plan.target, user, text, setup.steps(request.compare_to, request.compared_with)),
         store=services.store,
     )
     progress = CardProgress(services, reporter, plan.target)
@@ -190,6 +191,8 @@ async def run_bench(
         if result.lease_lost:
             await reporter.note(f":warning: {result.lease_lost} during the run: its figures may be disturbed")
         summary = f"stored as measurement set #{result.set_id}"
+        if request.compared_with is not None:
+            summary += f"; compared with {request.compared_with}"
         if result.reference is not None:
             lines = (
                 [f"comparison failed: {result.comparison_error}"]
@@ -197,7 +200,7 @@ async def run_bench(
                 else list(result.comparison.result.lines())
             )
             await reporter.evidence(
-                TextBlock("\n".join(lines), f"Set #{result.set_id} against set #{request.compare_to}"), 0
+                TextBlock("\n".join(lines), f"Set #{result.set_id} against {request.reference_name()}"), 0
             )
             summary += f"; {lines[0]}" if lines else ""
         if result.run.set.client_bound:

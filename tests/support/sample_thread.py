@@ -18,6 +18,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.decisions import next_actions
 from bot.bench.chart import render_chart
 from bot.config import load_settings
 from bot.loop.playbook import load_playbooks, playbook_dirs
@@ -25,6 +26,7 @@ from bot.loop.report import RunOutcome, RunStart
 from bot.slack.render import CardState, status_card
 from bot.slack.reporter import SlackThreadReporter, metadata
 from bot.store import AsyncStore, Store
+from bot.store.loop_models import Experiment
 from bot.target.evidence import (
     ChartBlock,
     ComparisonRow,
@@ -197,8 +199,31 @@ async def post_sample_thread(
         await reporter.step(EXPERIMENT, index, step.name, "ok", "")
     for block in evidence(chart_png):
         await reporter.evidence(block, EXPERIMENT)
+    # the buttons the application layer chooses for this outcome with the decision pending (the
+    # reporter has no store here to read the experiment from)
+    chosen = next_actions(pending_regression())
+    card.next_actions, card.primary_action = chosen.actions, chosen.primary
     await reporter.finished(RunOutcome(EXPERIMENT, "try", "lab", "succeeded", "regressed", SUMMARY))
     return SampleThread(channel, str(root["ts"]), reporter.posted)
+
+
+def pending_regression() -> Experiment:
+    """The sample's try as stored: both flags applied, regressed, its decision pending."""
+    return Experiment(
+        id=EXPERIMENT,
+        target="lab",
+        playbook="try",
+        params={"changes": [{"op": "add", "flag": flag} for flag in FLAGS.split()]},
+        status="succeeded",
+        verdict="regressed",
+        state={
+            "schema_version": 2,
+            "after": {"set_id": 2},
+            "restart": {"applied": True},
+            "conclusion": {"verdict": "regressed"},
+        },
+        actor="slack:U0OPER",
+    )
 
 
 @asynccontextmanager

@@ -87,7 +87,11 @@ async def production_try(bot: RunningBot) -> int:
         actor=f"slack:{OPERATOR}",
     )
     assert row.id is not None
-    state = {"schema_version": 2, "conclusion": {"kept": True, "verdict": "improved"}}
+    state = {
+        "schema_version": 2,
+        "restart": {"applied": True},
+        "conclusion": {"kept": True, "verdict": "improved"},
+    }
     await store.run(update_experiment, store.store, row.id, status="succeeded", state=state)
     return int(row.id)
 

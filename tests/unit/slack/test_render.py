@@ -409,13 +409,17 @@ def buttons(blocks: list[dict[str, Any]]) -> list[str]:
 
 def test_verdict_buttons_while_running_and_after() -> None:
     running = verdict_buttons(12, running=True)
-    done = verdict_buttons(12, running=False)
+    assert running is not None
+    done = verdict_buttons(12, running=False, after=("revert", "keep", "rerun", "isolate"), primary="revert")
+    assert done is not None
     check_block(running)
     check_block(done)
+    assert verdict_buttons(12, running=False) is None  # no outcome chose any: no buttons at all
     assert buttons([running]) == ["flagbot_cancel"]
     assert buttons([done]) == ["flagbot_revert", "flagbot_keep", "flagbot_rerun", "flagbot_isolate"]
     labels = [e["text"]["text"] for e in done["elements"]]
     assert labels == ["Revert", "Keep", "Re-run benchmark", "Isolate"]
+    assert [e.get("style") for e in done["elements"]] == ["primary", None, None, None]
     values = [parse_action_value(e["value"]) for e in done["elements"]]
     assert [(v.experiment_id, v.action) for v in values] == [
         (12, "revert"),
@@ -471,14 +475,22 @@ def test_a_running_card_shows_command_actor_steps_and_cancel() -> None:
         ("pending", ["flagbot_cancel"]),
         ("running", ["flagbot_cancel"]),
         ("awaiting-approval", ["flagbot_approve", "flagbot_deny"]),
-        ("succeeded", ["flagbot_revert", "flagbot_keep", "flagbot_rerun", "flagbot_isolate"]),
-        ("failed", ["flagbot_revert", "flagbot_keep", "flagbot_rerun", "flagbot_isolate"]),
+        ("succeeded", ["flagbot_revert", "flagbot_rerun"]),
+        ("failed", ["flagbot_revert", "flagbot_rerun"]),
         ("refused", []),
     ],
 )
 def test_card_buttons_follow_the_status(status: str, expected: list[str]) -> None:
-    blocks, _ = status_card(card(status=status))
+    """While it runs: Cancel; finished: only the buttons chosen for its outcome (`next_actions`)."""
+    shown = card(status=status)
+    shown.next_actions = ("revert", "rerun")
+    blocks, _ = status_card(shown)
     assert buttons(blocks) == expected
+
+
+def test_a_finished_card_without_chosen_buttons_has_none() -> None:
+    blocks, _ = status_card(card(status="succeeded"))
+    assert buttons(blocks) == []
 
 
 def test_a_card_without_an_experiment_has_no_buttons() -> None:
