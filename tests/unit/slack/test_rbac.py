@@ -27,7 +27,7 @@ OTHER = "U999"
 PLAIN = TargetPolicy()
 PRODUCTION = TargetPolicy(require_approval=True)
 CONFIRMED = TargetPolicy(confirm_restart=True)
-ADMIN_ONLY = {("baseline", "pin"), ("baseline", "set"), ("checks", "delete")}
+ADMIN_ONLY = {("baseline", "pin"), ("baseline", "set"), ("checks", "delete"), ("unfreeze", None)}
 
 VIEWER: frozenset[Role] = frozenset({"viewer"})
 OPERATOR: frozenset[Role] = frozenset({"operator", "viewer"})
@@ -119,6 +119,9 @@ def test_admin_only_reasons_say_what_the_command_does() -> None:
     assert pin.reason.startswith("`baseline pin` replaces the target's baseline: it needs the admin role")
     delete = decide(parse_command("checks delete 4"), OPERATOR, actor=ME, target_policy=PLAIN)
     assert delete.reason.startswith("`checks delete` deletes a scheduled check")
+    lift = decide(parse_command("unfreeze"), OPERATOR, actor=ME, target_policy=PLAIN)
+    assert lift.reason.startswith("`unfreeze` lifts a change freeze someone declared: it needs the admin role")
+    assert decide(parse_command('freeze reason="launch"'), OPERATOR, actor=ME, target_policy=PLAIN).allowed
     shown = decide(parse_command("baseline"), VIEWER, actor=ME, target_policy=PLAIN)
     assert shown.allowed and command_label(parse_command("baseline")) == "baseline show"
 
