@@ -157,7 +157,7 @@ async def _units(ts: TargetSession) -> list[UnitView]:
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return [result for result in results if isinstance(result, UnitView)]
+    return [result for result in results if not isinstance(result, BaseException)]
 
 
 @action(

@@ -55,7 +55,7 @@ ADMIN_MUTATING = [inv for inv in MUTATING if (inv.name, inv.sub) in ADMIN_ONLY]
 def test_the_registry_has_both_tiers_and_the_admin_only_subcommands() -> None:
     assert {"status", "help", "log", "baseline show", "checks list"} <= {command_label(i) for i in READ_ONLY}
     assert {"try", "bench", "cancel", "checks pause", "baseline pin"} <= {command_label(i) for i in MUTATING}
-    assert {command_label(i) for i in ADMIN_MUTATING} == {"baseline pin", "baseline set", "checks delete"}
+    assert {command_label(i) for i in ADMIN_MUTATING} == {"baseline pin", "baseline set", "checks delete", "unfreeze"}
 
 
 @pytest.mark.parametrize("invocation", READ_ONLY, ids=command_label)
