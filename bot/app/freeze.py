@@ -29,7 +29,9 @@ from typing import Literal
 
 from bot.app.context import AppContext
 from bot.app.errors import AppError
-from bot.app.playbooks import PlaybookCall, effects_of
+from bot.app.playbooks import PlaybookCall, effects_of, resolve_playbook, runs_playbook
+from bot.app.targets import target_of
+from bot.commands import Invocation
 from bot.config import Settings
 from bot.store.loop_models import AuditEvent
 from bot.store.models import utcnow
@@ -135,6 +137,26 @@ def call_changes_target(call: PlaybookCall) -> bool:
     """Does the playbook run change the target (restart the ranks, write over a hand edit)?"""
     effects = effects_of(call.book, call.params)
     return effects.restarts or effects.forces
+
+
+def changes_target(settings: Settings, invocation: Invocation) -> bool:
+    """Would the parsed command change its target (what a freeze refuses)? A playbook run by its
+    steps and parameters (`try dry-run=yes`, `restart dry-run=yes`, `verify`, `baseline pin` do
+    not restart); `rollback` and `reconcile`; nothing else. CommandError as `resolve_playbook`."""
+    if runs_playbook(invocation):
+        return call_changes_target(resolve_playbook(settings, invocation))
+    return invocation.name in CHANGING_COMMANDS
+
+
+async def check_invocation_not_frozen(
+    ctx: AppContext, invocation: Invocation, *, now: datetime | None = None
+) -> None:
+    """FrozenError when the parsed command would change a frozen target (Slack asks this before
+    its acknowledgement; the runs ask `check_call_not_frozen` / `check_not_frozen` again)."""
+    if changes_target(ctx.settings, invocation):
+        target = target_of(ctx.settings, invocation)
+        label = f"{invocation.name} {invocation.sub}" if invocation.sub else invocation.name
+        await check_not_frozen(ctx, target, f"`{label}` (it restarts {target})", now=now)
 
 
 async def check_not_frozen(ctx: AppContext, target: str, what: str, *, now: datetime | None = None) -> None:

@@ -345,7 +345,7 @@ async def rollback_or_reconcile(
     """`rollback` or `reconcile` as every front end runs it: first settle what a flagbot that
     stopped left on the target, then take the target's lease (refused at once when it is held:
     LeaseHeld), then change the target. FrozenError (nothing run) on a frozen target."""
-    await check_not_frozen(ctx, target, f"`{command}`")
+    await check_not_frozen(ctx, target, f"`{command}` (it restarts {target})")
     await progress.step(0, SETTLE_STEP, "running")
     for outcome in await settle_unfinished(ctx, target):
         await progress.note(settled_text(outcome))

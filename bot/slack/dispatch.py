@@ -18,7 +18,7 @@ from bot.app import target_commands
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
-from bot.app.freeze import CHANGING_COMMANDS, FrozenError, check_call_not_frozen, check_not_frozen
+from bot.app.freeze import FrozenError, check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
 from bot.app.notify import MemoryNotifier
@@ -120,19 +120,16 @@ async def check_stored(services: SlackServices, invocation: Invocation) -> None:
     a revert of an experiment that ran on another target; a restart over the target's
     `policy.max_restarts_per_hour` (checked again when the run starts, after any approval); a
     change of a frozen target (`bot.app.freeze`, checked again when it runs)."""
+    try:
+        await check_invocation_not_frozen(services.context, invocation)
+    except FrozenError as exc:
+        raise CommandError(exc.message) from None
     if runs_playbook(invocation):
         call = resolve_playbook(services.settings, invocation)
         await check_experiment_target(services.context, call)
         try:
-            await check_call_not_frozen(services.context, call)
             await check_restart_limit(services.context, call)
-        except (RestartLimitRefusedError, FrozenError) as exc:
-            raise CommandError(exc.message) from None
-    elif invocation.name in CHANGING_COMMANDS:
-        target = target_of(services.settings, invocation)
-        try:
-            await check_not_frozen(services.context, target, f"`{invocation.name}`")
-        except FrozenError as exc:
+        except RestartLimitRefusedError as exc:
             raise CommandError(exc.message) from None
 
 

@@ -44,9 +44,7 @@ async def test_restart_restarts_once_on_the_same_flags_and_observes_the_start(
 ) -> None:
     reporter = MemoryReporter()
     with faked_target(store.store) as fake:
-        outcome = await engine(tmp_path, store, reporter).run(
-            "restart", {}, target=TARGET, actor="cli:alice"
-        )
+        outcome = await engine(tmp_path, store, reporter).run("restart", {}, target=TARGET, actor="cli:alice")
     assert outcome.status == "succeeded", outcome.summary
     assert fake.restarts == [START_FLAGS] and fake.flags == START_FLAGS
     shown = texts(reporter)
@@ -80,9 +78,7 @@ async def test_restart_refuses_a_hand_edited_unit_with_its_diff_and_restarts_not
     reporter = MemoryReporter()
     with faked_target(store.store) as fake:
         fake.hand_edit = "-ExecStart=a\n+ExecStart=b"
-        outcome = await engine(tmp_path, store, reporter).run(
-            "restart", {}, target=TARGET, actor="cli:alice"
-        )
+        outcome = await engine(tmp_path, store, reporter).run("restart", {}, target=TARGET, actor="cli:alice")
     assert outcome.status == "failed"
     assert fake.restarts == []
     assert "the unit was changed by hand since flagbot last left it; `restart` would start" in (
