@@ -18,7 +18,7 @@ from bot.app import target_commands
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
-from bot.app.freeze import FrozenError, check_invocation_not_frozen
+from bot.app.freeze import FrozenError, check_call_not_frozen, check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
 from bot.app.notify import MemoryNotifier
@@ -184,6 +184,7 @@ async def run_in_thread(
     call = resolve_playbook(services.settings, invocation)
     admin = await is_admin(services, client, user)
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
+    await check_call_not_frozen(services.context, call)  # a button or an approval on a frozen target too
     card = CardState(
         experiment_id=None,
         playbook=call.book.name,
