@@ -26,7 +26,7 @@ from bot.app.freeze import (
 from bot.app.playbooks import builtin_params, effects_of, resolve_playbook
 from bot.app.validate import check_invocation
 from bot.commands import CommandError, parse_command
-from bot.config import Settings
+from bot.config import Settings, load_settings
 from bot.store import AsyncStore, Store
 from bot.store.loop_models import AuditEvent
 from bot.store.records import FREEZE_ACTION, UNFREEZE_ACTION, audit_events
@@ -239,3 +239,20 @@ def test_restart_grammar_and_its_playbook(tmp_path: Path) -> None:
     assert effects.restarts and effects.mutating and not effects.executes
     dry = resolve_playbook(settings(tmp_path), parse_command("restart dry-run=yes"))
     assert not effects_of(dry.book, dry.params).restarts  # a dry run restarts nothing: no approval, no budget
+
+
+def test_a_window_written_with_toml_datetimes_is_read_from_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "flagbot.toml"
+    path.write_text(
+        """
+[targets.lab]
+unit = "sglang.service"
+nodes = [{ host = "127.0.0.1", port = 9 }]
+freeze = [{ start = 2026-12-24T00:00:00Z, end = 2026-12-27T00:00:00+01:00, reason = "holidays" }]
+""",
+        encoding="utf-8",
+    )
+    config = load_settings(path, required=True)
+    found = config_freeze(config, "lab", datetime(2026, 12, 26, 22, 59, tzinfo=UTC))
+    assert found is not None and found.reason == "holidays"
+    assert config_freeze(config, "lab", datetime(2026, 12, 26, 23, 0, tzinfo=UTC)) is None  # 00:00+01:00
