@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from bot.app import digest, records, runs, target_commands
+from bot.app import digest, freeze, records, runs, target_commands
 from bot.app.bench import run_bench
 from bot.app.checks_command import checks_command
 from bot.app.playbooks import load_all
@@ -23,6 +23,9 @@ COMMAND_USE_CASES: Mapping[str, Callable[..., object]] = {
     "revert": runs.run_playbook,
     "verify": runs.run_playbook,
     "isolate": runs.run_playbook,
+    "restart": runs.run_playbook,
+    "freeze": freeze.freeze,
+    "unfreeze": freeze.unfreeze,
     "run": runs.run_playbook,
     "baseline show": records.read_records,
     "baseline pin": runs.run_playbook,

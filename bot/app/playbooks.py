@@ -27,7 +27,7 @@ from bot.loop.playbook import (
 )
 from bot.sglang.catalog import FlagCatalog
 
-BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate"})
+BUILTIN_COMMANDS = frozenset({"try", "revert", "verify", "isolate", "restart"})
 """Chat commands that are their built-in playbook of the same name (and `baseline pin|set`)."""
 
 _LOADED: dict[tuple[tuple[str, int, int], ...], PlaybookSet] = {}
@@ -133,6 +133,8 @@ def builtin_params(invocation: Invocation) -> tuple[str, dict[str, Any]]:
         if "profile" in options:
             params["profile"] = options["profile"]
         return "isolate", params
+    if name == "restart":
+        return "restart", {"dry_run": options.get("dry-run") == "yes"}
     if name == "baseline":
         return "baseline", {
             **({"profile": options["profile"]} if "profile" in options else {}),
@@ -200,10 +202,12 @@ def _check_flag_options(name: str, raw: dict[str, str], catalog: FlagCatalog) ->
             raw[option.name] = checked.options[option.name]
 
 
-RESTARTING_ACTIONS = frozenset({"apply", "isolate", "restore", "decide"})
+RESTARTING_ACTIONS = frozenset({"apply", "isolate", "restore", "decide", "restart"})
 """Steps that write a drop-in and restart the ranks (`decide` reverts a change it does not keep,
-`restore` puts back the flags a run started from). `heal` restarts only a diverged target; it
+`restore` puts back the flags a run started from; `restart` restarts them without a write). `heal` restarts only a diverged target; it
 asks for its own approval when it has to (`bot.target.heal.heal_if_diverged`)."""
+DRY_RUN_ACTIONS = frozenset({"preflight", "plan_restart"})
+"""Steps that end the run when their `dry_run` is true (nothing after them runs)."""
 EXECUTING_ACTIONS = frozenset({"preflight"})
 """Steps that run code on a node beyond reading it: the preflight's dry run runs SGLang's own
 argument resolution (`prepare_server_args`) on node 0 with the requested flags."""
@@ -243,7 +247,8 @@ class PlaybookEffects:
 
 def effects_of(book: Playbook, params: Mapping[str, Any]) -> PlaybookEffects:
     """What running `book` with `params` does, step by step. A `preflight` whose `dry_run` is
-    true ends the run (it stops after the preflight), so the steps after it do not count."""
+    true ends the run (it stops after the preflight), so the steps after it do not count; so does
+    a `plan_restart` whose `dry_run` is true."""
     try:
         values = complete_params(book, params)
     except ParamError:
@@ -257,7 +262,7 @@ def effects_of(book: Playbook, params: Mapping[str, Any]) -> PlaybookEffects:
         if step.action in RESTARTING_ACTIONS:
             restarts = True
             forces = forces or (step.action == "apply" and _true(args.get("force")))
-        if step.action == "preflight" and _true(args.get("dry_run")):
+        if step.action in DRY_RUN_ACTIONS and _true(args.get("dry_run")):
             handlers = []  # nothing was changed: no failure handler has anything to undo
             break
     for step in handlers:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.errors import AppError
+from bot.app.freeze import check_call_not_frozen
 from bot.app.playbooks import PlaybookCall, effects_of, load_all
 from bot.commands import CommandError
 from bot.loop.engine import Engine
@@ -149,12 +150,14 @@ async def run_playbook(
     runs) when it asks for a change the target's policy does not allow `actor` (`admin`: whether
     the actor is an admin, `bot.app.change_rights`); CommandError (nothing run) for a revert of
     another target's experiment; RestartLimitRefusedError (nothing run) when a restart does not fit
-    `policy.max_restarts_per_hour`.
+    `policy.max_restarts_per_hour`; FrozenError (nothing run) when the run would change a frozen
+    target (`bot.app.freeze`).
 
     `restart_approved`: whoever asked may restart this target (the CLI, whose user holds the bot
     host; in Slack, a request an approver approved). Without it, `heal` refuses to restart a
     diverged target whose policy has `require_approval` (`bot.target.heal`)."""
     check_call(ctx.settings, call, admin=admin)
+    await check_call_not_frozen(ctx, call)
     await check_experiment_target(ctx, call)
     await check_restart_limit(ctx, call)
     engine = build_engine(ctx, reporter, books=call.books)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.app.context import AppContext
+from bot.app.freeze import Freeze, active_freeze, check_not_frozen
 from bot.app.leased import leased
 from bot.app.progress import Progress
 from bot.app.runs import settle_unfinished, settled_text
@@ -70,6 +71,8 @@ class TargetStatus:
     diverged: Divergence | None
     known_good_snapshot_id: int | None
     latest_snapshot: Snapshot | None
+    freeze: Freeze | None = None
+    """The change freeze in effect (`bot.app.freeze`), None when the target is not frozen."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +87,7 @@ class TargetStatus:
             "latest_snapshot": None
             if self.latest_snapshot is None
             else _snapshot_summary(self.latest_snapshot),
+            "freeze": None if self.freeze is None else self.freeze.to_json(),
         }
 
 
@@ -137,9 +141,10 @@ async def status_of(ts: TargetSession) -> TargetStatus:
 
 
 async def status(ctx: AppContext, target: str) -> TargetStatus:
-    """`status`: read-only, no lease."""
+    """`status`: read-only, no lease; with the target's change freeze, if one holds."""
     async with _session(ctx, target) as ts:
-        return await status_of(ts)
+        found = await status_of(ts)
+    return replace(found, freeze=await active_freeze(ctx, target))
 
 
 async def observation(ctx: AppContext, target: str) -> Observation:
@@ -339,7 +344,8 @@ async def rollback_or_reconcile(
 ) -> TargetChange:
     """`rollback` or `reconcile` as every front end runs it: first settle what a flagbot that
     stopped left on the target, then take the target's lease (refused at once when it is held:
-    LeaseHeld), then change the target."""
+    LeaseHeld), then change the target. FrozenError (nothing run) on a frozen target."""
+    await check_not_frozen(ctx, target, f"`{command}` (it restarts {target})")
     await progress.step(0, SETTLE_STEP, "running")
     for outcome in await settle_unfinished(ctx, target):
         await progress.note(settled_text(outcome))

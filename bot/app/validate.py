@@ -7,13 +7,14 @@ durations in bounds, ids, weeks, choices, flag names and values (against the fla
 front end got from `bot.app.flag_list`: the target host's own, cached per SGLang version, or a
 packaged one when the host cannot answer). What needs the configuration
 or two words together is here: the target (`target=` or `--target`), `grep`'s `scope=since`
-without `since=`, and, for the commands that open a thread, the playbook and its parameters
+without `since=`, `freeze`'s reason and `until=`, and, for the commands that open a thread, the playbook and its parameters
 and `bench`'s plan. Every refusal is a `CommandError` naming the rule.
 """
 
 from __future__ import annotations
 
 from bot.app.bench import BenchRequest, check_rerun, plan_bench
+from bot.app.freeze import FreezeInputError, check_freeze_words
 from bot.app.playbooks import resolve_playbook, runs_playbook
 from bot.app.target_commands import GrepRequest
 from bot.app.targets import target_of
@@ -38,7 +39,11 @@ def check_invocation(settings: Settings, invocation: Invocation) -> None:
                 plan_bench(settings, request)
             else:  # the experiment's set decides the plan when it runs (`with_rerun`)
                 check_rerun(request)
+        elif invocation.name == "freeze":
+            check_freeze_words(invocation.options.get("reason"), invocation.options.get("until"))
         elif runs_playbook(invocation):
             resolve_playbook(settings, invocation)
     except UnknownTargetError as exc:
         raise CommandError(str(exc)) from None
+    except FreezeInputError as exc:
+        raise CommandError(exc.message, usage=invocation.spec.usage) from None

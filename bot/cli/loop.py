@@ -1,4 +1,5 @@
-"""`flagbot try|revert|verify|isolate|baseline|hypothesis|knowledge|log|cancel`: the loop from the terminal.
+"""`flagbot try|revert|verify|isolate|restart|baseline|hypothesis|knowledge|log|cancel|freeze|unfreeze`:
+the loop from the terminal (`freeze`/`unfreeze`: `bot.app.freeze`).
 
 Each mutating command is its built-in playbook run by the engine, exactly as `flagbot run try
 changes=...` would run it (same lease, same reconcile of a dead run first, same evidence): the
@@ -20,6 +21,8 @@ from rich.table import Table
 
 from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
+from bot.app.errors import AppError
+from bot.app.freeze import freeze, unfreeze
 from bot.app.records import RecordsAnswer, read_records
 from bot.app.runs import CancelResult, cancel
 from bot.app.targets import target_of
@@ -28,7 +31,20 @@ from bot.cli.playbooks import run_playbook_command
 from bot.commands import CommandError, Invocation, help_text, normalize_words, parse_command
 from bot.config import Settings
 
-LOOP_COMMANDS = ("try", "revert", "verify", "isolate", "baseline", "hypothesis", "knowledge", "log", "cancel")
+LOOP_COMMANDS = (
+    "try",
+    "revert",
+    "verify",
+    "isolate",
+    "restart",
+    "baseline",
+    "hypothesis",
+    "knowledge",
+    "log",
+    "cancel",
+    "freeze",
+    "unfreeze",
+)
 
 
 def register_loop(app: typer.Typer) -> None:
@@ -61,7 +77,7 @@ def _run_command(name: str, words: list[str], *, json_output: bool) -> None:
         typer.echo(f"note: {note}", err=True)
     with usage_errors():
         target = target_of(config, invocation)
-    if name in ("hypothesis", "knowledge", "log", "cancel") or (
+    if name in ("hypothesis", "knowledge", "log", "cancel", "freeze", "unfreeze") or (
         name == "baseline" and invocation.sub in (None, "show", "diff")
     ):
         _read_command(config, invocation, target, json_output=json_output)
@@ -91,10 +107,26 @@ async def _records(ctx: AppContext, invocation: Invocation, target: str) -> dict
     return answer.to_json()
 
 
+async def _freeze(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
+    if invocation.name == "freeze":
+        done = await freeze(
+            ctx,
+            target,
+            reason=invocation.options.get("reason"),
+            until=invocation.options.get("until"),
+            actor=console_actor(),
+        )
+    else:
+        done = await unfreeze(ctx, target, actor=console_actor())
+    return done.to_json()
+
+
 def _read_command(config: Settings, invocation: Invocation, target: str, *, json_output: bool) -> None:
-    read = _cancel if invocation.name == "cancel" else _records
+    read = {"cancel": _cancel, "freeze": _freeze, "unfreeze": _freeze}.get(invocation.name, _records)
     try:
         data = run_in_context(config, lambda ctx: read(ctx, invocation, target))
+    except AppError as exc:  # a freeze without a reason, a bad until=
+        raise fail(f"error: {exc.message}", exc.exit_code) from None
     except (LookupError, ValueError) as exc:
         raise fail(f"error: {invocation.name}: {exc}", 1) from None
     if json_output:

@@ -74,6 +74,8 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
             highlight=False,
         )
     console.print(f"known-good snapshot: {data['known_good_snapshot_id'] or 'none yet (run observe)'}")
+    if data.get("freeze"):
+        console.print(f"[bold]frozen[/bold]: {data['freeze']['text']}; commands that change it are refused")
     if data["diverged"]:
         diverged = data["diverged"]
         console.print(

@@ -225,6 +225,51 @@ COMMANDS: tuple[CommandSpec, ...] = (
         expectations=True,
     ),
     CommandSpec(
+        "restart",
+        "Restart the SGLang service on every node with the same flags (no unit change), wait until it serves.",
+        "mutating",
+        "restart [target=NAME] [dry-run=yes]",
+        ("restart", "restart target=sglang-qwen", "restart dry-run=yes"),
+        options=(
+            TARGET,
+            Option(
+                "dry-run",
+                "choice",
+                "say what the restart would do and change nothing (`--dry-run` on the CLI)",
+                ("yes", "no"),
+            ),
+        ),
+    ),
+    CommandSpec(
+        "freeze",
+        "Freeze the target: refuse every command that changes it (reads go on) until unfreeze or until=.",
+        "mutating",
+        "freeze reason=TEXT [until=DURATION|TIME] [target=NAME]",
+        (
+            'freeze reason="launch day"',
+            'freeze reason="incident 4512" until=4h',
+            'freeze reason="release" until=2026-12-24T18:00Z',
+        ),
+        options=(
+            TARGET,
+            Option("reason", "text", "why the target is frozen, shown in every refusal (required)"),
+            Option(
+                "until",
+                "text",
+                "when the freeze ends by itself: a duration from now (4h, 2d) or a UTC time "
+                "(2026-12-24T18:00Z); default: until `unfreeze`",
+            ),
+        ),
+    ),
+    CommandSpec(
+        "unfreeze",
+        "Lift the target's freeze set with `freeze` (a window in flagbot.toml stays).",
+        "mutating",
+        "unfreeze [target=NAME]",
+        ("unfreeze", "unfreeze target=sglang-qwen"),
+        options=(TARGET,),
+    ),
+    CommandSpec(
         "verify",
         "Check expectations against the running server (benchmarks if a metric needs one).",
         "mutating",

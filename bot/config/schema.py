@@ -7,7 +7,7 @@ fall back to a default on a production GPU host.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.triggers.cron import CronTrigger
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -199,6 +200,27 @@ class BenchServingCommand(Strict):
     tokenizer: NodePath | None = None
 
 
+class FreezeWindow(Strict):
+    """A change freeze planned in the config (`[targets.NAME] freeze = [...]`): from `start`
+    (inclusive) to `end` (exclusive) every command that changes the target is refused with
+    `reason` (`bot.app.freeze`). Times carry their offset (`2026-12-24T00:00:00Z`)."""
+
+    start: AwareDatetime
+    end: AwareDatetime
+    reason: str = Field(min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FreezeWindow:
+        if self.end <= self.start:
+            raise ValueError(
+                f"freeze window: end {self.end.isoformat()} is not after start {self.start.isoformat()}"
+            )
+        return self
+
+    def covers(self, at: datetime) -> bool:
+        return self.start <= at < self.end
+
+
 class Target(Strict):
     """One SGLang deployment: a systemd unit on one or more nodes."""
 
@@ -214,6 +236,8 @@ class Target(Strict):
     ssh: SSHSettings = SSHSettings()
     timeouts: TargetTimeouts = TargetTimeouts()
     policy: TargetPolicy = TargetPolicy()
+    freeze: list[FreezeWindow] = Field(default_factory=list)
+    """Planned change freezes (`bot.app.freeze`); `freeze`/`unfreeze` add one from chat or the CLI."""
 
     def http_base(self) -> str:
         """Node 0 serves HTTP; the default port is SGLang's 30000."""

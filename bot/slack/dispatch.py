@@ -18,6 +18,9 @@ from bot.app import target_commands
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
+from bot.app.freeze import FrozenError, check_call_not_frozen, check_invocation_not_frozen
+from bot.app.freeze import freeze as freeze_target
+from bot.app.freeze import unfreeze as unfreeze_target
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_set, resolve_playbook, runs_playbook
 from bot.app.records import read_records
@@ -115,7 +118,12 @@ async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -
 async def check_stored(services: SlackServices, invocation: Invocation) -> None:
     """What the store says the user must fix, answered before the ack like `check` (CommandError):
     a revert of an experiment that ran on another target; a restart over the target's
-    `policy.max_restarts_per_hour` (checked again when the run starts, after any approval)."""
+    `policy.max_restarts_per_hour` (checked again when the run starts, after any approval); a
+    change of a frozen target (`bot.app.freeze`, checked again when it runs)."""
+    try:
+        await check_invocation_not_frozen(services.context, invocation)
+    except FrozenError as exc:
+        raise CommandError(exc.message) from None
     if runs_playbook(invocation):
         call = resolve_playbook(services.settings, invocation)
         await check_experiment_target(services.context, call)
@@ -176,6 +184,7 @@ async def run_in_thread(
     call = resolve_playbook(services.settings, invocation)
     admin = await is_admin(services, client, user)
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
+    await check_call_not_frozen(services.context, call)  # a button or an approval on a frozen target too
     card = CardState(
         experiment_id=None,
         playbook=call.book.name,
@@ -240,8 +249,22 @@ async def answer(
             f"*{target}* `{data['unit']}`: /health {data['health']}; "
             + "; ".join(f"{n['node']} {n.get('active', n.get('error'))}" for n in data["nodes"])
             + ("\n:warning: diverged: " + str(data["diverged"]) if data["diverged"] else "")
+            + (f"\n:snowflake: {data['freeze']['text']}" if data.get("freeze") else "")
         )
         return [TextBlock(text, f"Status of {target}")]
+    if invocation.name in ("freeze", "unfreeze"):
+        done = (
+            await freeze_target(
+                ctx,
+                target,
+                reason=invocation.options.get("reason"),
+                until=invocation.options.get("until"),
+                actor=f"slack:{user}",
+            )
+            if invocation.name == "freeze"
+            else await unfreeze_target(ctx, target, actor=f"slack:{user}")
+        )
+        return [TextBlock("\n".join(done.lines), "Change freeze")]
     if invocation.name == "observe":
         observed = await target_commands.observation(ctx, target)
         return [evidence_from_json(item) for item in observed.to_json().get("evidence", [])]

@@ -8,7 +8,7 @@ registered:
 - viewer: read-only commands; operator: mutating commands (implies viewer);
 - approver: approves a production restart someone *else* requested, never their own;
 - admin: everything (implies the other three); only an admin may `baseline pin|set`,
-  `checks delete`, `cancel` someone else's run, or use `force=` / `keep=always` on a
+  `checks delete`, `unfreeze` (an operator may `freeze`), `cancel` someone else's run, or use `force=` / `keep=always` on a
   production target (one whose policy has `require_approval = true`).
 
 A restart of a production target needs an approval (`needs="approval"`, for admins too: four
@@ -56,15 +56,18 @@ _CONFIG_KEY: dict[Role, str] = {
     "admin": "slack.rbac.admins",
 }
 
-RESTARTS = frozenset({"try", "revert", "isolate", "run", "rollback", "reconcile"})
+RESTARTS = frozenset({"try", "revert", "isolate", "run", "rollback", "reconcile", "restart"})
 """Commands that restart the target (so a production target's approval applies). `cancel` is
 left out on purpose: stopping a run must never wait for a second person."""
 
-ADMIN_SUBS = frozenset({("baseline", "pin"), ("baseline", "set"), ("checks", "delete")})
+ADMIN_SUBS: frozenset[tuple[str, str | None]] = frozenset(
+    {("baseline", "pin"), ("baseline", "set"), ("checks", "delete"), ("unfreeze", None)}
+)
 _ADMIN_WHY = {
     ("baseline", "pin"): "replaces the target's baseline",
     ("baseline", "set"): "replaces the target's baseline",
     ("checks", "delete"): "deletes a scheduled check",
+    ("unfreeze", ""): "lifts a change freeze someone declared",
 }
 _OFF = frozenset({"no", "false", "0", "off"})
 

@@ -13,11 +13,14 @@ from bot.store.slack_models import ApprovalRequest
 from bot.store.store import Store
 
 __all__ = [
+    "FREEZE_ACTION",
     "RESTART_ACTION",
+    "UNFREEZE_ACTION",
     "add_evidence",
     "audit",
     "audit_events",
     "evidence_of",
+    "latest_freeze_event",
     "restart_times",
     "thread_targets",
 ]
@@ -25,6 +28,9 @@ __all__ = [
 RESTART_ACTION = "restart"
 """`AuditEvent.action` of one restart of a target's server by flagbot (every rank stopped and
 started; `bot.target.restart`): what `policy.max_restarts_per_hour` counts."""
+FREEZE_ACTION = "freeze"
+UNFREEZE_ACTION = "unfreeze"
+"""A `freeze` / `unfreeze` command: the newest of the two on a target is its freeze (`bot.app.freeze`)."""
 
 
 def add_evidence(
@@ -100,6 +106,18 @@ def restart_times(store: Store, target: str, *, since: datetime) -> list[datetim
     )
     with Session(store.engine, expire_on_commit=False) as session:
         return list(session.exec(query).all())
+
+
+def latest_freeze_event(store: Store, target: str) -> AuditEvent | None:
+    """The target's newest `freeze` or `unfreeze` audit event (None: never frozen by command)."""
+    query = (
+        select(AuditEvent)
+        .where(AuditEvent.target == target, col(AuditEvent.action).in_((FREEZE_ACTION, UNFREEZE_ACTION)))
+        .order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
+        .limit(1)
+    )
+    with Session(store.engine, expire_on_commit=False) as session:
+        return session.exec(query).first()
 
 
 def thread_targets(store: Store, channel: str, thread_ts: str, *, action: str) -> set[str]:

@@ -25,6 +25,7 @@ from bot.sglang.change import Change, apply_changes
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import Snapshot, Store
 from bot.store.models import Comparison, MeasurementSet
+from bot.target.dropin import HandEditError
 
 TARGET = "lab"
 START_FLAGS = FlagSet((FlagItem("--tp-size", "2"), FlagItem("--mem-fraction-static", "0.8")))
@@ -71,6 +72,8 @@ class FakeTarget:
     flags: FlagSet = START_FLAGS
     invocation: int = 1
     restarts: list[FlagSet] = field(default_factory=list)
+    hand_edit: str | None = None
+    """A diff: the unit was changed by hand (`check_unedited` refuses it)."""
 
     def observation(self) -> SimpleNamespace:
         """A start as `observe` reports it, its snapshot stored as the real one would be."""
@@ -106,8 +109,26 @@ class FakeTarget:
         return self.observation()
 
     async def read_unit(self, node: Any) -> SimpleNamespace:
-        state = SimpleNamespace(invocation_id=f"inv-{self.invocation}", active_state="active")
-        return SimpleNamespace(flags=self.flags, env={}, state=state)
+        state = await self.read_state(node)
+        return SimpleNamespace(flags=self.flags, env={}, state=state, cat_text="[Service]\n")
+
+    async def read_state(self, node: Any) -> SimpleNamespace:
+        return SimpleNamespace(
+            invocation_id=f"inv-{self.invocation}", active_state="active", need_daemon_reload=False
+        )
+
+    async def check_unedited(self, node: Any, ledger: Any, **_: Any) -> str:
+        """The unit as flagbot left it (a test sets `hand_edit` to a diff to refuse it)."""
+        if self.hand_edit is not None:
+            raise HandEditError(node.name, self.hand_edit)
+        return "[Service]\n"
+
+    async def restart_target(self, ts: Any, **_: Any) -> SimpleNamespace:
+        """`restart`: every rank stopped and started on the flags it runs (recorded as a restart)."""
+        self.restarts.append(self.flags)
+        self.invocation += 1
+        node = SimpleNamespace(node="node0", old_invocation=None)
+        return SimpleNamespace(nodes=[node], phase="restarted", duration_s=1.5, connection_notes=list)
 
     async def probe_health(self, client: Any, url: str) -> int:
         return 200
@@ -197,6 +218,9 @@ def faked_target(store: Store) -> Iterator[FakeTarget]:
         (target_steps, "heal_if_diverged", fake.heal_if_diverged),
         (target_steps, "observe", fake.observe),
         (target_steps, "read_unit", fake.read_unit),
+        (target_steps, "read_state", fake.read_state),
+        (target_steps, "check_unedited", fake.check_unedited),
+        (target_steps, "restart_target", fake.restart_target),
         (target_steps, "probe_health", fake.probe_health),
         (target_steps, "apply_and_restart", fake.apply_and_restart),
         (target_steps, "ensure_ready", fake.ensure_ready),

@@ -17,21 +17,23 @@ from pydantic import JsonValue
 from bot.bench.chart import preload as preload_chart
 from bot.heap import settle
 from bot.http import async_client
-from bot.loop.actions import StepContext, action
+from bot.loop.actions import StepContext, StopPlaybook, action
 from bot.loop.steps.common import check_write, describe_flags, flags_from_json
 from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
 from bot.store.experiments import list_steps
 from bot.store.models import Snapshot
 from bot.store.snapshots import get_snapshot
+from bot.target.dropin import HandEditError, check_unedited
 from bot.target.evidence import TextBlock
 from bot.target.heal import heal_if_diverged
 from bot.target.known_good import set_known_good
 from bot.target.nodestate import probe_health
 from bot.target.observe import Observation, observe
-from bot.target.restart import apply_and_restart, flags_for_nodes
+from bot.target.restart import apply_and_restart, flags_for_nodes, restart_target
 from bot.target.rollback import ensure_ready, rollback
-from bot.target.unit import read_unit
+from bot.target.session import TargetSession
+from bot.target.unit import UnitView, read_state, read_unit
 
 
 @action(
@@ -140,6 +142,100 @@ async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
             f"wrote the drop-in on {len(report.nodes)} node(s), verified it after daemon-reload, and "
             f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}{reconnects}",
             "Applied",
+        )
+    )
+    return {"phase": report.phase, "duration_s": report.duration_s}
+
+
+class HandEditedRestartError(RuntimeError):
+    """`restart` found a unit changed by hand since flagbot last left it: a restart would start
+    the hand edit, so it is refused (the message carries the diff and what to do instead)."""
+
+
+async def _units(ts: TargetSession) -> list[UnitView]:
+    results = await ts.each(read_unit)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if not isinstance(result, BaseException)]
+
+
+@action(
+    "plan_restart",
+    summary="Read every node's unit: the flags a restart keeps; refuse a unit edited by hand",
+)
+async def plan_restart(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any]:
+    """What `restart` will do, checked before anything changes: every node's unit as flagbot last
+    left it (a hand edit is refused with its diff, as `try` refuses it without `force`), the flags
+    the ranks run now (kept: the restart writes nothing), and whether the target is diverged
+    (then `restart` reconciles it, which is the restart). With `dry_run` the run ends here."""
+    ts = ctx.session()
+    views = await _units(ts)
+    for node, view in zip(ts.nodes, views, strict=True):
+        try:
+            await check_unedited(node, ts.ledger, seen=(view.cat_text, view.state.need_daemon_reload))
+        except HandEditError as exc:
+            raise HandEditedRestartError(
+                f"{exc.node}: the unit was changed by hand since flagbot last left it; `restart` would "
+                "start that edit without anyone deciding to, so it changes nothing. Look at `status`, "
+                "then take the edit over with `try ... force=yes` or put flagbot's flags back with "
+                f"`revert baseline force=yes`. What differs:\n{exc.diff}"
+            ) from None
+    flags = views[0].flags
+    ctx.state.before.flags = flags
+    ctx.state.before.env = dict(views[0].env)
+    ctx.state.plan.flags = flags
+    ctx.state.plan.env = dict(views[0].env)
+    divergence = await ts.ledger.divergence()
+    what = (
+        f"reconcile the diverged target ({', '.join(divergence.nodes) or '?'}: "
+        f"{divergence.reason or 'reason not recorded'}): every node gets the flags flagbot meant and "
+        "the ranks restart together"
+        if divergence is not None
+        else f"stop every rank of {ctx.target} ({len(ts.nodes)} node(s)), then start every rank, with the "
+        "unit as it is (no drop-in written)"
+    )
+    await ctx.emit(
+        TextBlock(
+            f"{'dry run: would ' if dry_run else 'will '}{what}; then wait until the new start serves "
+            f"and observe it. Flags (unchanged):\n{describe_flags(flags)}",
+            "Restart plan",
+        )
+    )
+    if dry_run:
+        raise StopPlaybook("dry run: the restart was planned, nothing changed on the target")
+    return {"nodes": len(ts.nodes), "diverged": divergence is not None}
+
+
+@action("restart", summary="Restart every rank with the flags it runs now (no unit change)", mutating=True)
+async def restart(ctx: StepContext) -> dict[str, Any]:
+    """Stop every rank, then start every rank (`bot.target.restart.restart_target`); a diverged
+    target is reconciled instead (`heal`), which restarts it on the flags flagbot meant. The
+    start is awaited by the next step (`await_start`)."""
+    ts = ctx.session()
+    healed = await heal_if_diverged(ts, cache_dir=ctx.cache_dir, restart_approved=ctx.state.restart_approved)
+    if healed is not None:
+        for block in healed.evidence:
+            await ctx.emit(block)
+        if not healed.ok:
+            raise RuntimeError("the diverged target was reconciled but did not come back healthy")
+        ctx.state.restart.applied = True
+        ctx.state.restart.previous_invocations = {}
+        return {"diverged": True, "reconciled": True}
+    states = await ts.each(read_state)
+    previous = {
+        node.name: None if isinstance(state, BaseException) else state.invocation_id
+        for node, state in zip(ts.nodes, states, strict=True)
+    }
+    report = await restart_target(ts)
+    ctx.state.restart.applied = True
+    ctx.state.restart.previous_invocations = previous
+    reconnects = "".join(f"\n{note}" for note in report.connection_notes())
+    await ctx.emit(
+        TextBlock(
+            f"stopped and started every rank on {len(report.nodes)} node(s) in {report.duration_s:.1f} s, "
+            f"the unit unchanged{reconnects}",
+            "Restarted",
         )
     )
     return {"phase": report.phase, "duration_s": report.duration_s}

@@ -27,7 +27,7 @@ OTHER = "U999"
 PLAIN = TargetPolicy()
 PRODUCTION = TargetPolicy(require_approval=True)
 CONFIRMED = TargetPolicy(confirm_restart=True)
-ADMIN_ONLY = {("baseline", "pin"), ("baseline", "set"), ("checks", "delete")}
+ADMIN_ONLY = {("baseline", "pin"), ("baseline", "set"), ("checks", "delete"), ("unfreeze", None)}
 
 VIEWER: frozenset[Role] = frozenset({"viewer"})
 OPERATOR: frozenset[Role] = frozenset({"operator", "viewer"})
@@ -55,7 +55,12 @@ ADMIN_MUTATING = [inv for inv in MUTATING if (inv.name, inv.sub) in ADMIN_ONLY]
 def test_the_registry_has_both_tiers_and_the_admin_only_subcommands() -> None:
     assert {"status", "help", "log", "baseline show", "checks list"} <= {command_label(i) for i in READ_ONLY}
     assert {"try", "bench", "cancel", "checks pause", "baseline pin"} <= {command_label(i) for i in MUTATING}
-    assert {command_label(i) for i in ADMIN_MUTATING} == {"baseline pin", "baseline set", "checks delete"}
+    assert {command_label(i) for i in ADMIN_MUTATING} == {
+        "baseline pin",
+        "baseline set",
+        "checks delete",
+        "unfreeze",
+    }
 
 
 @pytest.mark.parametrize("invocation", READ_ONLY, ids=command_label)
@@ -119,6 +124,11 @@ def test_admin_only_reasons_say_what_the_command_does() -> None:
     assert pin.reason.startswith("`baseline pin` replaces the target's baseline: it needs the admin role")
     delete = decide(parse_command("checks delete 4"), OPERATOR, actor=ME, target_policy=PLAIN)
     assert delete.reason.startswith("`checks delete` deletes a scheduled check")
+    lift = decide(parse_command("unfreeze"), OPERATOR, actor=ME, target_policy=PLAIN)
+    assert lift.reason.startswith(
+        "`unfreeze` lifts a change freeze someone declared: it needs the admin role"
+    )
+    assert decide(parse_command('freeze reason="launch"'), OPERATOR, actor=ME, target_policy=PLAIN).allowed
     shown = decide(parse_command("baseline"), VIEWER, actor=ME, target_policy=PLAIN)
     assert shown.allowed and command_label(parse_command("baseline")) == "baseline show"
 

@@ -161,3 +161,14 @@ def test_adding_or_closing_a_hypothesis_needs_an_operator(settings: Settings, te
     assert allowed.allowed and allowed.needs == "none"
     for reading in ("hypothesis list", "hypothesis show 3", "hypothesis"):
         assert decided(settings, reading, VIEWER).allowed, reading
+
+
+def test_restart_needs_what_try_needs_and_its_dry_run_needs_no_approval(settings: Settings) -> None:
+    assert not decided(settings, "restart", VIEWER).allowed
+    assert decided(settings, "restart", OPERATOR).needs == "none"
+    production = decided(settings, "restart target=prod", OPERATOR)
+    assert production.allowed and production.needs == "approval"
+    assert "restarts a production target" in production.reason
+    assert decided(settings, "restart target=careful", OPERATOR).needs == "confirmation"
+    dry = decided(settings, "restart dry-run=yes target=prod", OPERATOR)
+    assert dry.allowed and dry.needs == "none"  # reads the units, restarts nothing, runs no SGLang code
