@@ -71,6 +71,27 @@ async def running_bot(
         await standin.stop()
 
 
+UNREACHABLE_LAB = """[targets.lab]
+unit = "sglang.service"
+base_url = "http://127.0.0.1:9"
+nodes = [{{ host = "127.0.0.1", port = 9 }}]
+[targets.lab.ssh]
+connect_timeout = 1
+"""
+"""A target `lab` that listens nowhere (port 9, a 1 s SSH connect timeout): a test whose command
+must be refused or answered before anything reaches a node fails fast if it does reach one."""
+
+
+def lab_config(rbac: str, *, before: str = "", after: str = "") -> str:
+    """A `configured_bot` config (its `{db}` is filled there): `lab` the default target, listening
+    nowhere (`UNREACHABLE_LAB`); `rbac` the body of `[slack.rbac]`, `before` top-level keys, `after`
+    more tables (a policy, other targets)."""
+    return (
+        f'default_target = "lab"\n{before}[database]\nsqlite_path = "{{db}}"\n[slack.rbac]\n{rbac}'
+        f"{UNREACHABLE_LAB}{after}"
+    )
+
+
 @asynccontextmanager
 async def configured_bot(
     directory: Path,

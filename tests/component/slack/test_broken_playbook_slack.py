@@ -10,24 +10,16 @@ from pathlib import Path
 import pytest
 
 from flagbot_lab.standin.model import Channel, Message
-from tests.support.slack_bot import RunningBot, configured_bot
+from tests.support.slack_bot import RunningBot, configured_bot, lab_config
 
 OPERATOR = "U0OPER"
 CHANNEL = "C0BOOKS"
-CONFIG = """default_target = "lab"
-playbook_dirs = ["{books}"]
-[database]
-sqlite_path = "{db}"
-[slack.rbac]
-operators = ["U0OPER"]
+CONFIG = lab_config(
+    """operators = ["U0OPER"]
 viewers = ["*"]
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
-connect_timeout = 1
-"""
+""",
+    before='playbook_dirs = ["{books}"]\n',
+)
 GOOD = "name: greet\ndescription: a good custom playbook\nmutating: true\nsteps: [{action: heal}]\n"
 BROKEN = "name: tpyo\ndescription: a typo in a step\nsteps:\n  - action: snapshott\n"
 

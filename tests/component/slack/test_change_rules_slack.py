@@ -14,25 +14,17 @@ from bot.store import AsyncStore, Store
 from bot.store.records import audit_events
 from flagbot_lab.standin.model import Channel, Message
 from tests.support.host_flags import seed_flag_lists
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot, lab_config, running_bot
 
 ADMIN, OPERATOR = "U0ADMIN", "U0OPER"
 CHANNEL = "C0RULES"
-CONFIG = """default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[slack.rbac]
-admins = ["U0ADMIN"]
+CONFIG = lab_config(
+    """admins = ["U0ADMIN"]
 operators = ["U0OPER"]
 approvers = ["U0ADMIN"]
 viewers = ["*"]
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
-connect_timeout = 1
-[targets.lab.policy]
+""",
+    after="""[targets.lab.policy]
 env_admin_allow = ["LD_LIBRARY_PATH"]
 [targets.prod]
 unit = "sglang.service"
@@ -40,7 +32,8 @@ base_url = "http://127.0.0.1:9"
 nodes = [{{ host = "127.0.0.1", port = 9 }}]
 [targets.prod.policy]
 require_approval = true
-"""
+""",
+)
 CHECKED = "flags checked against the host's list for SGLang 0.5.10"  # the list `_known_flags` cached
 PROTECTED = "`--model-path` is a protected flag of target {target} (policy.protected_flags): only an admin may change it"
 

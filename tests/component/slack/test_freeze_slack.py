@@ -13,25 +13,15 @@ import pytest
 from bot.store.experiments import list_experiments
 from bot.store.records import FREEZE_ACTION, UNFREEZE_ACTION, audit_events, latest_freeze_event
 from flagbot_lab.standin.model import Channel
-from tests.support.slack_bot import RunningBot, configured_bot
+from tests.support.slack_bot import RunningBot, configured_bot, lab_config
 
 OPERATOR = "U0OPER"
 ADMIN = "U0ADMIN"
 CHANNEL = "C0FREEZE"
-CONFIG = """default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[slack.rbac]
-admins = ["U0ADMIN"]
+CONFIG = lab_config("""admins = ["U0ADMIN"]
 operators = ["U0OPER"]
 viewers = ["*"]
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
-connect_timeout = 1
-"""
+""")
 
 
 @pytest.fixture

@@ -11,23 +11,13 @@ import pytest
 
 from bot.store.experiments import list_experiments
 from flagbot_lab.standin.model import Channel
-from tests.support.slack_bot import RunningBot, configured_bot
+from tests.support.slack_bot import RunningBot, configured_bot, lab_config
 
 OPERATOR = "U0OPER"
 CHANNEL = "C0EDGES"
-CONFIG = """default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[slack.rbac]
-operators = ["U0OPER"]
+CONFIG = lab_config("""operators = ["U0OPER"]
 viewers = ["*"]
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
-connect_timeout = 1
-"""
+""")
 
 
 @pytest.fixture

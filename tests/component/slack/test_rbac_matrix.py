@@ -24,30 +24,23 @@ from bot.store.approvals import get_request
 from bot.store.records import audit_events
 from flagbot_lab.standin.model import Channel, Message
 from tests.support.host_flags import seed_flag_lists
-from tests.support.slack_bot import RunningBot, running_bot
+from tests.support.slack_bot import RunningBot, lab_config, running_bot
 
 VIEWER, OPERATOR = "U0VIEW", "U0OPER"
-CONFIG = """default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[slack.rbac]
-admins = ["U0ADMIN"]
+CONFIG = lab_config(
+    """admins = ["U0ADMIN"]
 operators = ["U0OPER"]
 approvers = ["U0ADMIN"]
 viewers = ["*"]
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
-connect_timeout = 1
-[targets.prod]
+""",
+    after="""[targets.prod]
 unit = "sglang.service"
 base_url = "http://127.0.0.1:9"
 nodes = [{{ host = "127.0.0.1", port = 9 }}]
 [targets.prod.policy]
 require_approval = true
-"""
+""",
+)
 
 
 def _mutating() -> list[tuple[CommandSpec, Sub | None]]:
