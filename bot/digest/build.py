@@ -78,10 +78,10 @@ def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | 
         [e.id for e in experiments],
         {e.id: e.investigation_id for e in experiments if e.investigation_id is not None},
     )
-    every = [_line(e, states[e.id], capacities, links) for e in experiments]
+    changes = {e.id: describe_changes(e.params) for e in experiments}  # each described once
+    every = [_line(e, states[e.id], changes[e.id], capacities, links) for e in experiments]
     lines = [line for line in every if line.not_started is None]
-    by_id = {e.id: e for e in experiments}
-    kept, reverted = _decisions(experiments, states, by_id)
+    kept, reverted = _decisions(experiments, states, changes, {line.id: line.what for line in every})
     failed_starts, rollbacks = incidents_of(experiments, states)
     checks, checks_note = failed_checks(store, start, end, target=target)
     return Digest(
@@ -174,7 +174,11 @@ def _capacities(
 
 
 def _line(
-    experiment: WeekExperiment, state: RunFacts, capacities: dict[int, float | None], links: dict[int, Any]
+    experiment: WeekExperiment,
+    state: RunFacts,
+    changes: list[str],
+    capacities: dict[int, float | None],
+    links: dict[int, Any],
 ) -> ExperimentLine:
     before, after = _snapshot_ids(experiment, state)
     ident = experiment.id
@@ -182,7 +186,7 @@ def _line(
         id=ident,
         target=experiment.target,
         playbook=experiment.playbook,
-        what=describe_experiment(experiment, state),
+        what=describe_experiment(experiment, state, changes),
         status=experiment.status,
         verdict=experiment.verdict,
         summary=experiment.summary,
@@ -201,8 +205,13 @@ def _whole(value: float | None) -> int | float | None:
 
 
 def _decisions(
-    experiments: Sequence[WeekExperiment], states: Mapping[int, RunFacts], by_id: dict[int, WeekExperiment]
+    experiments: Sequence[WeekExperiment],
+    states: Mapping[int, RunFacts],
+    changes: Mapping[int, list[str]],
+    whats: Mapping[int, str],
 ) -> tuple[list[FlagDecision], list[FlagDecision]]:
+    """Flags kept and reverted: `changes` and `whats` are each experiment's, by id (a revert's
+    undone try is named by the changes of that try when it ran this week)."""
     kept: list[FlagDecision] = []
     reverted: list[FlagDecision] = []
     for e in experiments:
@@ -211,19 +220,18 @@ def _decisions(
         decided = state.kept
         if e.playbook == "try" and decided is not None:
             why = e.verdict or e.status
-            for change in describe_changes(e.params) or [describe_experiment(e, state)]:
+            for change in changes[ident] or [whats[ident]]:
                 (kept if decided else reverted).append(
                     FlagDecision(ident, e.target, change, "kept" if decided else "reverted", why)
                 )
         elif e.playbook == "revert" and e.status == "succeeded":
             undone = state.reverting_experiment
-            source = by_id.get(undone) if undone is not None else None
-            changes = describe_changes(source.params) if source is not None else []
-            if not changes:
-                changes = [describe_experiment(e, state)]
+            undone_changes = (changes.get(undone) if undone is not None else None) or [whats[ident]]
             why = f"undoes #{undone}" if undone is not None else "revert"
             why += f", verified {e.verdict}" if e.verdict else ""
-            reverted.extend(FlagDecision(ident, e.target, change, "reverted", why) for change in changes)
+            reverted.extend(
+                FlagDecision(ident, e.target, change, "reverted", why) for change in undone_changes
+            )
     return kept, reverted
 
 

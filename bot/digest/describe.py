@@ -29,12 +29,14 @@ def describe_changes(params: Mapping[str, Any] | None) -> list[str]:
     return out
 
 
-def describe_experiment(experiment: WeekExperiment, state: RunFacts) -> str:
+def describe_experiment(experiment: WeekExperiment, state: RunFacts, changes: list[str] | None = None) -> str:
     """What the run set out to do: `add --x, set --y 2`, `revert #12`, `verify max_running_requests>=48`.
-    `state` is the facts of the experiment's run state, read once by the caller (a week can hold 100,000)."""
+    `state` is the facts of the experiment's run state and `changes` its `describe_changes`, each
+    read once by the caller (a week can hold 100,000)."""
     params = experiment.params or {}
     parts: list[str] = []
-    changes = describe_changes(params)
+    if changes is None:
+        changes = describe_changes(params)
     if changes:
         parts.append(", ".join(changes))
     if experiment.playbook == "revert":
