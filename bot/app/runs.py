@@ -76,7 +76,11 @@ class PlaybookRun:
     settled: list[RunOutcome] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"reconciled": [item.to_json() for item in self.settled], **self.outcome.to_json()}
+        return {
+            "ok": self.outcome.status == "succeeded",
+            "reconciled": [item.to_json() for item in self.settled],
+            **self.outcome.to_json(),
+        }
 
 
 REVERTING_ACTIONS = frozenset({"plan_revert"})

@@ -51,7 +51,8 @@ def playbooks(ctx: typer.Context) -> None:
     loaded = load_set(settings(), announce=False)  # the listing shows a broken file's error itself
     if json_output:
         document = [describe(book) for book in loaded.books.values()]
-        typer.echo(json.dumps([*document, *map(describe_broken, loaded.broken)], indent=2))
+        listed = [*document, *map(describe_broken, loaded.broken)]
+        typer.echo(json.dumps({"ok": True, "playbooks": listed}, indent=2))
         return
     table = Table(title="playbooks (* required)", title_justify="left")
     for column in ("name", "description", "params", "source"):
