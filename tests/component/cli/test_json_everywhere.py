@@ -130,3 +130,23 @@ def test_a_usage_error_under_json_is_a_json_error_with_exit_code_2(config: Path,
     document = one_document(out)
     assert document["ok"] is False and document["kind"] == "usage"
     assert document["error"] and document["error"] in err  # the same words as the stderr line
+
+
+@pytest.mark.parametrize(("words", "code"), [(["log"], 2), (["bench"], 1), (["unit"], 1)])
+def test_parse_errors_under_json_are_json_errors(
+    config: Path, tmp_path: Path, words: list[str], code: int
+) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("nothing to see\n", encoding="utf-8")
+    source = str(tmp_path / "missing.log") if code == 2 else str(empty)
+    got, out, err = invoke(config, "parse", *words, "--json", source)
+    assert got == code, (out, err)
+    document = one_document(out)
+    assert document["ok"] is False and document["kind"] == ("usage" if code == 2 else "failed")
+    assert source in document["error"]
+
+
+def test_help_json_carries_the_help_text(config: Path) -> None:
+    code, out, _ = invoke(config, "help", "try", "--json")
+    document = one_document(out)
+    assert code == 0 and document["topic"] == "try" and "usage: try CHANGE" in document["help"]
