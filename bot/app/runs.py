@@ -189,11 +189,11 @@ def waiting_text(busy: LeaseHeld, remaining_s: float, *, now: datetime | None = 
     """What a command with `wait=` says when it starts waiting for a busy target (the CLI on
     stderr, Slack in the thread): whom it waits for and until when at most."""
     lease = busy.lease
-    what = (
-        f"#{lease.experiment_id} ({lease.purpose} by {lease.holder})"
-        if lease.experiment_id
-        else (f"{lease.purpose} by {lease.holder}")
-    )
+    head, _, tail = lease.holder.rpartition(":")  # `holder_id`: the actor and a run suffix
+    who = head if head and len(tail) == 8 else lease.holder
+    what = f"{lease.purpose} by {who}"
+    if lease.experiment_id is not None:
+        what = f"#{lease.experiment_id} ({what})"
     until = (now or datetime.now(UTC)) + timedelta(seconds=remaining_s)
     return (
         f"waiting for {what} to finish on {lease.target}; will start when it does, "
