@@ -167,6 +167,11 @@ async def run_playbook(
     await check_experiment_target(ctx, call)
     await check_restart_limit(ctx, call)
     engine = build_engine(ctx, reporter, books=call.books)
+
+    async def recheck() -> None:  # `wait=`: a freeze or restarts made while it waited still count
+        await check_call_not_frozen(ctx, call)
+        await check_restart_limit(ctx, call)
+
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
         for outcome in settled:
@@ -181,6 +186,7 @@ async def run_playbook(
         restart_approved=restart_approved,
         wait_s=call.wait_s,
         on_wait=on_wait,
+        when_leased=recheck if call.wait_s > 0 else None,
     )
     return PlaybookRun(outcome, settled)
 

@@ -10,7 +10,7 @@ so `reconcile` can take over and decide, from the target itself, to resume or ro
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import datetime
 from pathlib import Path
@@ -169,10 +169,12 @@ class Engine:
         restart_approved: bool = False,
         wait_s: float = 0.0,
         on_wait: Callable[[LeaseHeld, float], None] | None = None,
+        when_leased: Callable[[], Awaitable[None]] | None = None,
     ) -> RunOutcome:
         """Run a playbook to its end; LeaseHeld (nothing written) when the target is busy (and,
         with `wait_s`, stays busy that long: `on_wait(busy, remaining_s)` says so when it starts
-        waiting and whenever the lease changes hands).
+        waiting and whenever the lease changes hands). `when_leased` runs once the lease is held,
+        before anything is written: what it raises refuses the run (the lease is let go).
 
         `params` are in JSON form (see `parse_params`); missing ones get their defaults. `admin`:
         whether `actor` is an admin, for the target's change rules (`StepContext.admin`); a run
@@ -190,6 +192,8 @@ class Engine:
                 held = await stack.enter_async_context(
                     self._hold(target, holder, book.name, wait_s=wait_s, on_wait=on_wait)
                 )
+                if when_leased is not None:
+                    await when_leased()
             row: Experiment = await self._db(
                 create_experiment,
                 target=target,

@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.runs import waiting_text
+from bot.app.context import AppContext
+from bot.app.freeze import FrozenError, freeze
+from bot.app.playbooks import resolve_playbook
+from bot.app.runs import run_playbook, waiting_text
+from bot.commands import parse_command
 from bot.loop.engine import Engine
 from bot.loop.lease_guard import hold_lease
 from bot.loop.report import MemoryReporter
@@ -84,5 +88,39 @@ async def test_a_run_whose_wait_runs_out_gives_up_with_lease_held_and_writes_not
     )
     with faked_target(store.store) as fake, pytest.raises(LeaseHeld, match="held by slack:bob"):
         await engine(tmp_path, store).run("restart", {}, target=TARGET, actor="cli:alice", wait_s=0.01)
+    assert fake.restarts == []
+    assert await store.run(list_experiments, store.store, TARGET) == []
+
+
+async def test_a_freeze_set_while_it_waited_refuses_the_run_once_it_has_the_lease(
+    tmp_path: Path, store: AsyncStore
+) -> None:
+    config = settings(tmp_path)
+    ctx = AppContext(config, store)
+    call = resolve_playbook(config, parse_command(["restart", "wait=10m", f"target={TARGET}"]))
+    assert call.wait_s == 600
+    waiting = asyncio.Event()
+    taken = asyncio.Event()
+
+    async def first_run() -> None:
+        async with hold_lease(store, TARGET, purpose="try", holder="slack:bob", ttl_s=60):
+            taken.set()
+            await waiting.wait()
+            await freeze(ctx, TARGET, reason="change window", until=None, actor="slack:carol")
+
+    with faked_target(store.store) as fake:
+        first = asyncio.create_task(first_run())
+        await taken.wait()
+        with pytest.raises(FrozenError, match="change window"):
+            await run_playbook(
+                ctx,
+                call,
+                MemoryReporter(),
+                actor="cli:alice",
+                admin=True,
+                restart_approved=True,
+                on_wait=lambda _busy, _left: waiting.set(),
+            )
+        await first
     assert fake.restarts == []
     assert await store.run(list_experiments, store.store, TARGET) == []
