@@ -15,6 +15,8 @@ from typing import Any
 from bot.app.flag_list import target_flag_list
 from bot.app.targets import resolve_target, target_of
 from bot.commands import CommandError, Invocation, get_command, parse_command
+from bot.commands.registry import WAIT, WAIT_MAX_S
+from bot.commands.values import check_duration
 from bot.config import Settings
 from bot.loop.params import ParamError, complete_params, parse_params
 from bot.loop.playbook import (
@@ -152,6 +154,20 @@ class PlaybookCall:
     params: dict[str, Any]
     target: str
     books: Mapping[str, Playbook]
+    wait_s: float = 0.0
+    """`wait=DURATION`: how long to wait for the target's lease when another run holds it."""
+
+
+def wait_seconds(options: Mapping[str, str]) -> float:
+    """`wait=` in seconds (0 without it); CommandError naming the rule for a bad one (`run`
+    takes free options, so the grammar has not checked it there)."""
+    given = options.get(WAIT.name)
+    if given is None:
+        return 0.0
+    try:
+        return check_duration(given, WAIT_MAX_S)
+    except ValueError as exc:
+        raise CommandError(f"wait={given}: {exc}", usage="... wait=DURATION (e.g. 30m, at most 4h)") from None
 
 
 def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall:
@@ -170,9 +186,12 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             f"no playbook {name!r}; playbooks: {', '.join(books) or 'none'}",
             usage="run PLAYBOOK [key=value ...]" if invocation.name == "run" else None,
         )
+    wait_s = wait_seconds(invocation.options)
     if builtin is not None:
-        return PlaybookCall(book, builtin[1], target_of(settings, invocation), books)
+        return PlaybookCall(book, builtin[1], target_of(settings, invocation), books, wait_s)
     raw = dict(invocation.options)
+    if book.param(WAIT.name) is None:  # then `wait=` is the command's, not a parameter
+        raw.pop(WAIT.name, None)
     if book.param("target") is None:  # then `target=` names the run's target, not a parameter
         raw.pop("target", None)
     target = resolve_target(settings, invocation.options.get("target"))
@@ -186,7 +205,7 @@ def resolve_playbook(settings: Settings, invocation: Invocation) -> PlaybookCall
             usage=f"run {name} " + " ".join(f"{p.name}=..." for p in book.params),
             flag_list=exc.flag_list,
         ) from None
-    return PlaybookCall(book, params, target, books)
+    return PlaybookCall(book, params, target, books, wait_s)
 
 
 def _check_flag_options(name: str, raw: dict[str, str], catalog: FlagCatalog) -> None:

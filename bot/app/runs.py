@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
@@ -13,7 +14,7 @@ from bot.app.errors import AppError
 from bot.app.freeze import check_call_not_frozen
 from bot.app.playbooks import PlaybookCall, effects_of, load_all
 from bot.commands import CommandError
-from bot.loop.engine import Engine
+from bot.loop.engine import Engine, LeaseHeld
 from bot.loop.playbook import Playbook
 from bot.loop.report import MemoryReporter, Reporter, RunOutcome
 from bot.loop.restart_budget import RestartLimitError, check_restarts
@@ -76,7 +77,11 @@ class PlaybookRun:
     settled: list[RunOutcome] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        return {"reconciled": [item.to_json() for item in self.settled], **self.outcome.to_json()}
+        return {
+            "ok": self.outcome.status == "succeeded",
+            "reconciled": [item.to_json() for item in self.settled],
+            **self.outcome.to_json(),
+        }
 
 
 REVERTING_ACTIONS = frozenset({"plan_revert"})
@@ -144,6 +149,7 @@ async def run_playbook(
     restart_approved: bool,
     hypothesis_id: int | None = None,
     on_settled: Callable[[RunOutcome], Awaitable[None]] | None = None,
+    on_wait: Callable[[LeaseHeld, float], None] | None = None,
 ) -> PlaybookRun:
     """Settle what a dead run left on the target (mutating playbooks; each told to `on_settled`),
     then run this one. LeaseHeld when another holder has the target; ChangeRefusedError (nothing
@@ -161,6 +167,11 @@ async def run_playbook(
     await check_experiment_target(ctx, call)
     await check_restart_limit(ctx, call)
     engine = build_engine(ctx, reporter, books=call.books)
+
+    async def recheck() -> None:  # `wait=`: a freeze or restarts made while it waited still count
+        await check_call_not_frozen(ctx, call)
+        await check_restart_limit(ctx, call)
+
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
         for outcome in settled:
@@ -173,8 +184,27 @@ async def run_playbook(
         admin=admin,
         hypothesis_id=hypothesis_id,
         restart_approved=restart_approved,
+        wait_s=call.wait_s,
+        on_wait=on_wait,
+        when_leased=recheck if call.wait_s > 0 else None,
     )
     return PlaybookRun(outcome, settled)
+
+
+def waiting_text(busy: LeaseHeld, remaining_s: float, *, now: datetime | None = None) -> str:
+    """What a command with `wait=` says when it starts waiting for a busy target (the CLI on
+    stderr, Slack in the thread): whom it waits for and until when at most."""
+    lease = busy.lease
+    head, _, tail = lease.holder.rpartition(":")  # `holder_id`: the actor and a run suffix
+    who = head if head and len(tail) == 8 else lease.holder
+    what = f"{lease.purpose} by {who}"
+    if lease.experiment_id is not None:
+        what = f"#{lease.experiment_id} ({what})"
+    until = (now or datetime.now(UTC)) + timedelta(seconds=remaining_s)
+    return (
+        f"waiting for {what} to finish on {lease.target}; will start when it does, "
+        f"at most until {until.astimezone(UTC):%H:%M} UTC"
+    )
 
 
 @dataclass(frozen=True)

@@ -224,8 +224,16 @@ class GrepAnswer:
     def matched(self) -> bool:
         return any(item.result is not None and item.result.count for item in self.results)
 
+    @property
+    def ok(self) -> bool:
+        """`grep`: something matched; `logs` (no pattern): every node was read."""
+        if self.pattern == "":
+            return all(item.result is not None for item in self.results)
+        return self.matched
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "ok": self.ok,
             "target": self.target,
             "pattern": self.pattern,
             "scope": self.scope,

@@ -22,7 +22,7 @@ from bot.app.playbooks import set_broken_announcer
 from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
 from bot.cli.checks import register_checks
-from bot.cli.common import catalog_for, fail, set_config_path, settings, split_json
+from bot.cli.common import catalog_for, fail, set_config_path, set_json_mode, settings, split_json
 from bot.cli.digest import register_digest
 from bot.cli.loop import register_loop
 from bot.cli.parse import parse_app
@@ -66,6 +66,7 @@ def main_options(
     ] = False,
 ) -> None:
     set_config_path(config)
+    set_json_mode(False)  # a command that takes `--json` turns it on (bot/cli/common.py)
     # a broken playbook file is told once on stderr, by the first command that loads playbooks
     set_broken_announcer(lambda message: typer.echo(message, err=True))
 
@@ -89,6 +90,7 @@ def config_check(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Validate the config file and print what it defines."""
+    set_json_mode(json_output)
     config = settings()
     secrets = Secrets()
     names = ("slack_bot_token", "slack_app_token", "slack_signing_secret", "database_url")
@@ -110,9 +112,9 @@ def config_check(
         }
         if units:
             report["units"] = [finding.render() for finding in findings]
+        report["ok"] = not failed(checks)
         if connect:
             report["checks"] = [check.to_json() for check in checks]
-            report["ok"] = not failed(checks)
         typer.echo(json.dumps(report, indent=2))
     else:
         typer.echo(
@@ -144,30 +146,45 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _with_store(action: str, run: Callable[[Store], str]) -> None:
+def _with_store(action: str, run: Callable[[Store], str], *, json_output: bool = False) -> None:
+    set_json_mode(json_output)
     store = _store()
     try:
-        typer.echo(run(store))
+        text = run(store)
+        if json_output:
+            revision = store.revision()
+            document = {"ok": True, "backend": store.backend, "revision": revision, "text": text}
+            typer.echo(json.dumps(document, indent=2))
+        else:
+            typer.echo(text)
     except SQLAlchemyError as exc:
         raise fail(f"error: {action}: database ({store.backend}) unavailable: {_first_line(exc)}") from None
     finally:
         store.close()
 
 
+JsonSwitch = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+
 @db_app.command("upgrade")
-def db_upgrade() -> None:
+def db_upgrade(json_output: JsonSwitch = False) -> None:
     """Create the database or migrate it to the newest schema."""
-    _with_store("db upgrade", lambda store: f"database ({store.backend}) at revision {store.upgrade()}")
+    _with_store(
+        "db upgrade",
+        lambda store: f"database ({store.backend}) at revision {store.upgrade()}",
+        json_output=json_output,
+    )
 
 
 @db_app.command("current")
-def db_current() -> None:
+def db_current(json_output: JsonSwitch = False) -> None:
     """Print the schema revision of the database."""
     _with_store(
         "db current",
         lambda store: (
             f"database ({store.backend}) at revision {store.revision() or 'none (run flagbot db upgrade)'}"
         ),
+        json_output=json_output,
     )
 
 
@@ -177,6 +194,7 @@ def db_current() -> None:
 )
 def explain(ctx: typer.Context, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Show how flagbot reads a chat command, without running it: `flagbot explain try --tp 8`."""
+    set_json_mode(json_output)
     if ctx.args in (["--help"], ["-h"], []):
         typer.echo("usage: flagbot explain [--json] COMMAND [ARGS]...  (shows how a chat command is read)")
         return
@@ -187,7 +205,7 @@ def explain(ctx: typer.Context, json_output: Annotated[bool, typer.Option("--jso
         raise fail(exc.render()) from None
     description = describe_invocation(invocation)
     if json_output:
-        typer.echo(json.dumps(description, indent=2))
+        typer.echo(json.dumps({"ok": True, **description}, indent=2))
     else:
         for key, value in description.items():
             typer.echo(f"{key}: {value}")
@@ -197,14 +215,17 @@ def _chat_command(name: str) -> None:
     spec = next(spec for spec in COMMANDS if spec.name == name)
 
     def run(ctx: typer.Context) -> None:
-        if ctx.args in (["--help"], ["-h"]) or name == "help":
-            topic = ctx.args[0] if name == "help" and ctx.args else (None if name == "help" else name)
+        words, json_output = split_json(list(ctx.args))
+        if words in (["--help"], ["-h"]) or name == "help":
+            topic = words[0] if name == "help" and words else (None if name == "help" else name)
             if topic is not None and get_command(topic) is None:
                 raise fail(help_text(topic))
-            typer.echo(help_text(topic))
+            text = help_text(topic)
+            typer.echo(
+                json.dumps({"ok": True, "topic": topic, "help": text}, indent=2) if json_output else text
+            )
             return
         config = settings()
-        words, json_output = split_json(ctx.args) if name in TARGET_COMMANDS else (ctx.args, False)
         try:
             invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
         except CommandError as exc:

@@ -36,7 +36,15 @@ from bot.app.context import AppContext, console_actor
 from bot.bench.compare_sets import Compared
 from bot.bench.loadgen import LoadError
 from bot.bench.run import BenchRun, jsonable
-from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, usage_errors
+from bot.cli.common import (
+    CHAT_CONTEXT,
+    catalog_for,
+    fail,
+    run_in_context,
+    set_json_mode,
+    settings,
+    usage_errors,
+)
 from bot.cli.progress import ConsoleProgress, number
 from bot.commands import CommandError, help_text, parse_command
 from bot.store.bench_repo import UnknownMeasurementSetError
@@ -65,6 +73,7 @@ def _console_options(words: list[str]) -> tuple[dict[str, Any], list[str]]:
         name, has_value, value = word.partition("=")
         if word == "--json":
             found["json"] = True
+            set_json_mode(True)
         elif name in ("--chart", "--base-url"):
             if not has_value:
                 value = next(items, "")
@@ -140,7 +149,11 @@ def bench(ctx: typer.Context) -> None:
     else:
         _print(result.run, comparison, chart_text)
     if isinstance(comparison, str):
-        raise fail(f"error: {comparison} (set #{result.set_id} is stored)", code=1)
+        message = f"error: {comparison} (set #{result.set_id} is stored)"
+        if local["json"]:  # the document above already says `"ok": false` and why
+            typer.echo(message, err=True)
+            raise typer.Exit(1)
+        raise fail(message, code=1)
 
 
 def _levels(run: BenchRun) -> dict[int | None, list[Measurement]]:
@@ -216,6 +229,7 @@ def _as_json(run: BenchRun, comparison: Compared | str | None, chart: str | None
     s = run.set
     return jsonable(
         {
+            "ok": not isinstance(comparison, str),
             "set_id": s.id,
             "target": s.target,
             "profile": s.profile,

@@ -7,6 +7,7 @@ these (and one its private store opener), which tied them all into one import cy
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -29,6 +30,9 @@ CHAT_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_
 """Typer settings of a command that takes the chat grammar's raw words."""
 
 _config_path: list[Path | None] = [None]
+_json_mode: list[bool] = [False]
+ERROR_KINDS = {1: "failed", 2: "usage", 3: "not_available"}
+"""The `kind` of a `--json` error document, by exit code (docs/commands.md, "`--json`")."""
 T = TypeVar("T")
 
 
@@ -37,9 +41,28 @@ def set_config_path(path: Path | None) -> None:
     _config_path[0] = path
 
 
+def set_json_mode(on: bool) -> None:
+    """Whether this invocation asked for `--json`: its errors are then also one JSON document
+    on stdout (`{"ok": false, "error": ..., "kind": ...}`), with the same exit code."""
+    _json_mode[0] = on
+
+
+def json_mode() -> bool:
+    return _json_mode[0]
+
+
+def error_document(message: str, code: int) -> dict[str, object]:
+    """The `--json` form of an error line: `error:` taken off, the kind named by the exit code."""
+    text = message.removeprefix("error: ").strip()
+    return {"ok": False, "error": text, "kind": ERROR_KINDS.get(code, "failed"), "exit_code": code}
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print `message` on stderr; the Exit to raise with `code`."""
+    """Print `message` on stderr (and, under `--json`, its JSON document on stdout); the Exit
+    to raise with `code`."""
     typer.echo(message, err=True)
+    if _json_mode[0]:
+        typer.echo(json.dumps(error_document(message, code), indent=2))
     return typer.Exit(code)
 
 
@@ -67,8 +90,10 @@ def catalog_for(config: Settings, words: list[str], command: str | None = None) 
 
 
 def split_json(words: list[str]) -> tuple[list[str], bool]:
-    """The words without `--json`, and whether it was there."""
-    return [word for word in words if word != JSON_SWITCH], JSON_SWITCH in words
+    """The words without `--json`, and whether it was there (remembered for `fail`)."""
+    found = JSON_SWITCH in words
+    set_json_mode(found)
+    return [word for word in words if word != JSON_SWITCH], found
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from rich.markdown import Markdown
 
 from bot.app import digest as digests
 from bot.app.context import AppContext
-from bot.cli.common import fail, run_in_context, settings, usage_errors
+from bot.cli.common import fail, run_in_context, set_json_mode, settings, usage_errors
 from bot.digest import WeekFormatError, render_markdown
 
 __all__ = ["register_digest"]
@@ -55,6 +55,7 @@ def digest(
     chart: Annotated[Path | None, typer.Option("--chart", help="write the chart (PNG) to this path")] = None,
 ) -> None:
     """The weekly post-mortem digest: experiments, hypotheses, flags, incidents, lessons, a chart."""
+    set_json_mode(json_output)
     options = _chat_words(words or [])
     week_text = week or options.get("week")
     target = target or options.get("target")
@@ -82,7 +83,7 @@ def digest(
             chart.write_bytes(built.chart_png)
             chart_path = str(chart)
     if json_output:
-        typer.echo(json.dumps({**built.digest.to_json(), "chart_path": chart_path}, indent=2))
+        typer.echo(json.dumps({"ok": True, **built.digest.to_json(), "chart_path": chart_path}, indent=2))
         return
     text = render_markdown(built.digest, chart_path=chart_path)
     if markdown:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, BinaryIO
 
 import typer
 
+from bot.cli.common import fail, set_json_mode
 from bot.sglang.bench_result import parse_bench_text
 from bot.sglang.launch import LaunchParseError, parse_launch_text
 from bot.sglang.log import parse_log_stream
@@ -29,8 +30,7 @@ def _open_binary(source: str) -> BinaryIO:
     try:
         return path.open("rb")
     except OSError as exc:
-        typer.echo(f"error: {source}: {exc.strerror}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(f"error: {source}: {exc.strerror}") from None
 
 
 def _read_text(source: str) -> str:
@@ -48,6 +48,7 @@ def _emit(data: Any, summary: str, as_json: bool) -> None:
 @parse_app.command("log")
 def parse_log(source: Source, as_json: AsJson = False) -> None:
     """An SGLang server log or journal: parsed vs effective capacity, readiness, errors, warnings."""
+    set_json_mode(as_json)
     with _open_binary(source) as stream:
         report = parse_log_stream(stream)
     _emit(report.to_json(), report.summary(), as_json)
@@ -60,10 +61,10 @@ def parse_bench(source: Source, as_json: AsJson = False) -> None:
     The JSON is always one object: the last result block's keys at the top (the run a user
     usually means) and every block, in order, under `runs`.
     """
+    set_json_mode(as_json)
     results = parse_bench_text(_read_text(source))
     if not results:
-        typer.echo(f"error: {source}: no `Serving Benchmark Result` block found", err=True)
-        raise typer.Exit(1)
+        raise fail(f"error: {source}: no `Serving Benchmark Result` block found", 1)
     data: Any = results[-1].to_json() | {"runs": [result.to_json() for result in results]}
     _emit(data, "\n\n".join(r.summary() for r in results), as_json)
 
@@ -71,9 +72,9 @@ def parse_bench(source: Source, as_json: AsJson = False) -> None:
 @parse_app.command("unit")
 def parse_unit(source: Source, as_json: AsJson = False) -> None:
     """A systemd unit, launch script, docker wrapper or command line: entrypoint, env, flags."""
+    set_json_mode(as_json)
     try:
         launch = parse_launch_text(_read_text(source))
     except LaunchParseError as exc:
-        typer.echo(f"error: {source}: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(f"error: {source}: {exc}", 1) from None
     _emit(launch.to_json(), launch.summary(), as_json)

@@ -21,7 +21,7 @@ from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
 from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookCall, describe, describe_broken, load_set, resolve_playbook
-from bot.app.runs import run_playbook
+from bot.app.runs import run_playbook, waiting_text
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
@@ -51,7 +51,8 @@ def playbooks(ctx: typer.Context) -> None:
     loaded = load_set(settings(), announce=False)  # the listing shows a broken file's error itself
     if json_output:
         document = [describe(book) for book in loaded.books.values()]
-        typer.echo(json.dumps([*document, *map(describe_broken, loaded.broken)], indent=2))
+        listed = [*document, *map(describe_broken, loaded.broken)]
+        typer.echo(json.dumps({"ok": True, "playbooks": listed}, indent=2))
         return
     table = Table(title="playbooks (* required)", title_justify="left")
     for column in ("name", "description", "params", "source"):
@@ -101,14 +102,24 @@ def execute_playbook(
     async def work(ctx: AppContext) -> dict[str, Any]:
         # the CLI has no approvals: its user holds the bot host (docs/security.md)
         done = await run_playbook(
-            ctx, call, reporter, actor=console_actor(), admin=CONSOLE_IS_ADMIN, restart_approved=True
+            ctx,
+            call,
+            reporter,
+            actor=console_actor(),
+            admin=CONSOLE_IS_ADMIN,
+            restart_approved=True,
+            on_wait=lambda busy, remaining_s: typer.echo(waiting_text(busy, remaining_s), err=True),
         )
         return done.to_json()
 
     try:
         document = run_in_context(config, work)
     except LeaseHeld as exc:
-        raise fail(f"error: {exc}", 1) from None
+        if call.wait_s > 0:  # `wait=`: the deadline passed with the target still busy
+            raise fail(
+                f"error: gave up waiting {call.wait_s:.0f} s (wait=) for the target: {exc}", 1
+            ) from None
+        raise fail(f"error: {exc}; wait=DURATION waits for it", 1) from None
     except CommandError as exc:  # a revert of another target's experiment: nothing ran
         raise fail(f"error: {exc.message}") from None
     except AppError as exc:  # e.g. policy.max_restarts_per_hour: nothing ran

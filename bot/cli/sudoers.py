@@ -8,11 +8,12 @@ install the output on each node as /etc/sudoers.d/flagbot after `visudo -cf`.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
 
-from bot.cli.common import fail, settings
+from bot.cli.common import fail, set_json_mode, settings
 from bot.target import sudoers_text
 from bot.target.params import ParamError
 
@@ -27,8 +28,12 @@ def sudoers(
     words: Annotated[list[str] | None, typer.Argument(metavar="[target=T]", show_default=False)] = None,
     user: Annotated[str | None, typer.Option("--user", help="the login flagbot uses on the hosts")] = None,
     unit: Annotated[str | None, typer.Option("--unit", help="the SGLang systemd unit")] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="the file and its user and unit as JSON")
+    ] = False,
 ) -> None:
     """Print the sudoers file that lets flagbot run exactly its privileged commands on a host."""
+    set_json_mode(json_output)
     target_name: str | None = None
     for word in words or []:
         key, sep, value = word.partition("=")
@@ -50,6 +55,11 @@ def sudoers(
         user = user or users.pop()
         unit = unit or target.unit
     try:
-        typer.echo(sudoers_text(user, unit), nl=False)
+        text = sudoers_text(user, unit)
     except ParamError as exc:
         raise fail(f"error: {exc}") from None
+    if json_output:
+        document = {"ok": True, "target": target_name, "user": user, "unit": unit, "sudoers": text}
+        typer.echo(json.dumps(document, indent=2))
+    else:
+        typer.echo(text, nl=False)

@@ -124,10 +124,8 @@ async def _answer(ctx: AppContext, name: str, target: str, invocation: Invocatio
 
 
 def _exit_code(answer: Answer) -> int:
-    if isinstance(answer, GrepAnswer) and answer.pattern == "":  # `logs`: read, or a node's error
-        return 0 if all(item.result is not None for item in answer.results) else 1
-    if isinstance(answer, GrepAnswer):
-        return 0 if answer.matched else 1
+    if isinstance(answer, GrepAnswer):  # `grep`: a match; `logs`: every node read
+        return 0 if answer.ok else 1
     if isinstance(answer, TargetChange):
         return 0 if answer.ok else 1
     return 0

@@ -86,6 +86,14 @@ class CommandSpec:
 
 
 TARGET = Option("target", "text", "target name from flagbot.toml; default_target when omitted")
+WAIT_MAX_S = 4 * 3_600
+WAIT = Option(
+    "wait",
+    "duration",
+    "when another run holds the target's lease, wait this long for it, then run (default 0: refuse at once)",
+    maximum=WAIT_MAX_S,
+)
+"""`wait=DURATION` of the commands that take the target's lease (docs/commands.md, "wait=")."""
 PROFILE = Option("profile", "text", "benchmark profile from [bench] in flagbot.toml")
 BECAUSE = Option("because", "text", "why: the hypothesis in words, kept in the log")
 EXPERIMENT = Positional(
@@ -157,7 +165,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "try",
         "Apply a flag change, restart, observe, measure, and judge it.",
         "mutating",
-        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [profile=NAME] [because=TEXT] [keep=POLICY] [hypothesis=ID] [dry-run=yes] [force=yes]",
+        "try CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME] [wait=DURATION] [profile=NAME] [because=TEXT] [keep=POLICY] [hypothesis=ID] [dry-run=yes] [force=yes]",
         (
             "try add --enable-fused-moe-sum-all-reduce",
             "try --enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce max_running_requests>=48",
@@ -169,6 +177,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
         options=(
             TARGET,
+            WAIT,
             PROFILE,
             BECAUSE,
             Option(
@@ -199,7 +208,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "revert",
         "Undo a change (default: the latest kept try), then verify the effective values are the baseline's.",
         "mutating",
-        "revert [EXPERIMENT|baseline] [EXPECTATION ...] [flags=--X,--Y] [target=NAME] [profile=NAME] [force=yes]",
+        "revert [EXPERIMENT|baseline] [EXPECTATION ...] [flags=--X,--Y] [target=NAME] [wait=DURATION] [profile=NAME] [force=yes]",
         ("revert", "revert 12", "revert baseline", "revert flags=--enable-flashinfer-allreduce-fusion"),
         positionals=(
             Positional(
@@ -212,6 +221,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         ),
         options=(
             TARGET,
+            WAIT,
             Option("flags", "flags", "comma-separated flags to take out (their baseline value returns)"),
             Option(
                 "force",
@@ -228,10 +238,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "restart",
         "Restart the SGLang service on every node with the same flags (no unit change), wait until it serves.",
         "mutating",
-        "restart [target=NAME] [dry-run=yes]",
+        "restart [target=NAME] [wait=DURATION] [dry-run=yes]",
         ("restart", "restart target=sglang-qwen", "restart dry-run=yes"),
         options=(
             TARGET,
+            WAIT,
             Option(
                 "dry-run",
                 "choice",
@@ -273,9 +284,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "verify",
         "Check expectations against the running server (benchmarks if a metric needs one).",
         "mutating",
-        "verify EXPECTATION [EXPECTATION ...] [target=NAME] [profile=NAME]",
+        "verify EXPECTATION [EXPECTATION ...] [target=NAME] [profile=NAME] [wait=DURATION]",
         ("verify max_running_requests>=48", "verify output_throughput>=-2% median_ttft_ms<500"),
-        options=(TARGET, PROFILE),
+        options=(TARGET, WAIT, PROFILE),
         expectations=True,
         needs_expectation=True,
     ),
@@ -323,9 +334,9 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "baseline",
         "Show, pin or diff the target's baseline (snapshot + measurement).",
         "read-only",
-        "baseline [show|pin|set|diff] [target=NAME] [profile=NAME] [because=TEXT]",
+        "baseline [show|pin|set|diff] [target=NAME] [profile=NAME] [because=TEXT] [wait=DURATION]",
         ("baseline", "baseline pin", "baseline set", "baseline diff"),
-        options=(TARGET, PROFILE, BECAUSE),
+        options=(TARGET, WAIT, PROFILE, BECAUSE),
         subs=(
             Sub("show", "the pinned baseline"),
             Sub("pin", "measure now and pin it", tier="mutating"),
@@ -416,10 +427,11 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "isolate",
         "Find which changed flag caused a regression, with as few restarts as possible.",
         "mutating",
-        "isolate EXPECTATION [since=BASELINE] [end=good|reference|current] [target=NAME] [profile=NAME]",
+        "isolate EXPECTATION [since=BASELINE] [end=good|reference|current] [target=NAME] [profile=NAME] [wait=DURATION]",
         ("isolate max_running_requests>=48", "isolate output_throughput>=-3% since=baseline"),
         options=(
             TARGET,
+            WAIT,
             PROFILE,
             Option(
                 "since", "id", "the known-good reference: baseline or an experiment id", choices=("baseline",)
@@ -438,7 +450,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "run",
         "Run any playbook, built-in or your own, with key=value parameters.",
         "mutating",
-        "run PLAYBOOK [key=value ...]",
+        "run PLAYBOOK [key=value ...] [wait=DURATION]",
         ("run baseline", "run verify expect=max_running_requests>=48"),
         positionals=(Positional("playbook", "playbook name (see playbooks)", kind="name"),),
         free_options=True,

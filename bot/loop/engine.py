@@ -10,7 +10,7 @@ so `reconcile` can take over and decide, from the target itself, to resume or ro
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from datetime import datetime
 from pathlib import Path
@@ -102,15 +102,26 @@ class Engine:
     async def _db(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.store.run(func, self.store.store, *args, **kwargs)
 
-    def _hold(self, target: str, holder: str, purpose: str) -> AbstractAsyncContextManager[HeldLease]:
-        """The target's lease for a block (LeaseHeld at once when busy), on the Engine's clock."""
+    def _hold(
+        self,
+        target: str,
+        holder: str,
+        purpose: str,
+        *,
+        wait_s: float = 0.0,
+        on_wait: Callable[[LeaseHeld, float], None] | None = None,
+    ) -> AbstractAsyncContextManager[HeldLease]:
+        """The target's lease for a block, on the Engine's clock: LeaseHeld at once when busy, or
+        after `wait_s` of waiting for it (`on_wait` says whom it waits for, `hold_lease`)."""
         return hold_lease(
             self.store,
             target,
             purpose=purpose,
             holder=holder,
             ttl_s=self.lease_ttl_s,
+            wait_s=wait_s,
             host=self.host,
+            on_wait=on_wait,
             clock=self._now,
         )
 
@@ -156,8 +167,14 @@ class Engine:
         investigation_id: int | None = None,
         ts: TargetSession | None = None,
         restart_approved: bool = False,
+        wait_s: float = 0.0,
+        on_wait: Callable[[LeaseHeld, float], None] | None = None,
+        when_leased: Callable[[], Awaitable[None]] | None = None,
     ) -> RunOutcome:
-        """Run a playbook to its end; LeaseHeld (nothing written) when the target is busy.
+        """Run a playbook to its end; LeaseHeld (nothing written) when the target is busy (and,
+        with `wait_s`, stays busy that long: `on_wait(busy, remaining_s)` says so when it starts
+        waiting and whenever the lease changes hands). `when_leased` runs once the lease is held,
+        before anything is written: what it raises refuses the run (the lease is let go).
 
         `params` are in JSON form (see `parse_params`); missing ones get their defaults. `admin`:
         whether `actor` is an admin, for the target's change rules (`StepContext.admin`); a run
@@ -172,7 +189,11 @@ class Engine:
             held = None
             if book.mutating:
                 holder = self.holder or holder_id(actor)
-                held = await stack.enter_async_context(self._hold(target, holder, book.name))
+                held = await stack.enter_async_context(
+                    self._hold(target, holder, book.name, wait_s=wait_s, on_wait=on_wait)
+                )
+                if when_leased is not None:
+                    await when_leased()
             row: Experiment = await self._db(
                 create_experiment,
                 target=target,

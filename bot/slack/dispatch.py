@@ -8,6 +8,7 @@ list, RBAC decides by the registry's risk tier, and the engine runs the same bui
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from bot.app.runs import (
     check_restart_limit,
     run_playbook,
     settled_text,
+    waiting_text,
 )
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
@@ -201,6 +203,11 @@ async def run_in_thread(
     async def say_settled(outcome: RunOutcome) -> None:  # what a flagbot that stopped left
         await reporter.note(settled_text(outcome))
 
+    told: list[asyncio.Task[None]] = []
+
+    def say_waiting(busy: LeaseHeld, remaining_s: float) -> None:  # `wait=`: whom it waits for
+        told.append(asyncio.create_task(reporter.note(waiting_text(busy, remaining_s))))
+
     try:
         done = await run_playbook(
             services.context,
@@ -211,10 +218,17 @@ async def run_in_thread(
             restart_approved=restart_approved,
             hypothesis_id=hypothesis_id,
             on_settled=say_settled,
+            on_wait=say_waiting,
         )
     except LeaseHeld as exc:
-        await reporter.refuse(str(exc))
+        await asyncio.gather(*told)
+        await reporter.refuse(
+            f"gave up waiting {call.wait_s:.0f} s (wait=): {exc}"
+            if call.wait_s > 0
+            else f"{exc}; add wait=DURATION (e.g. wait=30m) to run when it is free"
+        )
         return None
+    await asyncio.gather(*told)
     await post_proposals(services, client, done.outcome, channel=where.channel, thread=reporter.thread)
     return done.outcome
 

@@ -84,7 +84,7 @@ def test_try_and_revert_still_run_and_the_error_is_told_once(config: Path, calls
 def test_playbooks_lists_the_broken_file_with_its_error(config: Path) -> None:
     code, out, err = flagbot(config, "playbooks", "--json")
     assert code == 0, err
-    listed = json.loads(out)
+    listed = json.loads(out)["playbooks"]
     names = [item["name"] for item in listed if not item.get("broken")]
     assert {"try", "revert", "greet"} <= set(names)
     [broken] = [item for item in listed if item.get("broken")]

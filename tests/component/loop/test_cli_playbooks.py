@@ -62,7 +62,7 @@ def flagbot(config: Path, *args: str) -> tuple[int, str, str]:
 def test_playbooks_lists_name_params_and_source(config: Path) -> None:
     code, out, _ = flagbot(config, "playbooks", "--json")
     assert code == 0
-    [listed] = json.loads(out)
+    [listed] = json.loads(out)["playbooks"]
     assert (listed["name"], listed["mutating"], listed["steps"]) == ("b", True, ["t_note", "t_note"])
     assert listed["source"] == str(config.parent / "books" / "b.yaml")
     assert [p["name"] for p in listed["params"]] == ["label", "value"]
