@@ -160,6 +160,12 @@ async def run_playbook(
     await check_call_not_frozen(ctx, call)
     await check_experiment_target(ctx, call)
     await check_restart_limit(ctx, call)
+    reverted = reverted_experiment(call)
+    if reverted is not None:
+        # deferred: bot.app.ask runs its default revert through this function
+        from bot.app.ask import answer_revert_if_pending
+
+        await answer_revert_if_pending(ctx, reverted, actor=actor)
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
