@@ -9,9 +9,10 @@ Rules (one place, so the button, the command and the timer agree):
 - Only one answer wins: answering claims the key `decision:ID` in the database
   (`bot.store.seen_keys.first_time`, a unique row). A second click, or the timer after an answer,
   finds the key taken and changes nothing; it is told so (`AlreadyDecidedError`).
-- Keep records `conclusion.kept = True` (the after-start becomes the known-good one) and an audit
-  row `keep`; Revert records `conclusion.kept = False` and an audit row `revert-decision`; the
-  revert itself is the normal `revert ID` run the caller starts.
+- Keep records `conclusion.answer = "keep"`, `conclusion.kept = True` (the after-start becomes the
+  known-good one) and an audit row `keep`; Revert records `conclusion.answer = "revert"` and an
+  audit row `revert-decision`; the revert itself is the normal `revert ID` run
+  (`bot.app.runs.run_playbook`), after whose success `conclusion.kept = False` (`after_revert`).
 - The deadline (`due_action`): past it, with no answer, the default action (`ask_default`) is
   due; `due_decisions` lists the experiments whose default is due, for the scheduler's timer and
   for `flagbot serve`'s start (a deadline passed while the bot was down is applied then).
@@ -109,7 +110,9 @@ async def answer(ctx: AppContext, experiment_id: int, decision: str, *, actor: s
     if not await ctx.store.run(first_time, ctx.store.store, f"decision:{experiment_id}", actor=actor):
         raise AlreadyDecidedError(f"experiment #{experiment_id} was answered already: nothing changed")
     state = RunState.load(found.state)
-    state.conclusion.kept = decision == "keep"
+    state.conclusion.answer = decision
+    if decision == "keep":
+        state.conclusion.kept = True  # a Revert sets kept False once its revert run succeeded
     state.conclusion.decided_by = actor
     await ctx.store.run(update_experiment, ctx.store.store, experiment_id, state=state.dump())
     if decision == "keep" and state.after.snapshot_id is not None:
@@ -133,6 +136,19 @@ async def answer_revert_if_pending(ctx: AppContext, experiment_id: int, *, actor
     if found is None or not decision_pending(found):
         return None
     return await answer(ctx, experiment_id, "revert", actor=actor)
+
+
+async def after_revert(ctx: AppContext, experiment_id: int, status: str) -> None:
+    """A revert run of this experiment ended: when it succeeded after a Revert answer, record the
+    change as not kept (`conclusion.kept = False`)."""
+    found = await ctx.store.run(get_experiment, ctx.store.store, experiment_id)
+    if found is None or status != "succeeded":
+        return
+    state = RunState.load(found.state)
+    if state.conclusion.answer != "revert" or state.conclusion.kept is not None:
+        return
+    state.conclusion.kept = False
+    await ctx.store.run(update_experiment, ctx.store.store, experiment_id, state=state.dump())
 
 
 def _due(store_rows: list[Experiment], now: datetime) -> list[tuple[Experiment, str]]:

@@ -165,7 +165,7 @@ async def run_playbook(
         # deferred: bot.app.ask runs its default revert through this function
         from bot.app.ask import answer_revert_if_pending
 
-        await answer_revert_if_pending(ctx, reverted, actor=actor)
+        await answer_revert_if_pending(ctx, reverted, actor=actor)  # a pending Keep / Revert: Revert
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:
@@ -180,6 +180,11 @@ async def run_playbook(
         hypothesis_id=hypothesis_id,
         restart_approved=restart_approved,
     )
+    if reverted is not None:
+        # deferred: as above
+        from bot.app.ask import after_revert
+
+        await after_revert(ctx, reverted, outcome.status)
     return PlaybookRun(outcome, settled)
 
 

@@ -183,6 +183,9 @@ class Conclusion(_Record):
     ask_channel: str | None = None
     ask_thread: str | None = None
     """The Slack thread the question was asked in (None: asked outside Slack), told the answer."""
+    answer: str | None = None
+    """The answer to the question (`keep` or `revert`; `bot.app.ask`): a Revert answer leaves
+    `kept` unset until its revert run succeeded (then False)."""
     decided_by: str | None = None
     """Who answered the question (`slack:U1`, `cli:alice`, `flagbot (timeout)`)."""
     not_started: str | None = None

@@ -100,7 +100,8 @@ async def test_the_default_revert_runs_at_the_deadline_once_and_not_before(
         ran = await run_due(scheduler, due + timedelta(minutes=1))
         assert DECISIONS_JOB in ran and reverts.ran == [experiment_id]
         conclusion = (await state_of(store, experiment_id)).conclusion
-        assert conclusion.kept is False and conclusion.decided_by == TIMEOUT_ACTOR
+        assert (conclusion.answer, conclusion.decided_by) == ("revert", TIMEOUT_ACTOR)
+        assert conclusion.kept is None  # False once a real revert run succeeded (`after_revert`)
         assert isinstance(runtime.notifier, MemoryNotifier)
         [notice] = runtime.notifier.notices
         assert (notice.channel, notice.thread_ts) == ("C1", "1.2")
