@@ -13,7 +13,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app.ask import ANSWERS, AlreadyDecidedError, Answer, answer, answer_revert_if_pending
+from bot.app.ask import AlreadyDecidedError, answer
 from bot.app.decisions import button_command
 from bot.app.flag_list import flag_list
 from bot.commands import Invocation
@@ -104,7 +104,7 @@ async def _clicked(
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
-    if value.action in ANSWERS and not await _answered(services, client, value, user, where):
+    if value.action == "keep" and not await _answered(services, client, value, user, where):
         return
     if invocation is None or words is None or decision is None:
         return
@@ -191,22 +191,15 @@ async def _kept_experiment(services: SlackServices, experiment_id: int) -> Exper
 async def _answered(
     services: SlackServices, client: AsyncWebClient, value: ActionValue, user: str, where: Where
 ) -> bool:
-    """Keep records the team's decision; Revert of a change whose decision is pending records it
-    too, before its revert runs (`bot.app.ask`: one answer wins). False (the thread told why) when
-    the decision was taken already: nothing more happens."""
-    done: Answer | None
+    """Keep records the team's decision (`bot.app.ask`: one answer wins; a Revert answer is
+    recorded by the revert run itself, after any approval). False (the thread told why) when the
+    decision was taken already: nothing more happens."""
     try:
-        if value.action == "keep":
-            done = await answer(services.context, value.experiment_id, "keep", actor=f"slack:{user}")
-        else:
-            done = await answer_revert_if_pending(
-                services.context, value.experiment_id, actor=f"slack:{user}"
-            )
+        done = await answer(services.context, value.experiment_id, "keep", actor=f"slack:{user}")
     except AlreadyDecidedError as exc:
         await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=str(exc))
         return False
-    if done is not None and done.decision == "keep":
-        await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=done.text())
+    await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=done.text())
     return True
 
 
