@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from bot.app.ask import after_revert, answer_revert_if_pending
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.errors import AppError
@@ -162,9 +163,6 @@ async def run_playbook(
     await check_restart_limit(ctx, call)
     reverted = reverted_experiment(call)
     if reverted is not None:
-        # deferred: bot.app.ask runs its default revert through this function
-        from bot.app.ask import answer_revert_if_pending
-
         await answer_revert_if_pending(ctx, reverted, actor=actor)  # a pending Keep / Revert: Revert
     engine = build_engine(ctx, reporter, books=call.books)
     settled = await engine.reconcile(call.target) if call.book.mutating else []
@@ -181,9 +179,6 @@ async def run_playbook(
         restart_approved=restart_approved,
     )
     if reverted is not None:
-        # deferred: as above
-        from bot.app.ask import after_revert
-
         await after_revert(ctx, reverted, outcome.status)
     return PlaybookRun(outcome, settled)
 

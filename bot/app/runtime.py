@@ -23,7 +23,7 @@ from bot.store.models import utcnow
 from bot.target.session import TargetSession
 
 if TYPE_CHECKING:
-    from bot.app.ask import RevertRunner
+    from bot.app.ask_timer import RevertRunner
     from bot.store.schedule_models import VerificationCheck
 
 __all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]

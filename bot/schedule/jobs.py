@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.app.ask import apply_due_decisions, run_revert
+from bot.app.ask_timer import apply_due_decisions, run_revert
 from bot.app.checks import run_check
 from bot.app.context import AppContext
 from bot.app.drift import watch_drift
