@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from bot.app import digest, freeze, records, runs, target_commands
+from bot.app import ask, digest, freeze, records, runs, target_commands
 from bot.app.bench import run_bench
 from bot.app.checks_command import checks_command
 from bot.app.playbooks import load_all
@@ -42,6 +42,7 @@ COMMAND_USE_CASES: Mapping[str, Callable[..., object]] = {
     "bench": run_bench,
     "playbooks": load_all,
     "cancel": runs.cancel,
+    "keep": ask.keep_command,
     "rollback": target_commands.rollback_or_reconcile,
     "reconcile": target_commands.rollback_or_reconcile,
     "checks list": checks_command,

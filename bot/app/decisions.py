@@ -91,7 +91,8 @@ def decision_pending(experiment: Experiment) -> bool:
     if state is None or experiment.status not in FINISHED or not change_in_place(experiment):
         return False
     verdict = experiment.verdict or state.conclusion.verdict or "inconclusive"
-    return state.conclusion.kept is None and verdict in UNDECIDED_VERDICTS
+    answered = state.conclusion.answer is not None  # Keep or Revert answered (`bot.app.ask`)
+    return state.conclusion.kept is None and not answered and verdict in UNDECIDED_VERDICTS
 
 
 def changed_flag_count(experiment: Experiment) -> int:

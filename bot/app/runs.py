@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from bot.app.ask import after_revert, answer_revert_if_pending
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.errors import AppError
@@ -166,6 +167,9 @@ async def run_playbook(
     await check_call_not_frozen(ctx, call)
     await check_experiment_target(ctx, call)
     await check_restart_limit(ctx, call)
+    reverted = reverted_experiment(call)
+    if reverted is not None:
+        await answer_revert_if_pending(ctx, reverted, actor=actor)  # a pending Keep / Revert: Revert
     engine = build_engine(ctx, reporter, books=call.books)
 
     async def recheck() -> None:  # `wait=`: a freeze or restarts made while it waited still count
@@ -188,6 +192,8 @@ async def run_playbook(
         on_wait=on_wait,
         when_leased=recheck if call.wait_s > 0 else None,
     )
+    if reverted is not None:
+        await after_revert(ctx, reverted, outcome.status)
     return PlaybookRun(outcome, settled)
 
 

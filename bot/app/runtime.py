@@ -23,6 +23,7 @@ from bot.store.models import utcnow
 from bot.target.session import TargetSession
 
 if TYPE_CHECKING:
+    from bot.app.ask_timer import RevertRunner
     from bot.store.schedule_models import VerificationCheck
 
 __all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]
@@ -47,6 +48,8 @@ class ScheduleRuntime:
     cache_dir: Path | None = None
     digest: DigestPublisher | None = None
     """Where the weekly digest is posted (the bot's Slack; None outside the bot)."""
+    revert_runner: RevertRunner | None = None
+    """How a timed-out question's default `revert` runs (`bot.app.ask.run_revert` when None)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def session(self, target: str) -> AbstractAsyncContextManager[TargetSession]:

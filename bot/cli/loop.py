@@ -1,4 +1,4 @@
-"""`flagbot try|revert|verify|isolate|restart|baseline|hypothesis|knowledge|log|cancel|freeze|unfreeze`:
+"""`flagbot try|revert|verify|isolate|restart|baseline|hypothesis|knowledge|log|cancel|keep|freeze|unfreeze`:
 the loop from the terminal (`freeze`/`unfreeze`: `bot.app.freeze`).
 
 Each mutating command is its built-in playbook run by the engine, exactly as `flagbot run try
@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bot.app.ask import keep_command
 from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
 from bot.app.errors import AppError
@@ -42,6 +43,7 @@ LOOP_COMMANDS = (
     "knowledge",
     "log",
     "cancel",
+    "keep",
     "freeze",
     "unfreeze",
 )
@@ -77,7 +79,7 @@ def _run_command(name: str, words: list[str], *, json_output: bool) -> None:
         typer.echo(f"note: {note}", err=True)
     with usage_errors():
         target = target_of(config, invocation)
-    if name in ("hypothesis", "knowledge", "log", "cancel", "freeze", "unfreeze") or (
+    if name in ("hypothesis", "knowledge", "log", "cancel", "keep", "freeze", "unfreeze") or (
         name == "baseline" and invocation.sub in (None, "show", "diff")
     ):
         _read_command(config, invocation, target, json_output=json_output)
@@ -102,6 +104,12 @@ async def _cancel(ctx: AppContext, invocation: Invocation, target: str) -> dict[
     return {**result.to_json(), "lines": [text]}
 
 
+async def _keep(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
+    experiment_id = int(str(invocation.positionals["experiment"]))
+    done = await keep_command(ctx, experiment_id, target, actor=console_actor())
+    return {"experiment_id": done.experiment_id, "decision": done.decision, "lines": [done.text()]}
+
+
 async def _records(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
     answer: RecordsAnswer = await read_records(ctx, invocation, target, actor=console_actor())
     return answer.to_json()
@@ -122,7 +130,9 @@ async def _freeze(ctx: AppContext, invocation: Invocation, target: str) -> dict[
 
 
 def _read_command(config: Settings, invocation: Invocation, target: str, *, json_output: bool) -> None:
-    read = {"cancel": _cancel, "freeze": _freeze, "unfreeze": _freeze}.get(invocation.name, _records)
+    read = {"cancel": _cancel, "keep": _keep, "freeze": _freeze, "unfreeze": _freeze}.get(
+        invocation.name, _records
+    )
     try:
         data = run_in_context(config, lambda ctx: read(ctx, invocation, target))
     except AppError as exc:  # a freeze without a reason, a bad until=

@@ -489,6 +489,15 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(TARGET,),
     ),
     CommandSpec(
+        "keep",
+        "Keep a change whose decision is pending (Keep / Revert asked in its thread): nothing restarts.",
+        "mutating",
+        "keep EXPERIMENT [target=NAME]",
+        ("keep 12",),
+        positionals=(Positional("experiment", "the experiment whose change to keep", kind="id"),),
+        options=(TARGET,),
+    ),
+    CommandSpec(
         "rollback",
         "Restore the flags of the last verified start (the drop-in's backup).",
         "mutating",

@@ -100,10 +100,18 @@ class TargetTimeouts(Strict):
     benchmark: Duration = timedelta(minutes=30)
 
 
+MAX_ASK_TIMEOUT = timedelta(hours=24)
+"""The longest a regressed change may wait, applied, for someone to answer Keep or Revert."""
+
+
 class TargetPolicy(Strict):
     """What flagbot may do to this target on its own."""
 
     on_regression: Literal["revert", "keep", "ask"] = "revert"
+    ask_timeout: Duration = timedelta(minutes=30)
+    """`on_regression = "ask"`: how long the question in the thread waits for Keep or Revert."""
+    ask_default: Literal["revert", "keep"] = "revert"
+    """`on_regression = "ask"`: what flagbot does when nobody answers by the deadline."""
     on_failed_start: Literal["rollback", "leave"] = "rollback"
     require_approval: bool = False
     """A production target: a restart in Slack waits for an approver other than the requester,
@@ -128,6 +136,13 @@ class TargetPolicy(Strict):
     def _positive_expiry(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("an approval must stay valid for some time, e.g. 15m or 1h")
+        return value
+
+    @field_validator("ask_timeout", mode="after")
+    @classmethod
+    def _ask_window(cls, value: timedelta) -> timedelta:
+        if value < timedelta(minutes=1) or value > MAX_ASK_TIMEOUT:
+            raise ValueError("ask_timeout must be between 1m and 24h, e.g. 30m")
         return value
 
     @field_validator("env_allow", mode="after")

@@ -175,6 +175,19 @@ class Conclusion(_Record):
     """`check_expectations`: the metrics whose expectation failed (`propose` explains those)."""
     kept: bool | None = None
     """`decide`: the change was kept (True), reverted (False), or never decided (None)."""
+    ask_deadline: str | None = None
+    """`policy.on_regression = "ask"`: when (ISO 8601, UTC) the default action runs if nobody
+    answered Keep or Revert (`bot.app.ask`); None when nothing was asked."""
+    ask_default: str | None = None
+    """`policy.ask_default` at the time of asking: `revert` or `keep`."""
+    ask_channel: str | None = None
+    ask_thread: str | None = None
+    """The Slack thread the question was asked in (None: asked outside Slack), told the answer."""
+    answer: str | None = None
+    """The answer to the question (`keep` or `revert`; `bot.app.ask`): a Revert answer leaves
+    `kept` unset until its revert run succeeded (then False)."""
+    decided_by: str | None = None
+    """Who answered the question (`slack:U1`, `cli:alice`, `flagbot (timeout)`)."""
     not_started: str | None = None
     """Why the run never reached a node: a connection (key, known_hosts, host key, login) failed
     before any change (`bot.target.errors.never_reached`). The digest lists it apart, not as a

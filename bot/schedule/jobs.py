@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from bot.app.ask_timer import apply_due_decisions, run_revert
 from bot.app.checks import run_check
+from bot.app.context import AppContext
 from bot.app.drift import watch_drift
 from bot.app.runtime import current
 from bot.loop import check_jobs
@@ -39,3 +41,13 @@ async def digest_job() -> None:
         log.warning("weekly digest skipped: nowhere to post it in this process")
         return
     await rt.digest.publish_weekly(rt.clock())
+
+
+async def decisions_job() -> None:
+    """The default action of every Keep / Revert question whose deadline passed (`bot.app.ask`);
+    the state is in the database, so a question asked before a restart is still answered."""
+    rt = current()
+    ctx = AppContext(rt.settings, rt.store, rt.lease_ttl_s)
+    done = await apply_due_decisions(ctx, rt.clock(), rt.notifier, revert=rt.revert_runner or run_revert)
+    for item in done:
+        log.info("experiment #%d: nobody answered, default %s applied", item.experiment_id, item.action)

@@ -43,10 +43,11 @@ from sqlalchemy import Engine
 
 from bot.app.context import AppContext
 from bot.app.notify import DigestPublisher, Notifier
-from bot.app.runtime import ScheduleRuntime, install, uninstall
+from bot.app.runtime import ScheduleRuntime, active, install, uninstall
 from bot.config import Settings
 from bot.loop import check_jobs
 from bot.schedule import jobs
+from bot.schedule.jobs import decisions_job
 from bot.store import AsyncStore
 from bot.store.checks import list_checks
 from bot.store.schedule_models import JOBS_TABLE, VerificationCheck
@@ -72,6 +73,10 @@ DIGEST_GRACE_S = 24 * 3600
 SYNC_INTERVAL_S = 60
 SYNC_JOB = "sync-checks"
 DIGEST_JOB = "digest"
+DECISIONS_JOB = "ask-decisions"
+DECISIONS_INTERVAL_S = 60
+"""How often the pending Keep / Revert questions are looked at (`bot.app.ask`): a default action
+runs at most this long after its deadline."""
 
 
 def check_job_id(check_id: int | None) -> str:
@@ -197,12 +202,21 @@ def schedule_recurring(scheduler: AsyncIOScheduler, settings: Settings) -> None:
         jobs.sync_job,
         name="pick up checks changed elsewhere",
     )
+    _keep_or_replace(
+        scheduler,
+        DECISIONS_JOB,
+        IntervalTrigger(seconds=DECISIONS_INTERVAL_S, timezone=zone),
+        jobs.decisions_job,
+        name="default actions of unanswered Keep / Revert questions",
+    )
 
 
 async def prepare(jobs: SchedulerJobs, settings: Settings) -> None:
     """Everything the scheduler should hold, from the config and the store."""
     schedule_recurring(jobs.scheduler, settings)
     await jobs.sync()
+    if active() is not None:
+        await decisions_job()  # a deadline passed while the bot was down: applied at start
 
 
 def _run_times(job: Job, now: datetime) -> list[datetime]:

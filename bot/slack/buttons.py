@@ -13,6 +13,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app.ask import AlreadyDecidedError, answer
 from bot.app.decisions import button_command
 from bot.app.flag_list import flag_list
 from bot.commands import Invocation
@@ -29,7 +30,6 @@ from bot.slack.services import SlackServices
 from bot.slack.threads import Where
 from bot.store.experiments import get_experiment
 from bot.store.loop_models import Experiment
-from bot.store.records import audit
 
 
 async def on_action(
@@ -87,7 +87,8 @@ async def _clicked(
         if not decision.allowed:
             await client.chat_postEphemeral(channel=channel, user=user, thread_ts=root, text=decision.reason)
             return
-    kept = await _kept_experiment(services, value.experiment_id) if value.action == "keep" else None
+    if value.action == "keep":
+        await _kept_experiment(services, value.experiment_id)
     if not await services.first_time(f"click:{value.nonce}", user):
         return
     when = datetime.now(UTC).strftime("%H:%M:%S UTC")
@@ -103,9 +104,8 @@ async def _clicked(
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
     )
-    if value.action == "keep":
-        assert kept is not None
-        await _record_keep(services, kept, user)
+    if value.action == "keep" and not await _answered(services, client, value, user, where):
+        return
     if invocation is None or words is None or decision is None:
         return
     await start(
@@ -188,18 +188,19 @@ async def _kept_experiment(services: SlackServices, experiment_id: int) -> Exper
     return row
 
 
-async def _record_keep(services: SlackServices, row: Experiment, user: str) -> None:
-    """Keep changes nothing on the target: it is the team's decision, recorded for the log, with
-    the experiment's own target."""
-    await services.store.run(
-        audit,
-        services.store.store,
-        actor=f"slack:{user}",
-        target=row.target,
-        action="slack:keep",
-        experiment_id=row.id,
-        detail={"decision": "keep", "experiment_id": row.id},
-    )
+async def _answered(
+    services: SlackServices, client: AsyncWebClient, value: ActionValue, user: str, where: Where
+) -> bool:
+    """Keep records the team's decision (`bot.app.ask`: one answer wins; a Revert answer is
+    recorded by the revert run itself, after any approval). False (the thread told why) when the
+    decision was taken already: nothing more happens."""
+    try:
+        done = await answer(services.context, value.experiment_id, "keep", actor=f"slack:{user}")
+    except AlreadyDecidedError as exc:
+        await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=str(exc))
+        return False
+    await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=done.text())
+    return True
 
 
 async def _button_words(services: SlackServices, action_id: str, value: ActionValue) -> str | None:

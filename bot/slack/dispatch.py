@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import target_commands
+from bot.app.ask import keep_command
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
@@ -266,6 +267,11 @@ async def answer(
             + (f"\n:snowflake: {data['freeze']['text']}" if data.get("freeze") else "")
         )
         return [TextBlock(text, f"Status of {target}")]
+    if invocation.name == "keep":
+        kept = await keep_command(
+            ctx, int(str(invocation.positionals["experiment"])), target, actor=f"slack:{user}"
+        )
+        return [TextBlock(kept.text())]
     if invocation.name in ("freeze", "unfreeze"):
         done = (
             await freeze_target(

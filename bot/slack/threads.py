@@ -55,7 +55,13 @@ async def open_thread(
             thread_ts=thread_ts,
         )
     return SlackThreadReporter(
-        client, where.channel, str(root["ts"]), card, thread_ts=thread_ts, hypothesis_id=hypothesis_id
+        client,
+        where.channel,
+        str(root["ts"]),
+        card,
+        thread_ts=thread_ts,
+        hypothesis_id=hypothesis_id,
+        store=store,  # the finished card's buttons are chosen from the stored experiment
     )
 
 

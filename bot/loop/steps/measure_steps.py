@@ -28,10 +28,11 @@ from bot.loop.steps.common import (
     snapshot_value,
     target_of,
 )
+from bot.loop.steps.schedule_steps import run_thread
 from bot.loop.steps.target_steps import back_to_before
 from bot.sglang.expectation import ExpectationResult
 from bot.store.bench_repo import load_set
-from bot.store.models import MeasurementSet
+from bot.store.models import MeasurementSet, utcnow
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
@@ -306,6 +307,25 @@ async def _expectations(ctx: StepContext) -> list[ExpectationResult]:
     return results
 
 
+async def _ask(ctx: StepContext, verdict: str) -> dict[str, Any]:
+    """`policy.on_regression = "ask"`: leave the change applied and the decision pending (kept
+    unset), with the deadline and the default action that `bot.app.ask` applies if nobody answers."""
+    policy = target_of(ctx).policy
+    deadline = utcnow() + policy.ask_timeout
+    ctx.state.conclusion.kept = None
+    ctx.state.conclusion.ask_deadline = deadline.isoformat()
+    ctx.state.conclusion.ask_default = policy.ask_default
+    ctx.state.conclusion.ask_channel, ctx.state.conclusion.ask_thread = await run_thread(ctx)
+    question = f"Keep or revert? If nobody answers by {deadline:%H:%M} UTC, flagbot will {policy.ask_default}"
+    await ctx.emit(VerdictBlock(verdict, f"the change is still applied; {question}", ()))
+    return {
+        "kept": None,
+        "why": "regressed; the target's policy on regression is 'ask': waiting for Keep or Revert",
+        "ask_deadline": deadline.isoformat(),
+        "ask_default": policy.ask_default,
+    }
+
+
 @action("decide", summary="Keep or revert by the verdict and the target's policy", mutating=True)
 async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
     verdict = ctx.state.conclusion.verdict
@@ -319,12 +339,7 @@ async def decide(ctx: StepContext, *, keep: str = "auto") -> dict[str, Any]:
     elif keep == "never":
         kept, why = False, "keep=never"
     elif verdict == "regressed" and policy == "ask":
-        # asking in the thread (Keep / Revert with a timeout) is not built yet: the safe answer,
-        # never a regression kept silently (docs/config.md)
-        kept, why = (
-            False,
-            "regressed; the target's policy on regression is 'ask', which reverts until asking exists",
-        )
+        return await _ask(ctx, verdict)
     elif verdict == "regressed":
         kept, why = policy == "keep", f"regressed; the target's policy on regression is {policy!r}"
     else:

@@ -51,7 +51,7 @@ def _delays(after: list[str] | None, ctx: StepContext) -> list[timedelta]:
     return out
 
 
-async def _thread(ctx: StepContext) -> tuple[str | None, str | None]:
+async def run_thread(ctx: StepContext) -> tuple[str | None, str | None]:
     """The Slack thread this run is reported in: the reporter's, else the investigation's."""
     channel, thread = getattr(ctx.reporter, "channel", None), getattr(ctx.reporter, "thread", None)
     if isinstance(channel, str) and isinstance(thread, str):
@@ -110,7 +110,7 @@ async def schedule_checks(
                 "set_id": None,
             }
         )
-    channel, thread = await _thread(ctx)
+    channel, thread = await run_thread(ctx)
     now = utcnow()
     rows = []
     for delay in delays:

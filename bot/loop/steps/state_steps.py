@@ -143,7 +143,8 @@ async def plan_revert(
                 f"acts only on the experiment's own target (`revert {experiment.id} target={experiment.target}`)"
             )
         tried = RunState.load(experiment.state)
-        if not tried.conclusion.kept:
+        undecided = tried.conclusion.kept is None and tried.restart.applied  # asked, or never decided
+        if not tried.conclusion.kept and not undecided:
             raise ValueError(f"experiment #{experiment.id}'s change was not kept; nothing to revert")
         before = tried.before.flags or FlagSet(())
         old_env = tried.before.env or {}

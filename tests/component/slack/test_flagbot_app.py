@@ -129,10 +129,14 @@ async def test_a_broken_button_gets_a_specific_ephemeral_error(bot: RunningBot) 
 
 async def test_keep_is_recorded_once_even_after_a_restart(bot: RunningBot) -> None:
     from bot.slack.render import action_value
-    from bot.store.experiments import create_experiment
+    from bot.store.experiments import get_experiment
+    from tests.support.pending_decision import pending_try
 
     store = bot.services.store
-    row = await store.run(create_experiment, store.store, target="lab", playbook="try", params={}, actor="x")
+    row = await store.run(
+        get_experiment, store.store, await pending_try(store, "lab")
+    )  # a decision pending: Keep answers it
+    assert row is not None
     button = {"type": "button", "action_id": "flagbot_keep", "text": {"type": "plain_text", "text": "Keep"}}
     value = action_value(row.id or 0, "keep", "n7keep")
     blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": value}]}]
@@ -146,6 +150,6 @@ async def test_keep_is_recorded_once_even_after_a_restart(bot: RunningBot) -> No
     await bot.standin.click(CHANNEL, message.ts, "flagbot_keep", user="U0OPER")
     await bot.services.drain()
     events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
-    assert [e.detail["experiment_id"] for e in events if e.action == "slack:keep"] == [row.id]
+    assert [e.detail["experiment_id"] for e in events if e.action == "keep"] == [row.id]
     clicked = [m for m in bot.standin.messages(CHANNEL, message.ts) if "clicked" in m.text]
     assert len(clicked) == 1

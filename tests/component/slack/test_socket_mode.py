@@ -238,10 +238,14 @@ async def test_a_mention_in_a_thread_is_answered_there(bot: RunningBot) -> None:
 
 async def test_a_click_is_delivered_and_acted_on_once(bot: RunningBot) -> None:
     from bot.slack.render import action_value
-    from bot.store.experiments import create_experiment
+    from bot.store.experiments import get_experiment
+    from tests.support.pending_decision import pending_try
 
     store = bot.services.store
-    row = await store.run(create_experiment, store.store, target="lab", playbook="try", params={}, actor="x")
+    row = await store.run(
+        get_experiment, store.store, await pending_try(store, "lab")
+    )  # a decision pending: Keep answers it
+    assert row is not None
     button = {"type": "button", "action_id": "flagbot_keep", "text": {"type": "plain_text", "text": "Keep"}}
     value = action_value(row.id or 0, "keep", "n9keep")
     blocks = [{"type": "actions", "block_id": "b1", "elements": [{**button, "value": value}]}]
@@ -261,7 +265,7 @@ async def kept(bot: RunningBot, timeout: float = 5.0) -> list[int]:
     backoff, deadline = Backoff(), asyncio.get_running_loop().time() + timeout
     while True:
         events = await bot.services.store.run(audit_events, bot.services.store.store, "lab")
-        found = [e.detail["experiment_id"] for e in events if e.action == "slack:keep"]
+        found = [e.detail["experiment_id"] for e in events if e.action == "keep"]
         if found or asyncio.get_running_loop().time() > deadline:
             return found
         await backoff.sleep()
