@@ -107,7 +107,12 @@ async def _cancel(ctx: AppContext, invocation: Invocation, target: str) -> dict[
 async def _keep(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
     experiment_id = int(str(invocation.positionals["experiment"]))
     done = await keep_command(ctx, experiment_id, target, actor=console_actor())
-    return {"experiment_id": done.experiment_id, "decision": done.decision, "lines": [done.text()]}
+    return {
+        "ok": True,
+        "experiment_id": done.experiment_id,
+        "decision": done.decision,
+        "lines": [done.text()],
+    }
 
 
 async def _records(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ RESULT_WORDS: dict[str, list[str]] = {
     "playbooks": [],
     "log": [],
     "cancel": [],
+    "keep": ["1"],
     "rollback": ["--dry-run"],
     "reconcile": [],
     "checks": ["list"],

@@ -59,10 +59,15 @@ async def test_the_seeds_story(testbed: Testbed, tmp_path: Path) -> None:
     assert rows["max_running_requests (parsed, server_args)"]["after"] == "48"
     verdict = next(b for b in evidence if b["kind"] == "verdict" and b["verdict"] == "regressed")
     # The regression is called by the capacity guard, not by throughput: what the twin's throughput
-    # does on a loaded 2-core machine is the machine's business, so only its row's presence is held.
+    # does on a loaded 2-core machine is the machine's business, so only its row is held: an
+    # interval, or (a busy machine: the load generator was the limit) an honest "undecided" naming
+    # why, never a direction (issue 18: a loaded `make test` failed on the interval alone).
     assert verdict["details"][0].startswith("verdict: regressed (guarded by max_running_requests)")
     throughput = [line for line in verdict["details"] if line.startswith("output_throughput@c=32")]
-    assert throughput and re.search(r"\[[-+]\d", throughput[0]), verdict["details"]
+    assert throughput, verdict["details"]
+    measured = re.search(r"\[[-+]\d", throughput[0])
+    client_bound = "undecided (client-bound: the load generator, not the server, was the limit)"
+    assert measured or client_bound in throughput[0], throughput
     chart = next(b for b in evidence if b["kind"] == "chart")
     assert Path(chart["path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ranked = next(b for b in evidence if b.get("title") == "Hypotheses, most likely first")

@@ -39,7 +39,9 @@ async def test_a_try_in_a_thread_then_revert_by_button_and_verify_by_mention(bot
     await bot.services.drain()
 
     answer = await standin.slash(f"try {BOTH} keep=always", user="U0OPER", channel=CHANNEL)
-    assert answer.status == 200 and answer.elapsed_s < 3
+    assert (
+        answer.status == 200
+    )  # acked; how fast is bench/ack_latency.py's figure, not a bound a busy machine can break
     await bot.services.drain()
     tries = [m for m in cards(bot) if "flagbot try" in m.text and m.thread_ts in (None, m.ts)]
     shown = [(m.text[:80], m.thread_ts, bool(m.metadata), len(m.edits)) for m in standin.messages(CHANNEL)]
