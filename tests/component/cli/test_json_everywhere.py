@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from bot import main as cli
 from bot.commands import COMMANDS
-from bot.store import Store
+from tests.support.cli_config import lab_config
 
 RESULT_WORDS: dict[str, list[str]] = {
     "help": [],
@@ -67,26 +67,7 @@ PRINTS_NOTHING = {
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("FLAGBOT_DATABASE_URL", raising=False)
-    db = tmp_path / "state" / "flagbot.db"
-    store = Store.open(None, sqlite_path=db)
-    store.upgrade()
-    store.close()
-    path = tmp_path / "flagbot.toml"
-    path.write_text(
-        f"""
-default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{host = "127.0.0.1", port = 9}}]
-[targets.lab.ssh]
-connect_timeout = 1
-""",
-        encoding="utf-8",
-    )
-    return path
+    return lab_config(tmp_path)
 
 
 def invoke(config: Path, *words: str) -> tuple[int, str, str]:

@@ -13,32 +13,17 @@ from typer.testing import CliRunner
 from bot import main as cli
 from bot.store import Store
 from bot.store.leases import acquire
+from tests.support.cli_config import lab_config
 
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("FLAGBOT_DATABASE_URL", raising=False)
-    db = tmp_path / "state" / "flagbot.db"
-    store = Store.open(None, sqlite_path=db)
-    store.upgrade()
-    acquire(store, "lab", holder="slack:bob", host="bot-1", pid=7, purpose="try", experiment_id=None)
-    store.close()
-    path = tmp_path / "flagbot.toml"
-    path.write_text(
-        f"""
-default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{host = "127.0.0.1", port = 9}}]
-[targets.lab.ssh]
-connect_timeout = 1
-""",
-        encoding="utf-8",
-    )
-    return path
+
+    def busy(store: Store) -> None:  # another run holds the target
+        acquire(store, "lab", holder="slack:bob", host="bot-1", pid=7, purpose="try", experiment_id=None)
+
+    return lab_config(tmp_path, prepare=busy)
 
 
 def flagbot(config: Path, *words: str) -> tuple[int, str, str]:

@@ -28,20 +28,11 @@ from bot.store.experiments import create_experiment, get_experiment, update_expe
 from bot.store.records import audit_events
 from tests.component.loop.test_on_regression_policy import with_policy
 from tests.component.loop.test_playbooks_cite_measurements import METRICS, fake_everywhere
+from tests.support.cli_config import lab_config
 from tests.support.loop_fake_target import START_FLAGS, TARGET
 from tests.support.pending_decision import pending_state
 
-CONFIG = """
-default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{host = "127.0.0.1", port = 9}}]
-[targets.lab.ssh]
-connect_timeout = 1
-[targets.other]
+OTHER = """[targets.other]
 unit = "sglang.service"
 base_url = "http://127.0.0.1:9"
 nodes = [{{host = "127.0.0.1", port = 9}}]
@@ -58,13 +49,7 @@ def pending(store: Store, target: str = "lab") -> int:
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("FLAGBOT_DATABASE_URL", raising=False)
-    db = tmp_path / "state" / "flagbot.db"
-    store = Store.open(None, sqlite_path=db)
-    store.upgrade()
-    store.close()
-    path = tmp_path / "flagbot.toml"
-    path.write_text(CONFIG.format(db=db), encoding="utf-8")
-    return path
+    return lab_config(tmp_path, after=OTHER)
 
 
 def open_db(config: Path) -> Store:

@@ -18,34 +18,14 @@ from bot.store import Store
 from bot.store.experiments import list_experiments
 from bot.store.models import utcnow
 from bot.store.records import FREEZE_ACTION, RESTART_ACTION, UNFREEZE_ACTION, audit, audit_events
+from tests.support.cli_config import lab_config
 from tests.support.loop_fake_target import faked_target
 
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("FLAGBOT_DATABASE_URL", raising=False)
-    db = tmp_path / "state" / "flagbot.db"
-    store = Store.open(None, sqlite_path=db)
-    store.upgrade()
-    store.close()
-    path = tmp_path / "flagbot.toml"
-    path.write_text(
-        f"""
-default_target = "lab"
-[database]
-sqlite_path = "{db}"
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{host = "127.0.0.1", port = 9}}]
-[targets.lab.ssh]
-connect_timeout = 1
-[targets.lab.policy]
-max_restarts_per_hour = 1
-""",
-        encoding="utf-8",
-    )
-    return path
+    return lab_config(tmp_path, after="[targets.lab.policy]\nmax_restarts_per_hour = 1\n")
 
 
 def open_db(config: Path) -> Store:
