@@ -72,7 +72,11 @@ def change_in_place(experiment: Experiment) -> bool:
     """The experiment's change is still applied on the target: it restarted with it, the start
     did not fail, nothing rolled it back or restored the start before, and no revert was decided."""
     state = _state(experiment)
-    if state is None or not _changed_target(experiment, state):
+    return state is not None and _in_place(experiment, state)
+
+
+def _in_place(experiment: Experiment, state: RunState) -> bool:
+    if not _changed_target(experiment, state):
         return False
     restart = state.restart
     return (
@@ -88,7 +92,11 @@ def decision_pending(experiment: Experiment) -> bool:
     applied, its verdict regressed or undecided, and `conclusion.kept` unset (the `decide` step
     never recorded a decision; `policy.on_regression = "ask"` leaves it so until someone answers)."""
     state = _state(experiment)
-    if state is None or experiment.status not in FINISHED or not change_in_place(experiment):
+    return state is not None and _pending(experiment, state)
+
+
+def _pending(experiment: Experiment, state: RunState) -> bool:
+    if experiment.status not in FINISHED or not _in_place(experiment, state):
         return False
     verdict = experiment.verdict or state.conclusion.verdict or "inconclusive"
     answered = state.conclusion.answer is not None  # Keep or Revert answered (`bot.app.ask`)
@@ -106,8 +114,8 @@ def next_actions(experiment: Experiment) -> NextActions:
     state = _state(experiment)
     if state is None or experiment.status not in FINISHED or not _changed_target(experiment, state):
         return NextActions()
-    in_place = change_in_place(experiment)
-    pending = decision_pending(experiment)
+    in_place = _in_place(experiment, state)  # the state read once, for every rule
+    pending = _pending(experiment, state)
     regressed = (experiment.verdict or state.conclusion.verdict) == "regressed"
     actions: list[str] = []
     if in_place:
