@@ -2,11 +2,12 @@
 
 The kill points are watched from outside, with no hook in flagbot: the experiment's step rows
 in the SQLite store (polled with a 2-50 ms backoff), and node 0's unit as systemd has it. Once
-the store shows `apply` running, a shell loop on node 0 itself waits for the drop-in to name the
-new flag, for the loaded `ExecStart=` to name it, or for a new `InvocationID`, and prints one
-line: the kill follows ~1-2 ms after the change, where a poll over SSH lagged ~10 ms, more than
-the gap between flagbot's write and its daemon-reload. The state is read again just after the
-kill and printed, so each row says where the kill really landed.
+the store shows `measure before` finished (a state that lasts, so a slow poll cannot miss it, as
+it once missed a short `apply running`), a shell loop on node 0 itself waits for the drop-in to
+name the new flag, for the loaded `ExecStart=` to name it, or for a new `InvocationID` with the
+flag in the drop-in, and prints one line: the kill follows ~1-2 ms after the change, where a poll
+over SSH lagged ~10 ms, more than the gap between flagbot's write and its daemon-reload. The state
+is read again just after the kill and printed, so each row says where the kill really landed.
 
 After the kill the lease (ttl 2 s) expires, and `flagbot verify` (a mutating command: it
 reconciles first) resumes the try or rolls it back. Then: nothing recorded is lost (experiment,
@@ -90,7 +91,7 @@ def step(config: Path, name: str, status: str) -> bool:
 async def on_node(shells: NodeShells, condition: str) -> None:
     """Busy-wait on node 0 itself until `condition` holds: ~1 ms from the change to our kill,
     where a poll over SSH lags ~10 ms (more than the gap between flagbot's write and its reload)."""
-    result = await shells.run(0, f"until {condition}; do :; done; echo reached", timeout=120)
+    result = await shells.run(0, f"until {condition}; do :; done; echo reached", timeout=300)
     assert "reached" in result.stdout, result
 
 
@@ -109,19 +110,33 @@ async def lease_taken(config: Path, shells: NodeShells, original: str) -> None:
     await until(lambda: _async(lease(config) is not None), 120, "the lease")
 
 
+async def before_apply(config: Path, shells: NodeShells, original: str) -> None:
+    """The step before `apply` has finished: from here on only apply touches the unit. Waiting
+    for `apply running` instead lost the race once (CI, stop 28): apply ended between two polls."""
+    await until(
+        lambda: _async(any(step(config, "measure before", status) for status in ("ok", "skipped"))),
+        300,
+        "measure before finished",
+    )
+
+
 async def dropin_written(config: Path, shells: NodeShells, original: str) -> None:
-    await store_point("apply", "running")(config, shells, original)
+    await before_apply(config, shells, original)
     await on_node(shells, f"grep -qs -- {METRICS} {dropin_path(UNIT)}")
 
 
 async def reloaded(config: Path, shells: NodeShells, original: str) -> None:
-    await store_point("apply", "running")(config, shells, original)
+    await before_apply(config, shells, original)
     await on_node(shells, f"systemctl show -p ExecStart {UNIT} | grep -q -- {METRICS}")
 
 
 async def restarting(config: Path, shells: NodeShells, original: str) -> None:
-    await store_point("apply", "running")(config, shells, original)
-    await on_node(shells, f"! systemctl show -p InvocationID {UNIT} | grep -q {original or 'none'}")
+    await before_apply(config, shells, original)
+    await on_node(
+        shells,
+        f"grep -qs -- {METRICS} {dropin_path(UNIT)}"
+        f" && ! systemctl show -p InvocationID {UNIT} | grep -q {original or 'none'}",
+    )
 
 
 POINTS: dict[str, Callable[[Path, NodeShells, str], Awaitable[None]]] = {
