@@ -100,6 +100,51 @@ class TargetTimeouts(Strict):
     benchmark: Duration = timedelta(minutes=30)
 
 
+class HttpHook(Strict):
+    """One HTTP call flagbot makes around a restart, e.g. SGLang router's `POST /remove_worker?url=…`
+    before it and `POST /add_worker?url=…` after it, or a load balancer's drain API. Written by
+    whoever writes this file (never by chat input); any 2xx answer is success."""
+
+    url: str = Field(pattern=r"^https?://[^\s]+$")
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    body: str | None = None
+    """Sent as is, with `content_type`."""
+    content_type: str = "application/json"
+    timeout: Duration = timedelta(seconds=10)
+
+    def shown(self) -> str:
+        """The call as evidence shows it: method and URL without its query string or userinfo
+        (either may carry a token)."""
+        base = self.url.split("?", 1)[0].split("#", 1)[0]
+        scheme, _, rest = base.partition("://")
+        host, slash, path = rest.partition("/")
+        return f"{self.method} {scheme}://{host.rpartition('@')[2]}{slash}{path}"
+
+
+class DrainPolicy(Strict):
+    """`[targets.X.drain]`: before any restart of the target (try, revert, restart, rollback,
+    reconcile), stop new work reaching it (`stop_hook`), wait until node 0 has no running or
+    queued request (at most `grace`), then restart; once the server is healthy again,
+    `resume_hook` lets work back in (`bot.target.drain`)."""
+
+    grace: Duration = timedelta(minutes=2)
+    """The longest wait for the requests in flight to finish."""
+    quiet: Duration = timedelta(seconds=5)
+    """Without `--enable-metrics`: a journal window with no batch line counts as idle."""
+    on_timeout: Literal["restart", "abort"] = "restart"
+    """After `grace` with requests still in flight: restart anyway (they are dropped), or abort
+    (the stop hook is undone, nothing changes, the command fails saying how many were left)."""
+    stop_hook: HttpHook | None = None
+    resume_hook: HttpHook | None = None
+
+    @field_validator("grace")
+    @classmethod
+    def _bounded_grace(cls, value: timedelta) -> timedelta:
+        if not timedelta(0) <= value <= timedelta(hours=2):
+            raise ValueError("drain grace must be between 0s and 2h")
+        return value
+
+
 MAX_ASK_TIMEOUT = timedelta(hours=24)
 """The longest a regressed change may wait, applied, for someone to answer Keep or Revert."""
 
@@ -253,6 +298,8 @@ class Target(Strict):
     policy: TargetPolicy = TargetPolicy()
     freeze: list[FreezeWindow] = Field(default_factory=list)
     """Planned change freezes (`bot.app.freeze`); `freeze`/`unfreeze` add one from chat or the CLI."""
+    drain: DrainPolicy | None = None
+    """Drain before every restart (`bot.target.drain`); absent: a restart drops requests in flight."""
 
     def http_base(self) -> str:
         """Node 0 serves HTTP; the default port is SGLang's 30000."""

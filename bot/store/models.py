@@ -117,6 +117,9 @@ class TargetState(SQLModel, table=True):
     unit_sha256: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     """node -> checksum of `systemctl cat` as flagbot last left it (detects hand edits)."""
     known_good_snapshot_id: int | None = Field(default=None, foreign_key="snapshot.id", ondelete="SET NULL")
+    traffic_stopped_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    """When flagbot's drain stop hook took the server out of service (`[targets.X.drain]`); set
+    until the resume hook let work back in, so a run that died in between leaves it to the next."""
 
 
 class MeasurementSet(SQLModel, table=True):

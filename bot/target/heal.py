@@ -19,7 +19,7 @@ from bot.target.errors import TargetError
 from bot.target.evidence import Evidence, TextBlock
 from bot.target.readiness import Progress
 from bot.target.restart import RestartReport, reconcile
-from bot.target.rollback import StartOutcome, ensure_ready
+from bot.target.rollback import StartOutcome, drain_notes, ensure_ready
 from bot.target.session import TargetSession
 
 
@@ -116,9 +116,10 @@ def _describe(result: HealResult) -> str:
     if result.ok:
         obs = result.start.observation
         capacity = obs.effective.get("max_running_requests") if obs else None
+        traffic = f"\n{result.start.traffic}" if result.start.traffic else ""
         return (
             f"{head}; every node now has the drop-in flagbot meant, the ranks were restarted together "
-            f"and the server is ready (max_running_requests {capacity})."
+            f"and the server is ready (max_running_requests {capacity}).{drain_notes(result.restart)}{traffic}"
         )
     if result.start.rollback is not None:
         return f"{head}; the reconciled start did not become ready, so it was rolled back: " + (

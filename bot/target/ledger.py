@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.store import AsyncStore
 from bot.store.models import DropinBackup, TargetState, utcnow
@@ -89,6 +90,23 @@ class Ledger:
     async def clear_diverged(self) -> None:
         def change(row: TargetState) -> None:
             row.diverged, row.diverged_nodes, row.diverged_reason = False, [], None
+
+        await self._update(change)
+
+    async def traffic_stopped_at(self) -> datetime | None:
+        """When flagbot's drain stop hook took the server out of service, if it has not let work
+        back in since (`bot.target.drain`)."""
+        return (await self.state()).traffic_stopped_at
+
+    async def mark_traffic_stopped(self) -> None:
+        def change(row: TargetState) -> None:
+            row.traffic_stopped_at = row.traffic_stopped_at or utcnow()
+
+        await self._update(change)
+
+    async def clear_traffic_stopped(self) -> None:
+        def change(row: TargetState) -> None:
+            row.traffic_stopped_at = None
 
         await self._update(change)
 

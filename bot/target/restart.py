@@ -18,16 +18,16 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store.models import utcnow
 from bot.store.records import RESTART_ACTION, audit
-from bot.target.drain import DrainReport, DrainSettings, drain
+from bot.target.drain import DrainReport, DrainSettings, DrainTimeoutError, drain, resume_traffic
 from bot.target.dropin import DropinSpec, WriteResult, check_unedited, read_dropin, write_dropin
-from bot.target.errors import CommandFailed, CommandTimeout, DivergedError, TargetError, UnreachableError
+from bot.target.errors import CommandFailed, DivergedError, TargetError
 from bot.target.session import TargetSession
 from bot.target.ssh import NodeSession
 from bot.target.ssh_reconnect import Reconnect
@@ -36,7 +36,6 @@ from bot.target.unit import UnitView, read_state, read_unit
 NODE_RANK = "--node-rank"
 START_LIMIT_HINTS = (b"start-limit", b"repeated too quickly")
 Phase = Literal["written", "restarted", "rolled-back", "diverged", "reconciled"]
-_LOST = (UnreachableError, CommandTimeout)
 
 
 @dataclass
@@ -66,6 +65,8 @@ class RestartReport:
     started_at: datetime = field(default_factory=utcnow)
     duration_s: float = 0.0
     drain: DrainReport | None = None
+    resumed: str | None = None
+    """The resume hook's call when the restart was called off after the drain (nothing restarted)."""
     error: str | None = None
 
     @property
@@ -195,8 +196,10 @@ async def restart_target(ts: TargetSession, *, drain: DrainSettings | None = Non
     """Stop every rank, then start every rank, with the unit as it is (no drop-in change)."""
     await _guard(ts)
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
+    started = time.monotonic()
     with _reconnects_into(ts, report):
-        return await _restart_phase(ts, report, drain, time.monotonic())
+        await _drain_first(ts, report, drain)
+        return await _restart_phase(ts, report, started)
 
 
 def _effective_env(view: UnitView, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
@@ -279,6 +282,7 @@ async def _apply_reported(
     refused = [r for r in checked if isinstance(r, BaseException)]
     if refused:  # nothing was written anywhere yet
         raise refused[0]
+    await _drain_first(ts, report, drain)
 
     async def write(node: NodeSession) -> WriteResult:
         node_report = report.nodes[node.index]
@@ -296,6 +300,8 @@ async def _apply_reported(
         for k, exc in failures:
             report.nodes[k].error = _describe(exc)
         await _roll_back(ts, report, previous)
+        if report.phase != "diverged":  # the server runs on as before: let its work back in
+            report.resumed = await resume_traffic(ts)
         report.duration_s = round(time.monotonic() - started, 3)
         first = failures[0][1]
         if report.phase == "diverged":
@@ -314,7 +320,7 @@ async def _apply_reported(
             if isinstance(result, WriteResult)
         }
     )
-    return await _restart_phase(ts, report, drain, started)
+    return await _restart_phase(ts, report, started)
 
 
 async def _roll_back(ts: TargetSession, report: RestartReport, previous: list[str | None]) -> None:
@@ -342,12 +348,39 @@ async def _roll_back(ts: TargetSession, report: RestartReport, previous: list[st
         await ts.ledger.mark_diverged(lost, "drop-in restore after a failed write did not complete")
 
 
-async def _restart_phase(
-    ts: TargetSession, report: RestartReport, drain_settings: DrainSettings | None, started: float
-) -> RestartReport:
-    """Phase 2: (drain,) stop every rank, then start every rank."""
-    if drain_settings is not None:
-        report.drain = await drain(ts, drain_settings)
+async def _drain_first(ts: TargetSession, report: RestartReport, explicit: DrainSettings | None) -> None:
+    """Before anything is written or stopped: drain as `explicit` says, else as the target's
+    `[targets.X.drain]` says (nothing when neither). The ledger notes a stop hook before it is
+    called, so a run that dies after it leaves the resume to whoever next sees the server healthy.
+    `on_timeout = "abort"` with requests left: the resume hook runs and DrainTimeoutError is raised,
+    nothing changed."""
+    policy = ts.target.drain
+    settings = explicit if explicit is not None else DrainSettings.of(policy) if policy is not None else None
+    if settings is None:
+        return
+    if settings.stop_hook is not None and await ts.ledger.traffic_stopped_at() is not None:
+        # already out of service (a failed start being rolled back, a run that died): calling the
+        # hook again could fail on a router that no longer knows the worker, and block the rescue
+        settings = replace(settings, stop_hook=None)
+    if settings.stop_hook is not None:
+        await ts.ledger.mark_traffic_stopped()
+    try:
+        report.drain = await drain(ts, settings)
+    except Exception:
+        if settings.stop_hook is not None:  # the stop hook failed: it took nothing out of service
+            await ts.ledger.clear_traffic_stopped()
+        raise
+    if not report.drain.drained and settings.abort_on_timeout:
+        report.resumed = await resume_traffic(ts)
+        raise DrainTimeoutError(
+            f'{ts.name}: {report.drain.describe()}; on_timeout = "abort": nothing was changed'
+            + (f" ({report.resumed})" if report.resumed else ""),
+            report.drain,
+        )
+
+
+async def _restart_phase(ts: TargetSession, report: RestartReport, started: float) -> RestartReport:
+    """Phase 2: stop every rank, then start every rank (drained first by the caller, `_drain_first`)."""
     stop_timeout = ts.target.timeouts.stop.total_seconds()  # the configured upper bound of a stop
     if ts.store is not None:  # what `policy.max_restarts_per_hour` counts (bot.loop.restart_budget)
         nodes = [node.name for node in ts.nodes]
@@ -416,12 +449,11 @@ async def reconcile(ts: TargetSession, *, drain: DrainSettings | None = None) ->
     started = time.monotonic()
     report = RestartReport(ts.name, "written", [NodeReport(n.name, n.index) for n in ts.nodes])
     with _reconnects_into(ts, report):
-        return await _reconcile(ts, report, drain, started)
+        await _drain_first(ts, report, drain)
+        return await _reconcile(ts, report, started)
 
 
-async def _reconcile(
-    ts: TargetSession, report: RestartReport, drain: DrainSettings | None, started: float
-) -> RestartReport:
+async def _reconcile(ts: TargetSession, report: RestartReport, started: float) -> RestartReport:
     intended = await ts.ledger.intended()
 
     async def align(node: NodeSession) -> None:
@@ -441,7 +473,7 @@ async def _reconcile(
         report.phase = "diverged"
         nodes = ", ".join(ts.nodes[k].name for k, _ in bad)
         raise RestartError(f"{ts.name}: reconcile could not reach {nodes}; still diverged", report)
-    await _restart_phase(ts, report, drain, started)
+    await _restart_phase(ts, report, started)
     await ts.ledger.clear_diverged()
     report.phase = "reconciled"
     return report

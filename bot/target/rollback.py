@@ -27,6 +27,7 @@ from bot.sglang.flagset import FlagItem, FlagSet
 from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import chain_of, chain_text
 from bot.store.models import Snapshot
+from bot.target.drain import resume_traffic
 from bot.target.evidence import Evidence, JournalExcerpt, TextBlock, clip
 from bot.target.grep import grep, invocations, since_from_duration
 from bot.target.known_good import known_good
@@ -63,6 +64,8 @@ class RollbackResult:
     error: str | None = None
     duration_s: float = 0.0
     evidence: list[Evidence] = field(default_factory=list)
+    traffic: str | None = None
+    """The drain's resume hook, called once the rolled-back server was healthy."""
 
     def to_json(self) -> dict[str, Any]:
         restart = self.restart
@@ -88,6 +91,8 @@ class RollbackResult:
             "error": self.error,
             "duration_s": self.duration_s,
             "evidence": [block.to_json() for block in self.evidence],
+            "drain": None if restart is None or restart.drain is None else restart.drain.describe(),
+            "traffic": self.traffic,
         }
 
 
@@ -244,6 +249,8 @@ async def rollback(
                 ts, readiness=result.readiness, cache_dir=cache_dir, client=client
             )
             result.ok = result.observation.healthy
+            if result.ok:
+                result.traffic = await resume_traffic(ts)
     except Exception as exc:  # the rollback itself failed: say so, with what we have
         result.error = f"{type(exc).__name__}: {exc}"
     result.duration_s = round(time.monotonic() - started, 3)
@@ -251,19 +258,29 @@ async def rollback(
     return result
 
 
+def drain_notes(report: RestartReport | None) -> str:
+    """What the drain before a restart did, as lines for its evidence ("" without a drain)."""
+    if report is None or report.drain is None:
+        return ""
+    resumed = f"\n{report.resumed}" if report.resumed else ""
+    return f"\n{report.drain.describe()}{resumed}"
+
+
 def _outcome(result: RollbackResult) -> str:
     if result.error:
         return f"rollback to {result.to or 'known-good'} failed: {result.error}"
     timings = result.readiness.timings if result.readiness else {}
+    drained = drain_notes(result.restart)
     if result.ok:
         obs = result.observation
         capacity = obs.effective.get("max_running_requests") if obs else None
+        traffic = f"\n{result.traffic}" if result.traffic else ""
         return (
             f"rolled back to {result.to}; the server is healthy again after {timings.get('total_s', '?')} s "
-            f"(max_running_requests {capacity}, snapshot #{obs.snapshot_id if obs else '?'})"
+            f"(max_running_requests {capacity}, snapshot #{obs.snapshot_id if obs else '?'}){drained}{traffic}"
         )
     reason = result.readiness.failure.message if result.readiness and result.readiness.failure else "unknown"
-    return f"rolled back to {result.to}, but the server did not become healthy: {reason}"
+    return f"rolled back to {result.to}, but the server did not become healthy: {reason}{drained}"
 
 
 @dataclass
@@ -273,12 +290,15 @@ class StartOutcome:
     readiness: Readiness
     observation: Observation | None = None
     rollback: RollbackResult | None = None
+    traffic: str | None = None
+    """The drain's resume hook, called once the start was healthy (`bot.target.drain`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "readiness": self.readiness.to_json(),
             "observation": self.observation.to_json() if self.observation else None,
             "rollback": self.rollback.to_json() if self.rollback else None,
+            "traffic": self.traffic,
         }
 
 
@@ -315,7 +335,8 @@ async def ensure_ready(
         observation = await observe(
             ts, readiness=readiness, cache_dir=cache_dir, client=client, promote=promote
         )
-        return StartOutcome(readiness, observation)
+        traffic = await resume_traffic(ts) if observation.healthy else None
+        return StartOutcome(readiness, observation, traffic=traffic)
     outcome = StartOutcome(readiness)
     if ts.target.policy.on_failed_start == "rollback":
         trigger: Trigger = "not-ready" if readiness.outcome == "timeout" else "failed-start"

@@ -31,7 +31,7 @@ from bot.target.known_good import set_known_good
 from bot.target.nodestate import probe_health
 from bot.target.observe import Observation, observe
 from bot.target.restart import apply_and_restart, flags_for_nodes, restart_target
-from bot.target.rollback import ensure_ready, rollback
+from bot.target.rollback import drain_notes, ensure_ready, rollback
 from bot.target.session import TargetSession
 from bot.target.unit import UnitView, read_state, read_unit
 
@@ -140,7 +140,8 @@ async def apply(ctx: StepContext, *, force: bool = False) -> dict[str, Any]:
     await ctx.emit(
         TextBlock(
             f"wrote the drop-in on {len(report.nodes)} node(s), verified it after daemon-reload, and "
-            f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}{reconnects}",
+            f"restarted every rank together in {report.duration_s:.1f} s:\n{describe_flags(flags)}"
+            f"{drain_notes(report)}{reconnects}",
             "Applied",
         )
     )
@@ -234,7 +235,7 @@ async def restart(ctx: StepContext) -> dict[str, Any]:
     await ctx.emit(
         TextBlock(
             f"stopped and started every rank on {len(report.nodes)} node(s) in {report.duration_s:.1f} s, "
-            f"the unit unchanged{reconnects}",
+            f"the unit unchanged{drain_notes(report)}{reconnects}",
             "Restarted",
         )
     )
@@ -272,6 +273,8 @@ async def await_start(
     if outcome.observation is not None:
         obs = outcome.observation
         await emit_observation(ctx, obs)
+        if outcome.traffic is not None:
+            await ctx.emit(TextBlock(outcome.traffic, "Traffic"))
         ctx.state.after.snapshot_id = obs.snapshot_id
         ctx.state.after.invocation = obs.invocation
         return {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}

@@ -1,4 +1,4 @@
-"""Two-phase restart on two fake nodes: lockstep flags, rollback, divergence, reconcile, start limit, drain,
+"""Two-phase restart on two fake nodes: lockstep flags, rollback, divergence, reconcile, start limit,
 a dropped connection (reconnected, or diverged when the reconnect fails)."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from bot.sglang.flagset import FlagItem, FlagSet
-from bot.target.drain import running_from_journal, running_from_metrics
 from bot.target.dropin import HandEditError, render_dropin
 from bot.target.errors import DivergedError
 from bot.target.restart import (
@@ -138,21 +137,6 @@ async def test_reset_failed_when_the_start_limit_tripped(fake_target: FakeTarget
     assert node.active == "active"
 
 
-def test_drain_signals() -> None:
-    metrics = (
-        "# HELP sglang:num_running_reqs running\n"
-        'sglang:num_running_reqs{model_name="q",tp_rank="0"} 3.0\n'
-        'sglang:num_running_reqs{model_name="q",tp_rank="1"} 2.0\n'
-        "sglang:num_running_reqs_total 9\n"
-    )
-    assert running_from_metrics(metrics) == 5
-    assert running_from_metrics("other 1\n") is None
-    journal = "Decode batch, #running-req: 4, #token: 10\nDecode batch, #running-req: 0, #token: 0\n"
-    assert running_from_journal(journal) == 0
-    assert running_from_journal("Prefill batch, #running-req: 7\n") == 7
-    assert running_from_journal("") == 0
-
-
 async def test_a_restore_that_fails_too_marks_the_target_diverged(fake_target: FakeTarget) -> None:
     flags = await _new_flags(fake_target)
     fake_target.nodes[1].fail["daemon-reload"] = "Failed to reload daemon: boom\n"
@@ -169,40 +153,6 @@ async def test_a_restore_that_fails_too_marks_the_target_diverged(fake_target: F
 
 def test_neutral_dropin_has_no_service_section() -> None:
     assert "[Service]" not in render_dropin(None)
-
-
-async def test_drain_polls_metrics_until_idle(fake_target: FakeTarget) -> None:
-    import asyncio
-
-    from bot.target.drain import DrainSettings, drain
-
-    answers = iter([3, 1, 0])
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        body = f'sglang:num_running_reqs{{tp_rank="0"}} {next(answers, 0)}.0\n'.encode()
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
-        )
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    target = fake_target.target.model_copy(update={"base_url": f"http://127.0.0.1:{port}"})
-    try:
-        async with fake_target.open() as ts:
-            ts.target = target
-            report = await drain(ts, DrainSettings(limit_s=5, first_poll_s=0.01))
-            assert report.drained and report.source == "metrics" and report.last_running == 0
-            answers = iter([5] * 100)
-            stuck = await drain(ts, DrainSettings(limit_s=0.2, first_poll_s=0.05))
-            assert not stuck.drained and stuck.last_running == 5 and stuck.waited_s > 0
-    finally:
-        server.close()
-        await server.wait_closed()
-    async with fake_target.open() as ts:  # nothing listens: a server that is down has nothing to drain
-        assert (await drain(ts, DrainSettings(limit_s=1))).source == "down"
 
 
 @pytest.mark.parametrize("command", ["stop", "start", "daemon-reload", "write-dropin"])
