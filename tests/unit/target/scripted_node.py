@@ -31,10 +31,15 @@ def show_text(
     n_restarts: int = 0,
     status: int = 0,
     started: float = 1_764_430_000.0,
+    code: int = 0,
+    restart: str = "on-failure",
 ) -> str:
+    """`systemctl show` of the properties readiness polls; `code` is `ExecMainCode` (0 while the
+    main process runs, 1 exited, 2 killed, 3 dumped)."""
     return (
         f"ActiveState={active}\nSubState={sub}\nResult={result}\nInvocationID={invocation}\n"
         f"NRestarts={n_restarts}\nExecMainStatus={status}\nExecMainStartTimestamp=@{int(started)}\n"
+        f"ExecMainCode={code}\nRestart={restart}\n"
     )
 
 
