@@ -150,3 +150,19 @@ def health_transport(
         return httpx.Response(code)
 
     return httpx.MockTransport(handler)
+
+
+def failed_start_node(invocation: str, lines: list[str], state: str, *, started: float) -> ScriptedNode:
+    """Node 0 after a failed start, as rollback's evidence reads it: `show` answers `state`, and
+    the journal holds `lines` as the one start `invocation`, begun at `started` (Unix seconds)."""
+    return ScriptedNode(
+        "n0",
+        states=[(0, state)],
+        outputs={
+            "journal-invocation": ("\n".join(lines) + "\n").encode(),
+            "journal-starts": (
+                json.dumps({"INVOCATION_ID": invocation, "__REALTIME_TIMESTAMP": str(int(started * 1e6))})
+                + "\n"
+            ).encode(),
+        },
+    )

@@ -4,7 +4,6 @@ it, and how systemd saw the main process end (SGLang's sigquit path: SIGKILL).""
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from types import SimpleNamespace
@@ -15,7 +14,7 @@ from bot.target.rollback import failure_evidence
 from flagbot_lab.twin.engine.scenario import scenario_from_dict
 from flagbot_lab.twin.engine.startup import resolve
 from flagbot_lab.twin.schema import compile_scenario
-from tests.unit.target.scripted_node import ScriptedNode, show_text
+from tests.unit.target.scripted_node import failed_start_node, show_text
 
 INV = "f" * 32
 
@@ -35,16 +34,10 @@ async def test_the_headline_is_the_chains_last_exception_and_the_sigkill() -> No
     assert killed_by == signal.SIGKILL
     first = next(line for line in lines if line.startswith("torch.OutOfMemoryError"))
     now = time.time()
-    node = ScriptedNode(
-        "n0",
-        states=[(0, show_text(invocation=INV, active="activating", sub="auto-restart", result="signal"))],
-        outputs={
-            "journal-invocation": ("\n".join(lines) + "\n").encode(),
-            "journal-starts": (
-                json.dumps({"INVOCATION_ID": INV, "__REALTIME_TIMESTAMP": str(int(now * 1e6))}) + "\n"
-            ).encode(),
-        },
+    state = show_text(
+        invocation=INV, active="activating", sub="auto-restart", result="signal", code=2, status=9
     )
+    node = failed_start_node(INV, lines, state, started=now)
     readiness = Readiness("failed", "failed", INV, {"n0": INV}, now - 3)
     readiness.failure = Failure(
         "crash-loop",
