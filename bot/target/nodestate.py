@@ -14,6 +14,7 @@ from typing import Protocol
 
 import httpx
 
+from bot.target.main_exit import MainExit
 from bot.target.unit import parse_show
 
 SHOW = (
@@ -23,6 +24,8 @@ SHOW = (
     "InvocationID",
     "NRestarts",
     "ExecMainStatus",
+    "ExecMainCode",
+    "Restart",
     "ExecMainStartTimestamp",
 )
 
@@ -94,6 +97,10 @@ class NodeState:
     exit_status: int | None
     started: float | None
     """ExecMainStartTimestamp as Unix seconds (the host's clock)."""
+    main_exit: MainExit | None = None
+    """How the main process ended (`code=exited` / `code=killed`); None while it runs."""
+    restart: str = ""
+    """The unit's `Restart=` (`on-failure`, `on-abnormal`, `no`, ...)."""
 
     @classmethod
     def parse(cls, text: str) -> NodeState:
@@ -107,6 +114,8 @@ class NodeState:
             n_restarts=int(restarts) if restarts.isdigit() else 0,
             exit_status=int(status) if status.lstrip("-").isdigit() else None,
             started=_unix(raw.get("ExecMainStartTimestamp", "")),
+            main_exit=MainExit.from_show(raw.get("ExecMainCode", ""), status),
+            restart=raw.get("Restart", ""),
         )
 
 

@@ -12,6 +12,11 @@ Three watchers run at once and feed one decision loop:
   can turn 200 before the ready line arrives, so both signals are used and both recorded.
 * `systemctl show` on every node: a new InvocationID, `failed` (with `Result=start-limit-hit`
   when systemd's start limit tripped), `auto-restart` or a rising `NRestarts` (a crash loop).
+  How the main process ended (`code=exited` or `code=killed`, `bot.target.main_exit`) and the
+  unit's `Restart=` decide which of these a dead server shows: SGLang's failed start SIGKILLs
+  itself, so `Restart=on-failure` and `Restart=on-abnormal` both loop on it, while an exit
+  status loops only under `on-failure` and leaves an `on-abnormal` unit `failed`. Every one is
+  a failed start, noticed at the first poll that shows it (`unit_failure`).
 
 The outcome is `ready`, `failed` (with the reason, the node and the fatal line) or `timeout`
 (`TargetTimeouts.ready`), with the moments of each phase: loading (refused), warming (503),
@@ -44,6 +49,7 @@ from bot.target.errors import ConnectionLostError, UnreachableError
 from bot.target.grep import start_limit_hit
 from bot.target.journal_follow import RESUMES_IN_A_ROW, Resume, follow_journal
 from bot.target.journal_read import JournalEntry
+from bot.target.main_exit import explain
 from bot.target.nodestate import (
     Backoff,
     NodeLike,
@@ -319,15 +325,13 @@ class _Waiter:
             if self.health_seen:  # seen before the invocation was known: count it now
                 await self._on_health(self.health_code, self.health_at)
         rose = state.n_restarts - self.baseline[name]
-        detail = f"{name}: ActiveState={state.active} SubState={state.sub} Result={state.result}"
-        if state.active == "failed":
-            limit = state.result == "start-limit-hit" or await start_limit_hit(node, state)
-            reason: FailureReason = "start-limit" if limit else "unit-failed"
-            self._fail(reason, name, detail, state)
-        elif state.sub == "auto-restart" or rose >= self.crash_restarts:
-            self._fail("crash-loop", name, f"{detail}, NRestarts +{rose}", state)
-        elif state.active in ("inactive", "deactivating") and self.result.outcome != "ready":
-            self._fail("stopped", name, detail, state)
+        found = unit_failure(state, rose, self.crash_restarts, ready=self.result.outcome == "ready")
+        if found is None:
+            return
+        reason, detail = found
+        if reason == "unit-failed" and await start_limit_hit(node, state):
+            reason = "start-limit"
+        self._fail(reason, name, f"{name}: {detail}", state)
 
     async def _on_line(self, entry: JournalEntry, at: float) -> None:
         if entry.invocation not in self.accepted:
@@ -375,7 +379,35 @@ class _Waiter:
             invocation=state.invocation if state else None,
             exit_status=state.exit_status if state else None,
             n_restarts=state.n_restarts if state else None,
+            main_exit=state.main_exit.describe() if state and state.main_exit else None,
+            restart=state.restart or None if state else None,
         )
+
+
+def unit_failure(
+    state: NodeState, restarts_rose: int, crash_restarts: int, *, ready: bool
+) -> tuple[FailureReason, str] | None:
+    """Is this `systemctl show` of the new start a failed start, and which kind? None if not.
+
+    `failed`: nothing will restart it (an exit status under `Restart=on-abnormal`, any end under
+    `Restart=no`, or the start limit). `auto-restart` (and systemd 254's `auto-restart-queued`)
+    or a rising `NRestarts`: a restart loop, reported now rather than waited out. `deactivating`
+    after an unclean end is systemd clearing the cgroup before that loop or that `failed`;
+    `inactive` / `deactivating` otherwise: stopped (a clean signal such as SIGTERM) before ready.
+    """
+    detail = f"ActiveState={state.active} SubState={state.sub} Result={state.result}; " + explain(
+        state.main_exit, state.restart
+    )
+    ended = state.main_exit
+    if state.active == "failed":
+        return ("start-limit" if state.result == "start-limit-hit" else "unit-failed"), detail
+    if state.sub.startswith("auto-restart") or restarts_rose >= crash_restarts:
+        return "crash-loop", f"{detail}, NRestarts +{restarts_rose}"
+    if state.active == "deactivating" and ended is not None and not ended.clean:
+        return ("crash-loop" if ended.restarted_by(state.restart or "no") else "unit-failed"), detail
+    if state.active in ("inactive", "deactivating") and not ready:
+        return "stopped", detail
+    return None
 
 
 def _reconnects(node: NodeLike) -> list[Reconnect]:

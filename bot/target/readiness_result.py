@@ -34,6 +34,10 @@ class Failure:
     invocation: str | None = None
     exit_status: int | None = None
     n_restarts: int | None = None
+    main_exit: str | None = None
+    """How the main process ended, as systemd words it (`code=killed, status=9/KILL`)."""
+    restart: str | None = None
+    """The unit's `Restart=`: it decides whether that end became a restart loop or a failed unit."""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -35,7 +35,7 @@ from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 from bot.target.observe import Observation, observe
 from bot.target.readiness import Progress, wait_ready
-from bot.target.readiness_result import Readiness
+from bot.target.readiness_result import Failure, Readiness
 from bot.target.restart import RestartReport, apply_and_restart, flags_for_nodes, restore_vendor_and_restart
 from bot.target.session import TargetSession
 from bot.target.unit import read_unit
@@ -151,7 +151,8 @@ async def failure_evidence(
         else str(summary.get("message"))
     )
     if failure is not None and failure.n_restarts is not None:
-        what += f" (NRestarts {failure.n_restarts}, last exit status {failure.exit_status})"
+        ended = _how_it_ended(failure)
+        what += f" (NRestarts {failure.n_restarts}, {ended})"
     whole = chain_text(chain)
     if whole:  # readiness recorded the chain's first exception; the start died of its last
         summary = {**summary, "fatal_line": fatal, "first_fatal_line": summary.get("fatal_line")}
@@ -163,6 +164,14 @@ async def failure_evidence(
         ),
     )
     return blocks, fatal, summary
+
+
+def _how_it_ended(failure: Failure) -> str:
+    """systemd's own words (`main process code=killed, status=9/KILL, Restart=on-failure`) when
+    known: a bare "exit status 9" would hide that SGLang's failed start is a death by SIGKILL."""
+    if failure.main_exit is None:
+        return f"last exit status {failure.exit_status}"
+    return f"main process {failure.main_exit}" + (f", Restart={failure.restart}" if failure.restart else "")
 
 
 async def _starts_of_this_attempt(node: NodeLike, readiness: Readiness) -> list[str]:

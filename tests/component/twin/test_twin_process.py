@@ -231,24 +231,47 @@ async def test_queueing_beyond_max_running_shows_in_ttft_and_metrics(served: Twi
 # -- stopping and failing ---------------------------------------------------------------------
 
 
-def test_sigterm_drains_and_exits_0(twins: TwinFactory) -> None:
+def test_sigterm_drains_then_the_main_process_kills_itself(twins: TwinFactory) -> None:
+    """SGLang's sigterm watchdog ends in `kill_process_tree(os.getpid())`: systemd sees
+    `code=killed, status=9/KILL` after a drain, not an exit status."""
     twin = twins.start()
     twin.wait_ready()
     twin.proc.send_signal(signal.SIGTERM)
-    assert twin.wait_exit() == 0
+    assert twin.wait_exit() == -signal.SIGKILL
     err = twin.stderr()
     assert "SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in err
     assert (
         "Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[]." in err
     )
     assert not twin.state_file.exists()
-    assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "exit_code": 0}
+    assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "exit_code": 0, "killed_by": "SIGKILL"}
 
 
-def test_crash_after_n_seconds_exits_1_with_its_line(twins: TwinFactory) -> None:
+def test_sigterm_while_loading_is_death_by_sigterm(twins: TwinFactory) -> None:
+    """No SIGTERM handler exists before the server runs: the process dies of the signal, which
+    systemd counts as a clean end (no restart under Restart=on-failure)."""
+    slow_load = tiny()
+    slow_load["timings"]["weight_load_s"] = 60.0  # still loading when the signal arrives
+    twin = twins.start(scenario=slow_load)
+    twin.wait_for(lambda: "Load weight begin" in twin.stderr(), what="loading")
+    twin.proc.send_signal(signal.SIGTERM)
+    assert twin.wait_exit() == -signal.SIGTERM
+    assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "killed_by": "SIGTERM"}
+
+
+def test_a_failed_start_dies_of_sigkill_after_the_sigquit_line(twins: TwinFactory) -> None:
+    """SGLang 0.5.10's launch-phase SIGQUIT handler SIGKILLs its own process: systemd sees
+    `code=killed`, which `Restart=on-abnormal` restarts (an exit status it would not)."""
+    twin = twins.start(scenario=tiny(oom_start=True))
+    assert twin.wait_exit() == -signal.SIGKILL
+    assert "Received sigquit from a child process." in twin.stderr()
+    assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "killed_by": "SIGKILL"}
+
+
+def test_crash_after_n_seconds_is_a_sigkill_after_its_line(twins: TwinFactory) -> None:
     twin = twins.start(scenario=tiny(crash_after_s=0.3))
     twin.wait_ready()
-    assert twin.wait_exit() == 1
+    assert twin.wait_exit() == -signal.SIGKILL
     err = twin.stderr()
     crash = err.index("RuntimeError: CUDA error: an illegal memory access was encountered")
     assert err.index("Scheduler hit an exception: Traceback (most recent call last):") < crash
@@ -282,7 +305,7 @@ def test_node0_alone_fails_after_the_rendezvous_timeout(twins: TwinFactory) -> N
     addr = f"127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     node0 = twins.start("--tp-size", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr", addr)
-    assert node0.wait_exit(30) == 1
+    assert node0.wait_exit(30) == -signal.SIGKILL
     assert time.monotonic() - t0 >= 1.5  # the test scenario's rendezvous timeout
     err = node0.stderr()
     assert "torch.distributed.DistStoreError: Timed out after" in err and "1/2 clients joined" in err
@@ -291,8 +314,8 @@ def test_node0_alone_fails_after_the_rendezvous_timeout(twins: TwinFactory) -> N
 
 def test_differing_flags_fail_on_both_nodes(twins: TwinFactory) -> None:
     node0, node1 = pair(twins, extra0=("--mem-fraction-static", "0.8"))
-    assert node0.wait_exit(30) == 1
-    assert node1.wait_exit(30) == 1
+    assert node0.wait_exit(30) == -signal.SIGKILL
+    assert node1.wait_exit(30) == -signal.SIGKILL
     for node in (node0, node1):
         assert "NCCL error" in node.stderr()
         assert "Received sigquit from a child process." in node.stderr()

@@ -1,4 +1,5 @@
-"""Readiness on the two-node testbed: both ranks restarted together, phases seen, both ready signals."""
+"""Readiness on the two-node testbed: both ranks restarted together, phases seen, both ready signals;
+a server that dies while loading under Restart=on-failure."""
 
 from __future__ import annotations
 
@@ -61,3 +62,46 @@ async def test_a_short_timeout_while_loading_is_a_timeout(ts: TargetSession, tes
     again = await wait_ready(ts.nodes, base_url=ts.target.http_base(), timeout=120, previous=previous)
     assert again.ready  # nothing was wrong: the same start goes on to ready
     await asyncio.sleep(0)
+
+
+async def test_a_server_killed_while_loading_is_a_crash_loop_with_its_end(
+    ts: TargetSession, testbed: Testbed
+) -> None:
+    """The twin's unit has `Restart=on-failure`: a SIGKILL while loading (what the kernel's OOM
+    killer sends, and what SGLang's own SIGQUIT handler sends itself on a failed start) starts a
+    restart loop, which readiness reports as a failed start with systemd's `code=killed,
+    status=9/KILL` instead of waiting it out."""
+    previous = await invocations_now(ts)
+    await restart_target(ts)
+    kills: list[int] = []
+
+    async def kill_once_loading(phase: str, detail: str) -> None:
+        """The moment node 0's new invocation is known, SIGKILL its main process (the twin)."""
+        if phase == "loading" and detail.startswith("new invocation") and not kills:
+            killed = await testbed.run_as_root_async(
+                0, ["systemctl", "kill", "--kill-who=main", "--signal=SIGKILL", ts.node0.unit]
+            )
+            kills.append(killed.returncode)
+
+    result = await wait_ready(
+        ts.nodes,
+        base_url=ts.target.http_base(),
+        timeout=300,
+        previous=previous,
+        on_progress=kill_once_loading,
+    )
+    assert kills == [0]
+    assert result.outcome == "failed" and result.failure is not None, result.to_json()
+    failure = result.failure
+    assert (failure.reason, failure.node) == ("crash-loop", ts.node0.name), result.to_json()
+    assert failure.main_exit == "code=killed, status=9/KILL"
+    assert failure.restart == "on-failure"
+    assert "Restart=on-failure restarts it" in failure.message
+    assert "ready" not in result.phases
+
+    # systemd's restart (RestartSec=2) loads the same flags again: the target comes back by itself
+    again = await wait_ready(
+        ts.nodes, base_url=ts.target.http_base(), timeout=300, previous=result.invocations
+    )
+    assert again.ready, again.to_json()
+    assert again.invocation != result.invocation

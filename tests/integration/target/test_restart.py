@@ -153,7 +153,9 @@ async def test_a_tripped_start_limit_is_reset(testbed: Testbed) -> None:
         node = ts.nodes[1]
         await trip_start_limit(testbed, ts)
         report = await restart_target(ts, drain=DrainSettings(limit_s=10))
-        assert report.ok and report.nodes[1].reset_failed and not report.nodes[0].reset_failed
+        # node 0 is `failed` after its stop too: after the drain SGLang's main process SIGKILLs
+        # itself (Result=signal), so only node 1's reset says anything about the start limit
+        assert report.ok and report.nodes[1].reset_failed
         assert report.drain is not None and report.drain.drained
         assert report.drain.source == "journal"  # the twin runs without --enable-metrics
         assert (await read_state(node)).active_state in ("active", "activating")

@@ -31,10 +31,15 @@ def show_text(
     n_restarts: int = 0,
     status: int = 0,
     started: float = 1_764_430_000.0,
+    code: int = 0,
+    restart: str = "on-failure",
 ) -> str:
+    """`systemctl show` of the properties readiness polls; `code` is `ExecMainCode` (0 while the
+    main process runs, 1 exited, 2 killed, 3 dumped)."""
     return (
         f"ActiveState={active}\nSubState={sub}\nResult={result}\nInvocationID={invocation}\n"
         f"NRestarts={n_restarts}\nExecMainStatus={status}\nExecMainStartTimestamp=@{int(started)}\n"
+        f"ExecMainCode={code}\nRestart={restart}\n"
     )
 
 
@@ -145,3 +150,19 @@ def health_transport(
         return httpx.Response(code)
 
     return httpx.MockTransport(handler)
+
+
+def failed_start_node(invocation: str, lines: list[str], state: str, *, started: float) -> ScriptedNode:
+    """Node 0 after a failed start, as rollback's evidence reads it: `show` answers `state`, and
+    the journal holds `lines` as the one start `invocation`, begun at `started` (Unix seconds)."""
+    return ScriptedNode(
+        "n0",
+        states=[(0, state)],
+        outputs={
+            "journal-invocation": ("\n".join(lines) + "\n").encode(),
+            "journal-starts": (
+                json.dumps({"INVOCATION_ID": invocation, "__REALTIME_TIMESTAMP": str(int(started * 1e6))})
+                + "\n"
+            ).encode(),
+        },
+    )

@@ -14,7 +14,7 @@ from bot.target.observe import Observation, observation_evidence
 from bot.target.readiness_result import Failure, Readiness
 from bot.target.rollback import failure_evidence
 from bot.target.snapshot_facts import capacity
-from tests.unit.target.scripted_node import ScriptedNode, show_text
+from tests.unit.target.scripted_node import failed_start_node, show_text
 
 RELEASES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang-releases"
 INV = "e" * 32
@@ -96,16 +96,8 @@ async def test_a_failed_start_is_reported_by_its_last_exception_with_the_chain()
     journal and reports the exception that killed the start, with the whole chain."""
     now = time.time()
     lines = (RELEASES / "chained-traceback.log").read_text().splitlines()
-    node = ScriptedNode(
-        "n0",
-        states=[(0, show_text(invocation=INV, active="failed", sub="failed", result="exit-code"))],
-        outputs={
-            "journal-invocation": ("\n".join(lines) + "\n").encode(),
-            "journal-starts": (
-                json.dumps({"INVOCATION_ID": INV, "__REALTIME_TIMESTAMP": str(int(now * 1e6))}) + "\n"
-            ).encode(),
-        },
-    )
+    state = show_text(invocation=INV, active="failed", sub="failed", result="exit-code")
+    node = failed_start_node(INV, lines, state, started=now)
     readiness = Readiness("failed", "failed", INV, {"n0": INV}, now - 3)
     readiness.failure = Failure(
         "fatal-line", "n0", "n0: fatal line in the journal", "KeyError: 'glm_moe_dsa'", INV

@@ -8,7 +8,7 @@ import pytest
 
 from flagbot_lab.twin.engine.memory import GIB, capture_batch_sizes, plan_memory, resolve_max_num_reqs
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
-from flagbot_lab.twin.engine.startup import resolve, resolve_args
+from flagbot_lab.twin.engine.startup import FAILURE_SIGNAL, resolve, resolve_args
 from flagbot_lab.twin.schema import compile_scenario
 
 FUSED_MOE = "--enable-fused-moe-sum-all-reduce"
@@ -166,7 +166,7 @@ def test_not_enough_memory_is_worded_as_sglang_words_it() -> None:
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
         "Current value: mem_fraction_static=0.3"
     )
-    assert resolved.exit_code == 1
+    assert (resolved.exit_code, resolved.killed_by) == (None, FAILURE_SIGNAL)  # sigquit path: SIGKILL
     assert resolved.memory.failure_phase == "kv"
     assert resolved.effective["max_running_requests"] == 0
 
@@ -181,7 +181,7 @@ def test_an_oom_fault_fails_the_weight_load_with_pytorchs_message() -> None:
     assert resolved.failure.startswith(
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.40 GiB. GPU 0"
     )
-    assert resolved.exit_code == 1
+    assert (resolved.exit_code, resolved.killed_by) == (None, FAILURE_SIGNAL)  # sigquit path: SIGKILL
 
 
 def test_weights_that_do_not_fit_are_a_cuda_oom() -> None:

@@ -12,7 +12,7 @@ from bot.sglang.log import parse_log_text
 from bot.target.snapshot_facts import capacity
 from flagbot_lab.twin.engine import logfmt
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
-from flagbot_lab.twin.engine.startup import LogStep, Resolved, resolve
+from flagbot_lab.twin.engine.startup import FAILURE_SIGNAL, LogStep, Resolved, resolve
 from flagbot_lab.twin.schema import compile_scenario
 
 NOW = 1773089134.0  # a fixed instant; lines render in local time
@@ -323,7 +323,7 @@ def test_a_crashing_flag_fails_the_start_after_capture() -> None:
     scenario = scenario_from_dict(document)
     resolved = resolve([*scenario.launch, "--enable-torch-compile"], scenario, start_seed=1, env={})
     assert resolved.failure == "RuntimeError: torch.compile failed on this GPU"
-    assert resolved.exit_code == 1
+    assert (resolved.exit_code, resolved.killed_by) == (None, FAILURE_SIGNAL)  # sigquit path: SIGKILL
     lines = _render(resolved.steps)
     assert lines[-2] == "RuntimeError: torch.compile failed on this GPU"
     assert any("Capture cuda graph end." in line for line in lines)

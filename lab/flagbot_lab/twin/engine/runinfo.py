@@ -166,6 +166,7 @@ def start_record(resolved: Resolved, argv: list[str], seed: int, noise: float) -
         "active_rules": list(resolved.active_rules),
         "failure": resolved.failure,
         "exit_code": resolved.exit_code,
+        "killed_by": resolved.killed_by,
         "memory": jsonable(m),
         "parsed_max_running_requests": resolved.server_args.get("max_running_requests"),
         "startup_scale": timings.startup_scale,

@@ -3,11 +3,18 @@
 Sequence, as SGLang 0.5.10 runs it (reference §2.4, §4.1, §7): resolve the arguments (argparse
 errors exit 2 before anything else), print the bare post-init warnings, play the startup lines
 paced by `timings.startup_scale` (with the multi-node rendezvous at its gate), exit with the
-failure's code if the start fails; otherwise only now bind the port (connection refused until
+signal SGLang's main process dies of if the start fails; otherwise only now bind the port (connection refused until
 here), print uvicorn's lines, answer 503 during warmup, run the real warmup requests against
 itself, print the ready line and answer 200. A node of rank >= 1 serves only SGLang's dummy
-health server. SIGTERM/SIGINT while serving: SGLang's drain lines, then exit 0; while still
-loading: exit 0 at once (the real main process would just die of the signal).
+health server. SIGTERM/SIGINT while serving: SGLang's drain lines, then death by SIGKILL (the
+sigterm watchdog's `kill_process_tree(os.getpid(), include_parent=True)` kills the main process
+itself); while still loading, and on a node of rank >= 1: death by that signal at once (no
+handler is installed yet, so the real main process dies of it).
+
+How the twin ends is how systemd will report it (`Ending`): a failed start, a crash after ready
+and a peer lost are SGLang's sigquit path, `code=killed, status=9/KILL`; an error of the twin
+itself exits 1, uvicorn's bind failure 3, argparse 2 (`code=exited`). A real OOM kill needs
+nothing here: SIGKILL cannot be caught, so the twin dies of it as SGLang does.
 
 Around it: the ground-truth file (`truth.py`) gets a start record, request records and an exit
 record; the state file (`statefile.py`) tells the node's `nvidia-smi` how much GPU memory the
@@ -24,6 +31,7 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from . import logfmt
@@ -54,6 +62,34 @@ DRAIN_POLL_S = 5.0
 WARMUP_BODY = (
     b'{"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}}'
 )
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the process ends: an exit status (`code=exited`) or, with `signal`, death by that
+    signal (`code=killed`), which is what `Restart=on-abnormal` tells apart."""
+
+    exit_code: int = 0
+    signal: signal.Signals | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "killed_by": self.signal.name if self.signal else None}
+
+
+KILLS_ITSELF = Ending(signal=signal.SIGKILL)
+"""SGLang's sigquit handlers and its sigterm watchdog end with `kill_process_tree(os.getpid())`,
+which SIGKILLs the main process itself (`utils/common.py`)."""
+
+
+def die_of(ending: Ending) -> int:
+    """End this process as `ending` says: re-raise a signal with its default action (so the
+    parent sees a death by signal, not an exit status), else return the exit status."""
+    if ending.signal is None:
+        return ending.exit_code
+    if ending.signal != signal.SIGKILL:
+        signal.signal(ending.signal, signal.SIG_DFL)
+    os.kill(os.getpid(), ending.signal)
+    return 128 + int(ending.signal)  # not reached: the signal's default action ends the process
 
 
 def _write(stream: Any, text: str) -> None:
@@ -90,7 +126,7 @@ class Runtime:
         self.pacer: Pacer | None = None
         self.draining = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.exit_code: asyncio.Future[int] | None = None
+        self.ending: asyncio.Future[Ending] | None = None
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -110,8 +146,11 @@ class Runtime:
         self._exit(1)
 
     def _exit(self, code: int) -> None:
-        if self.exit_code is not None and not self.exit_code.done():
-            self.exit_code.set_result(code)
+        self._end(Ending(exit_code=code))
+
+    def _end(self, ending: Ending) -> None:
+        if self.ending is not None and not self.ending.done():
+            self.ending.set_result(ending)
 
     def _set_phase(self, phase: str) -> None:
         self.phase = phase
@@ -132,31 +171,31 @@ class Runtime:
 
     # -- the process ------------------------------------------------------------------------
 
-    async def run(self) -> int:
+    async def run(self) -> Ending:
         loop = asyncio.get_running_loop()
-        self.exit_code = loop.create_future()
+        self.ending = loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal)
+            loop.add_signal_handler(sig, self._on_signal, sig)
         self.truth.write(start_record(self.r, self.argv, self.seed, self.noise))
         self.truth.flush()
         self.truth.start(loop)
         self._set_phase("loading")
         self._spawn(self._main())
-        code = await self.exit_code
-        await self._shutdown(code)
-        return code
+        ending = await self.ending
+        await self._shutdown(ending)
+        return ending
 
     async def _main(self) -> None:
-        code = await self._play_steps()
-        if code is not None:
-            self._exit(code)
+        failed = await self._play_steps()
+        if failed is not None:
+            self._end(failed)
             return
         if self.node_rank == 0:
             await self._serve_api()
         else:
             await self._serve_dummy()
 
-    async def _play_steps(self) -> int | None:
+    async def _play_steps(self) -> Ending | None:
         last_phase = ""
         for step in self.r.steps:
             if step.gate == "rendezvous" and self.nnodes > 1:
@@ -165,16 +204,18 @@ class Runtime:
                     await self._rendezvous()
                 except RendezvousError as exc:
                     self._fatal(exc.exception_line, exc.extra, RENDEZVOUS_FRAMES)
-                    return 1
+                    return KILLS_ITSELF
             await asyncio.sleep(step.delay_s * self.scale)
             text = step.render(time.time())
             _write(sys.stdout if step.stream == "stdout" else sys.stderr, text)
             if step.phase and step.phase != last_phase and step.phase != "failure":
                 last_phase = step.phase
                 self._set_phase(step.phase)
-        if self.r.failure is not None:
-            return self.r.exit_code or 1
-        return None
+        if self.r.failure is None:
+            return None
+        if self.r.killed_by is not None:
+            return Ending(signal=signal.Signals(self.r.killed_by))
+        return Ending(exit_code=self.r.exit_code or 1)
 
     async def _rendezvous(self) -> None:
         addr = self.args.get("dist_init_addr")
@@ -205,7 +246,7 @@ class Runtime:
         err = await rdzv.watch()
         if not self.draining:
             self._fatal(err.exception_line, err.extra, RENDEZVOUS_FRAMES)
-            self._exit(1)
+            self._end(KILLS_ITSELF)
 
     # -- node 0 -----------------------------------------------------------------------------
 
@@ -304,7 +345,7 @@ class Runtime:
     async def _crash_later(self, delay: float) -> None:
         await asyncio.sleep(delay)
         self._fatal(CRASH_LINES[0], list(CRASH_LINES[1:]), RENDEZVOUS_FRAMES[:2])
-        self._exit(1)
+        self._end(KILLS_ITSELF)
 
     def _access(self, req: Request, status: int) -> None:
         version = req.version.partition("/")[2] or "1.1"
@@ -339,9 +380,9 @@ class Runtime:
 
     # -- stopping ---------------------------------------------------------------------------
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, received: signal.Signals) -> None:
         if self.api is None or self.node_rank != 0:
-            self._exit(0)
+            self._end(Ending(signal=received))
             return
         if self.draining:
             return
@@ -363,9 +404,9 @@ class Runtime:
             if not remaining or time.monotonic() >= limit:
                 break
             await asyncio.sleep(DRAIN_POLL_S)
-        self._exit(0)
+        self._end(KILLS_ITSELF)
 
-    async def _shutdown(self, code: int) -> None:
+    async def _shutdown(self, ending: Ending) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self.batch is not None:
@@ -378,7 +419,7 @@ class Runtime:
         if self.rdzv is not None:
             self.rdzv.close()
         self.truth.write({"kind": "exit", "t": now_unix(), "pid": os.getpid(), "node_rank": self.node_rank,
-                          "exit_code": code, "phase": self.phase})  # fmt: skip
+                          **ending.to_json(), "phase": self.phase})  # fmt: skip
         self.truth.close()
         self.state.remove()
         for stream in (sys.stdout, sys.stderr):
@@ -393,4 +434,4 @@ def main(argv: list[str] | None = None) -> int:
     if not any(step.phase == "warnings" for step in resolved.steps):
         for text in resolved.warnings:
             log(text)
-    return asyncio.run(Runtime(argv, resolved, seed).run())
+    return die_of(asyncio.run(Runtime(argv, resolved, seed).run()))

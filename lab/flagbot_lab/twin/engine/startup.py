@@ -8,14 +8,17 @@ with `gate="rendezvous"` must wait for the peers) and everything after the last 
 warmup, the ready line, serving, shutdown).
 
 If `Resolved.failure` is set, the steps end with the failure's lines (the scheduler traceback
-and the main process's sigquit line); the runtime prints them and exits with `exit_code`
-without starting uvicorn.
+and the main process's sigquit line); the runtime prints them and dies as SGLang 0.5.10 does,
+without starting uvicorn: the launch-phase SIGQUIT handler (`entrypoints/engine.py`) calls
+`kill_process_tree(os.getpid())`, which SIGKILLs the main process itself (`utils/common.py`), so
+systemd sees `code=killed, status=9/KILL`, not an exit status (`killed_by`).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +30,10 @@ from .memory import MemoryPlan, plan_memory
 from .scenario import Scenario
 from .steps import LogStep, build_steps
 
-__all__ = ["FAILURE_EXIT_CODE", "LogStep", "MemoryPlan", "Resolved", "dry_run", "resolve", "resolve_args"]
+__all__ = ["FAILURE_SIGNAL", "LogStep", "MemoryPlan", "Resolved", "dry_run", "resolve", "resolve_args"]
 
-FAILURE_EXIT_CODE = 1
+FAILURE_SIGNAL = signal.SIGKILL
+"""How a start that fails in a scheduler ends: the main process SIGKILLs itself (see above)."""
 
 
 @dataclass
@@ -45,6 +49,9 @@ class Resolved:
     steps: list[LogStep]
     failure: str | None
     exit_code: int | None
+    """The exit status of a failure in the main process itself (none of the twin's faults yet)."""
+    killed_by: int | None
+    """The signal a failed start dies of (`FAILURE_SIGNAL` for a scheduler's failure)."""
     throughput_factor: float
     node_rank: int
     effective: dict[str, Any]
@@ -165,7 +172,8 @@ def resolve(
         memory=plan,
         steps=steps,
         failure=failure,
-        exit_code=None if ok else FAILURE_EXIT_CODE,
+        exit_code=None,
+        killed_by=None if ok else FAILURE_SIGNAL,
         throughput_factor=factor,
         node_rank=node,
         effective=effective,
