@@ -80,9 +80,11 @@ async def test_config_check_connect_passes_a_good_node_and_names_a_missing_key(
     for line in (
         f"ok: lab login: ops@{node}, host key verified",
         f"ok: lab {node} sudoers: every privileged command for sglang-qwen.service is granted",
-        f"ok: lab {node} unit: `systemctl cat sglang-qwen.service` works",
-        "ok: lab sglang: SGLang 0.5.23; flags checked against the host's list for SGLang 0.5.23",
+        f"ok: lab {node} unit: sglang-qwen.service loaded (active/running); ExecStart launches SGLang "
+        "(`/usr/bin/python3 -m sglang.launch_server`, 5 flags)",
+        "ok: lab sglang: SGLang 0.5.23; flag list from node 0's --help (host's list for SGLang 0.5.23)",
         f"ok: lab http: http://127.0.0.1:{http_port}/health answered 200",
+        f"ok: lab server_info: http://127.0.0.1:{http_port}/server_info answered 200",
     ):
         assert line.replace("lab login", f"lab {node} login") in out.splitlines(), out
 
