@@ -88,6 +88,12 @@ async def test_config_check_connect_passes_a_good_node_and_names_a_missing_key(
     ):
         assert line.replace("lab login", f"lab {node} login") in out.splitlines(), out
 
+    logins = served.logins
+    code, out, err = await _cli(config, "config", "check")  # without --connect: offline, as before
+    assert code == 0, out + err
+    assert served.logins == logins
+    assert not [line for line in out.splitlines() if line.startswith(("ok:", "warn:", "skip:", "fail:"))]
+
     missing = tmp_path / "no_key"
     broken = _config(tmp_path, served.port, http_port, missing, known)
     logins = served.logins
