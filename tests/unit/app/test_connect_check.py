@@ -15,8 +15,8 @@ from bot.app.connect_check import ConnectCheck, connect_checks, failed
 from bot.config import Settings
 from bot.target.flaglist import forget_cache
 from bot.target.sudoers import needed_commands
-from tests.support.host_flags import host_help
-from tests.unit.target.fake_node import UNIT, FakeNode, FakeSystemd, Keys
+from tests.support.connect_lab import connect_lab
+from tests.unit.target.fake_node import UNIT, FakeNode, Keys
 
 
 @dataclass
@@ -49,13 +49,6 @@ class Lab:
         )
 
 
-async def _health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await reader.readuntil(b"\r\n\r\n")
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    await writer.drain()
-    writer.close()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_flag_cache() -> Iterator[None]:
     forget_cache()
@@ -65,17 +58,8 @@ def _fresh_flag_cache() -> Iterator[None]:
 
 @pytest_asyncio.fixture
 async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    keys = Keys.make(tmp_path, 1)
-    keys.client_key.chmod(0o600)
-    node = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
-    await node.start(keys.host_keys[0], keys.client_public)
-    http = await asyncio.start_server(_health, "127.0.0.1", 0)
-    try:
-        yield Lab(node, keys, tmp_path, http.sockets[0].getsockname()[1])
-    finally:
-        http.close()
-        await http.wait_closed()
-        await node.stop()
+    async with connect_lab(tmp_path) as found:
+        yield Lab(found.node, found.keys, tmp_path, found.http_port)
 
 
 def by_check(checks: list[ConnectCheck]) -> dict[tuple[str, str], ConnectCheck]:
