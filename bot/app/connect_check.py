@@ -204,9 +204,7 @@ async def _unit(name: str, node: NodeSession, timeout_s: float) -> ConnectCheck:
 async def _flag_list(settings: Settings, name: str, cache_dir: Path | None) -> ConnectCheck:
     found = await target_list_now(settings, name, cache_dir=cache_dir)
     if not found.host:  # the version shown would be the packaged list's, not the node's
-        return ConnectCheck(
-            name, TARGET_WIDE, "sglang", "warn", f"flag list from the packaged list: {found.note}"
-        )
+        return ConnectCheck(name, TARGET_WIDE, "sglang", "warn", f"flags checked against the {found.note}")
     origin = "node 0's --help" if found.origin == "node --help" else "the cache of node 0's --help"
     return ConnectCheck(
         name,
