@@ -3,15 +3,19 @@
 Why a check of its own: `config check` validates the file, but a config that names a missing
 key, a known_hosts without the node, a login without its sudoers lines or a unit of another name
 passes it, and the first experiment then fails with a message about something else. Each check
-here is one line naming its cause; nothing is written on a node (reads only: the SSH login,
-`sudo -l -n`, `systemctl cat`, SGLang's version and `--help` through the unit's interpreter) and
-nothing is stored but the flag-list cache the commands use anyway.
+here is one line naming its cause (a cause that makes later checks pointless skips them rather
+than failing them too); nothing is written on a node (reads only: the SSH login, `sudo -l -n`,
+`systemctl show`/`cat` and the unit's ExecStart over D-Bus, SGLang's version and `--help`
+through the unit's interpreter) and nothing is stored but the flag-list cache the commands use
+anyway.
 
 Checks per target: the key file and the known_hosts file (on the bot host, before any
 connection); per node: known_hosts has the node, the login (host key verified), the sudoers
-lines flagbot needs (`bot.target.sudoers.missing_grants` against `sudo -l -n`), the unit
-(`systemctl cat`); for node 0: SGLang's version and which flag list commands get
-(`bot.app.flag_list`), and the HTTP endpoint (`/health` on `base_url`).
+lines flagbot needs (`bot.target.sudoers.missing_grants` against `sudo -l -n`), the unit (loaded
+by systemd, its ExecStart an SGLang launch: `bot.target.unit.read_unit`); for node 0: SGLang's
+version and where the flag list commands get came from (`bot.app.flag_list`: node 0's `--help`,
+its cache, or the packaged list), and the HTTP endpoint (`/health` and `/server_info` on
+`base_url`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from bot.app.flag_list import target_list_now
 from bot.config import Settings
 from bot.config.schema import Target
 from bot.http import async_client
-from bot.target.errors import TargetError
+from bot.sglang.launch_shell import LaunchParseError
+from bot.target.errors import CommandFailed, TargetError
 from bot.target.session import TargetSession
 from bot.target.ssh import NodeSession
 from bot.target.ssh_files import (
@@ -37,6 +42,7 @@ from bot.target.ssh_files import (
     known_hosts_problem,
 )
 from bot.target.sudoers import missing_grants
+from bot.target.unit import UnitReadError, parse_show, read_unit
 
 __all__ = ["ConnectCheck", "connect_checks", "failed"]
 
@@ -106,25 +112,23 @@ async def _node(
     name: str, target: Target, node: NodeSession, files_ok: bool, timeout_s: float
 ) -> list[ConnectCheck]:
     where = node.name
-    lines: list[ConnectCheck] = []
-    if files_ok:
-        entry = known_hosts_entry_problem(node.known_hosts, node.host, node.port)
-        if entry is not None:
-            lines.append(ConnectCheck(name, where, "known_hosts", "fail", f"{node.known_hosts} {entry}"))
     if not files_ok:
-        lines.append(
-            ConnectCheck(name, where, "login", "skip", "not tried: the local file above is unusable")
-        )
-        return lines
+        return [ConnectCheck(name, where, "login", "skip", "not tried: the local file above is unusable")]
+    entry = known_hosts_entry_problem(node.known_hosts, node.host, node.port)
+    if entry is not None:  # one cause, one line: the login would only fail on the same missing entry
+        return [
+            ConnectCheck(name, where, "known_hosts", "fail", f"{node.known_hosts} {entry}"),
+            ConnectCheck(name, where, "login", "skip", "not tried: known_hosts has no entry for this node"),
+        ]
     try:
         await asyncio.wait_for(node.connection(), timeout_s)
     except (TargetError, TimeoutError, OSError) as exc:
-        lines.append(ConnectCheck(name, where, "login", "fail", _said(exc)))
-        return lines
-    lines.append(ConnectCheck(name, where, "login", "ok", f"{node.username}@{where}, host key verified"))
-    lines.append(await _sudoers(name, target, node, timeout_s))
-    lines.append(await _unit(name, node, timeout_s))
-    return lines
+        return [ConnectCheck(name, where, "login", "fail", _said(exc))]
+    return [
+        ConnectCheck(name, where, "login", "ok", f"{node.username}@{where}, host key verified"),
+        await _sudoers(name, target, node, timeout_s),
+        await _unit(name, node, timeout_s),
+    ]
 
 
 async def _sudoers(name: str, target: Target, node: NodeSession, timeout_s: float) -> ConnectCheck:
@@ -138,7 +142,7 @@ async def _sudoers(name: str, target: Target, node: NodeSession, timeout_s: floa
     except TargetError as exc:
         return ConnectCheck(name, where, "sudoers", "fail", f"`sudo -l -n` did not run: {_said(exc)}")
     listing = result.stdout.decode("utf-8", "replace")
-    missing = missing_grants(listing, target.unit)
+    missing = missing_grants(listing, node.unit)
     fix = f"install `flagbot sudoers target={name}` as /etc/sudoers.d/flagbot"
     if result.exit_status != 0 and missing:
         said = result.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -154,44 +158,83 @@ async def _sudoers(name: str, target: Target, node: NodeSession, timeout_s: floa
             "fail",
             f"{len(missing)} sudoers line(s) missing: {'; '.join(missing)}; {fix}",
         )
-    return ConnectCheck(
-        name, where, "sudoers", "ok", f"every privileged command for {target.unit} is granted"
-    )
+    return ConnectCheck(name, where, "sudoers", "ok", f"every privileged command for {node.unit} is granted")
 
 
 async def _unit(name: str, node: NodeSession, timeout_s: float) -> ConnectCheck:
-    where = node.name
+    """The unit exists and systemd has it loaded, and its ExecStart is an SGLang launch flagbot
+    can edit (`read_unit`, what every command reads first): a wrong `unit =` or a launch hidden in
+    a script is said here, not by the first `try`."""
+    where, unit = node.name, node.unit
     try:
-        result = await node.run("cat", check=False, timeout=timeout_s)
+        shown = await node.run("show", properties=["LoadState"], check=False, timeout=timeout_s)
     except TargetError as exc:
+        return ConnectCheck(name, where, "unit", "fail", f"`systemctl show {unit}` did not run: {_said(exc)}")
+    load_state = parse_show(shown.text).get("LoadState", "")
+    if load_state == "not-found":
         return ConnectCheck(
-            name, where, "unit", "fail", f"`systemctl cat {node.unit}` did not run: {_said(exc)}"
+            name, where, "unit", "fail", f"{unit} does not exist on this node (systemd: LoadState=not-found)"
         )
-    if result.exit_status != 0:
-        said = (result.stderr or result.stdout).decode("utf-8", "replace").strip().splitlines()
-        why = said[0] if said else f"exit {result.exit_status}"
-        return ConnectCheck(name, where, "unit", "fail", f"`systemctl cat {node.unit}` failed: {why}")
-    return ConnectCheck(name, where, "unit", "ok", f"`systemctl cat {node.unit}` works")
+    if load_state and load_state != "loaded":
+        return ConnectCheck(
+            name, where, "unit", "fail", f"{unit} is not loaded by systemd (LoadState={load_state})"
+        )
+    try:
+        view = await asyncio.wait_for(read_unit(node), timeout_s)
+    except CommandFailed as exc:
+        said = (exc.result.stderr or exc.result.stdout).decode("utf-8", "replace").strip().splitlines()
+        why = said[0] if said else f"exit {exc.result.exit_status}"
+        return ConnectCheck(name, where, "unit", "fail", f"`{exc.result.argv_shell}` failed: {why}")
+    except (LaunchParseError, UnitReadError) as exc:
+        return ConnectCheck(name, where, "unit", "fail", f"ExecStart is not an SGLang launch: {_said(exc)}")
+    except (TargetError, TimeoutError) as exc:
+        return ConnectCheck(name, where, "unit", "fail", f"{unit} could not be read: {_said(exc)}")
+    launch = view.launch
+    runs = f"`{launch.entrypoint}`" + (" in a container" if launch.kind == "docker" else "")
+    return ConnectCheck(
+        name,
+        where,
+        "unit",
+        "ok",
+        f"{unit} loaded ({view.state.active_state}/{view.state.sub_state}); ExecStart launches SGLang "
+        f"({runs}, {len(launch.flags.items)} flags)",
+    )
 
 
 async def _flag_list(settings: Settings, name: str, cache_dir: Path | None) -> ConnectCheck:
     found = await target_list_now(settings, name, cache_dir=cache_dir)
-    version = found.catalog.version
-    status: Status = "ok" if found.host else "warn"
+    if not found.host:  # the version shown would be the packaged list's, not the node's
+        return ConnectCheck(name, TARGET_WIDE, "sglang", "warn", f"flags checked against the {found.note}")
+    origin = "node 0's --help" if found.origin == "node --help" else "the cache of node 0's --help"
     return ConnectCheck(
-        name, TARGET_WIDE, "sglang", status, f"SGLang {version}; flags checked against the {found.note}"
+        name,
+        TARGET_WIDE,
+        "sglang",
+        "ok",
+        f"SGLang {found.catalog.version}; flag list from {origin} ({found.note})",
     )
 
 
-async def _http(name: str, target: Target, client: httpx.AsyncClient) -> ConnectCheck:
-    url = target.http_base().rstrip("/") + "/health"
+async def _get(name: str, check: str, url: str, client: httpx.AsyncClient) -> tuple[ConnectCheck, bool]:
+    """The check's line, and whether anything answered at `url` at all."""
     try:
         response = await client.get(url)
     except httpx.HTTPError as exc:
-        return ConnectCheck(name, TARGET_WIDE, "http", "fail", f"{url} did not answer: {_said(exc)}")
+        return ConnectCheck(name, TARGET_WIDE, check, "fail", f"{url} did not answer: {_said(exc)}"), False
     if response.status_code != 200:
-        return ConnectCheck(name, TARGET_WIDE, "http", "fail", f"{url} answered {response.status_code}")
-    return ConnectCheck(name, TARGET_WIDE, "http", "ok", f"{url} answered 200")
+        return ConnectCheck(name, TARGET_WIDE, check, "fail", f"{url} answered {response.status_code}"), True
+    return ConnectCheck(name, TARGET_WIDE, check, "ok", f"{url} answered 200"), True
+
+
+async def _http(name: str, target: Target, client: httpx.AsyncClient) -> list[ConnectCheck]:
+    """`/health` (readiness) and `/server_info` (the effective capacity every verdict reads)."""
+    base = target.http_base().rstrip("/")
+    health, answered = await _get(name, "http", f"{base}/health", client)
+    if not answered:  # one cause, one line: nothing listens there
+        skipped = ConnectCheck(name, TARGET_WIDE, "server_info", "skip", "not tried: /health did not answer")
+        return [health, skipped]
+    info, _answered = await _get(name, "server_info", f"{base}/server_info", client)
+    return [health, info]
 
 
 async def _target(
@@ -206,7 +249,7 @@ async def _target(
     for found in per_node:
         lines.extend(found)
     lines.append(await _flag_list(settings, name, cache_dir))
-    lines.append(await _http(name, target, client))
+    lines.extend(await _http(name, target, client))
     return lines
 
 

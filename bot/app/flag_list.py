@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from bot.app.context import cache_dir as default_cache_dir
 from bot.commands.registry import get_command
@@ -61,6 +62,9 @@ __all__ = [
 ]
 
 _NEGATIVE = re.compile(r"^-\.?[0-9]")
+FlagOrigin = Literal["node --help", "cache", "packaged"]
+"""Where a list came from: node 0's `--help` read just now, the cache of an earlier read of the
+same SGLang version, or the list packaged with flagbot (`config check --connect` says which)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class FlagList:
     """`host's list for SGLang 0.5.23`, or `packaged list for SGLang 0.5.10 (...why...)`."""
     needed: bool = True
     """False when the words name no flag (`needs_flag_list`): then the list decides nothing."""
+    origin: FlagOrigin = "packaged"
 
 
 def needs_flag_list(words: Sequence[str]) -> bool:
@@ -128,7 +133,7 @@ def cached_flag_list(
     catalog = cached_catalog(version, directory)
     if catalog is None:
         return None
-    return FlagList(catalog, name, True, f"host's list for SGLang {catalog.version}")
+    return FlagList(catalog, name, True, f"host's list for SGLang {catalog.version}", origin="cache")
 
 
 def target_flag_list(settings: Settings, target: str, *, cache_dir: Path | None = None) -> FlagCatalog:
@@ -204,7 +209,8 @@ async def _ask_host(settings: Settings, words: Sequence[str], name: str, directo
         return packaged_flag_list(settings, words, f"SGLang {version}'s --help gave no flag list on node 0")
     if reported is not None:
         remember_target(directory, name, config, reported)
-    return FlagList(catalog, name, True, f"host's list for SGLang {catalog.version}")
+    origin: FlagOrigin = "node --help" if source == "host --help" else "cache"
+    return FlagList(catalog, name, True, f"host's list for SGLang {catalog.version}", origin=origin)
 
 
 async def flag_list(settings: Settings, words: Sequence[str], *, cache_dir: Path | None = None) -> FlagList:

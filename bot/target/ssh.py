@@ -42,7 +42,7 @@ from bot.target.errors import (
     UnreachableError,
 )
 from bot.target.privileged import COMMANDS, ParamError, Rendered, render_params
-from bot.target.ssh_files import key_file_problem, known_hosts_problem
+from bot.target.ssh_files import key_file_problem, known_hosts_entry_problem, known_hosts_problem
 from bot.target.ssh_pool import channel_slots, current_pool, file_identity
 from bot.target.ssh_reconnect import RETRY_SAFE, Reconnect
 
@@ -196,7 +196,11 @@ class NodeSession:
             async with asyncio.timeout(self.connect_timeout + 1):  # not wait_for: see _open
                 return await asyncssh.connect(self.host, **options)
         except asyncssh.HostKeyNotVerifiable as exc:
-            raise HostKeyError(self.name, await self._offered_fingerprint(tunnel), str(exc)) from None
+            # "Host key is not trusted" says nothing about which of two faults it is: no entry at
+            # all for this host:port (add one) or an entry with another key (a changed host?)
+            missing = known_hosts_entry_problem(self.known_hosts, self.host, self.port)
+            reason = f"ssh.known_hosts {self.known_hosts} {missing}" if missing else str(exc)
+            raise HostKeyError(self.name, await self._offered_fingerprint(tunnel), reason) from None
         except asyncssh.PermissionDenied as exc:
             raise ConnectFailedError(
                 self.name, f"login as {self.username} refused ({exc.reason}); is the key authorized?"

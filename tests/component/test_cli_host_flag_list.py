@@ -5,18 +5,15 @@ list, named with the reason, when the host cannot be reached."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
 
 from tests.support.host_flags import host_help
+from tests.support.processes import run_flagbot
 from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
-
-FLAGBOT = str(Path(sys.executable).parent / "flagbot")
 
 
 def _config(tmp_path: Path, port: int, keys: Keys | None) -> Path:
@@ -34,21 +31,6 @@ def _config(tmp_path: Path, port: int, keys: Keys | None) -> Path:
     return path
 
 
-async def _cli(config: Path, *words: str) -> tuple[int, str, str]:
-    """The console script, awaited without blocking the loop that serves the fake node."""
-    process = await asyncio.create_subprocess_exec(
-        FLAGBOT,
-        "--config",
-        str(config),
-        *words,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 @pytest_asyncio.fixture
 async def node(tmp_path: Path) -> AsyncIterator[tuple[FakeNode, Path]]:
     keys = Keys.make(tmp_path, 1)
@@ -64,14 +46,14 @@ async def test_the_cli_takes_a_flag_of_the_hosts_list_the_packaged_list_lacks(
     node: tuple[FakeNode, Path], tmp_path: Path
 ) -> None:
     served, config = node
-    code, out, err = await _cli(config, "explain", "--json", "try", "add", "--enable-hicache")
+    code, out, err = await run_flagbot(config, "explain", "--json", "try", "add", "--enable-hicache")
     assert code == 0, err
     assert json.loads(out)["changes"] == [{"op": "add", "flag": "--enable-hierarchical-cache", "value": None}]
     assert "note: flags checked against the host's list for SGLang 0.5.23" in err
     assert (tmp_path / "state" / "cache" / "sglang-0.5.23-help.json").is_file()
     helps = sum("--help" in text for text in served.received)
 
-    code, _out, err = await _cli(config, "try", "add", "--no-such-flag")
+    code, _out, err = await run_flagbot(config, "try", "add", "--no-such-flag")
     assert code == 2
     assert "error: unknown flag --no-such-flag for SGLang 0.5.23" in err
     # the version is asked each time (a host upgraded is judged by its new list); the list is cached
@@ -81,7 +63,9 @@ async def test_the_cli_takes_a_flag_of_the_hosts_list_the_packaged_list_lacks(
 
 async def test_the_cli_removes_a_flag_no_list_knows_with_a_note(node: tuple[FakeNode, Path]) -> None:
     _served, config = node
-    code, out, err = await _cli(config, "explain", "--json", "try", "remove", "--disable-hicache-numa-detect")
+    code, out, err = await run_flagbot(
+        config, "explain", "--json", "try", "remove", "--disable-hicache-numa-detect"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["changes"] == [{"op": "remove", "flag": "--disable-hicache-numa-detect", "value": None}]
@@ -90,14 +74,14 @@ async def test_the_cli_removes_a_flag_no_list_knows_with_a_note(node: tuple[Fake
 
 async def test_an_unreachable_host_is_judged_by_the_packaged_list_named_on_stderr(tmp_path: Path) -> None:
     config = _config(tmp_path, 9, Keys.make(tmp_path, 1))
-    code, _out, err = await _cli(config, "explain", "try", "add", "--enable-hicache")
+    code, _out, err = await run_flagbot(config, "explain", "try", "add", "--enable-hicache")
     assert code == 2
     assert (
         "note: flags checked against the packaged list for SGLang 0.5.10 (lab's node 0 cannot be reached)"
         in err
     )
     assert "error: unknown flag --enable-hicache for SGLang 0.5.10" in err
-    code, _out, err = await _cli(config, "explain", "status")
+    code, _out, err = await run_flagbot(config, "explain", "status")
     assert code == 0 and "note:" not in err  # no flag, no list to name
 
 
@@ -105,7 +89,7 @@ async def test_a_try_reads_the_list_and_runs_on_one_login(node: tuple[FakeNode, 
     """The flag-list read and the engine's session share node 0's connection
     (`bot.app.command_loop`): one SSH login per `flagbot try`, not one each (issue 16 item 9)."""
     served, config = node
-    code, out, err = await _cli(config, "try", "add", "--enable-hicache", "dry-run=yes")
+    code, out, err = await run_flagbot(config, "try", "add", "--enable-hicache", "dry-run=yes")
     assert code == 0, err
     assert "note: flags checked against the host's list for SGLang 0.5.23" in err
     assert "nothing changed on the target" in out  # heal and preflight ran on the node too

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +10,10 @@ import pytest
 
 from flagbot_lab.testbed import Testbed
 from tests.integration.target import support
-from tests.support.processes import communicate
+from tests.support.processes import run_flagbot
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 baseline_after, store, ts = support.baseline_after, support.store, support.ts  # fixtures used by this module
-FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
 
 
 @pytest.fixture
@@ -32,18 +27,7 @@ def config(testbed: Testbed, tmp_path: Path) -> Path:
 
 
 async def flagbot(config: Path, *args: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FLAGBOT_CONFIG", "FLAGBOT_DATABASE_URL")}
-    process = await asyncio.create_subprocess_exec(
-        FLAGBOT,
-        "--config",
-        str(config),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-    )
-    out, err = await communicate(process, 180)
-    return process.returncode or 0, out.decode(), err.decode()
+    return await run_flagbot(config, *args, timeout=180)
 
 
 async def flagbot_json(config: Path, *args: str) -> tuple[int, Any]:

@@ -15,8 +15,8 @@ from bot.app.connect_check import ConnectCheck, connect_checks, failed
 from bot.config import Settings
 from bot.target.flaglist import forget_cache
 from bot.target.sudoers import needed_commands
-from tests.support.host_flags import host_help
-from tests.unit.target.fake_node import UNIT, FakeNode, FakeSystemd, Keys
+from tests.support.connect_lab import connect_lab
+from tests.unit.target.fake_node import UNIT, FakeNode, Keys
 
 
 @dataclass
@@ -49,13 +49,6 @@ class Lab:
         )
 
 
-async def _health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await reader.readuntil(b"\r\n\r\n")
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    await writer.drain()
-    writer.close()
-
-
 @pytest.fixture(autouse=True)
 def _fresh_flag_cache() -> Iterator[None]:
     forget_cache()
@@ -65,17 +58,8 @@ def _fresh_flag_cache() -> Iterator[None]:
 
 @pytest_asyncio.fixture
 async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    keys = Keys.make(tmp_path, 1)
-    keys.client_key.chmod(0o600)
-    node = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
-    await node.start(keys.host_keys[0], keys.client_public)
-    http = await asyncio.start_server(_health, "127.0.0.1", 0)
-    try:
-        yield Lab(node, keys, tmp_path, http.sockets[0].getsockname()[1])
-    finally:
-        http.close()
-        await http.wait_closed()
-        await node.stop()
+    async with connect_lab(tmp_path) as found:
+        yield Lab(found.node, found.keys, tmp_path, found.http_port)
 
 
 def by_check(checks: list[ConnectCheck]) -> dict[tuple[str, str], ConnectCheck]:
@@ -103,12 +87,18 @@ async def test_a_good_node_passes_every_check(lab: Lab) -> None:
         ("unit", node, "ok"),
         ("sglang", "-", "ok"),
         ("http", "-", "ok"),
+        ("server_info", "-", "ok"),
     ]
     assert not failed(checks)
     found = by_check(checks)
-    assert (
-        found["sglang", "-"].text == "SGLang 0.5.23; flags checked against the host's list for SGLang 0.5.23"
+    assert found["sglang", "-"].text == (
+        "SGLang 0.5.23; flag list from node 0's --help (host's list for SGLang 0.5.23)"
     )
+    assert found["unit", node].text == (
+        f"{UNIT} loaded (active/running); ExecStart launches SGLang "
+        "(`/usr/bin/python3 -m sglang.launch_server`, 5 flags)"
+    )
+    assert found["server_info", "-"].text == f"http://127.0.0.1:{lab.http_port}/server_info answered 200"
     assert found["login", node].render() == f"ok: lab {node} login: ops@{node}, host key verified"
     assert "sudo -l -n" in lab.node.received  # read as the login, never through a grant
 
@@ -169,10 +159,11 @@ async def test_a_known_hosts_without_the_node_and_a_wrong_host_key(lab: Lab) -> 
     empty.write_text("")
     checks = await connect_checks(lab.settings(known_hosts=str(empty)))
     entry = by_check(checks)["known_hosts", node]
-    assert (
-        entry.render()
-        == f"fail: lab {node} known_hosts: {empty} has no entry for [127.0.0.1]:{lab.node.port}"
-    )
+    assert fails(checks) == [
+        f"fail: lab {node} known_hosts: {empty} has no entry for [127.0.0.1]:{lab.node.port}"
+    ]  # one cause, one line: the login is not tried on an entry that is not there
+    assert entry.status == "fail" and by_check(checks)["login", node].status == "skip"
+    assert not any("offered" in c.text or "unreachable" in c.text for c in checks)
 
 
 async def test_a_refused_port_fails_the_login_and_says_so(lab: Lab) -> None:
@@ -213,7 +204,56 @@ async def test_a_missing_unit_is_named(lab: Lab) -> None:
     )
 
 
-async def test_http_down_is_named(lab: Lab) -> None:
+async def test_a_unit_systemd_does_not_know_is_named(lab: Lab) -> None:
+    lab.node.systemd.load_state = "not-found"
+    checks = await connect_checks(lab.settings())
+    assert fails(checks) == [
+        f"fail: lab 127.0.0.1:{lab.node.port} unit: {UNIT} does not exist on this node "
+        "(systemd: LoadState=not-found)"
+    ]
+    lab.node.systemd.load_state = "masked"
+    unit = by_check(await connect_checks(lab.settings()))["unit", f"127.0.0.1:{lab.node.port}"]
+    assert unit.render().endswith(f"unit: {UNIT} is not loaded by systemd (LoadState=masked)")
+
+
+async def test_a_unit_whose_exec_start_is_not_an_sglang_launch_is_named(lab: Lab) -> None:
+    vendor = lab.node.systemd.vendor
+    lab.node.systemd.files[vendor] = "[Service]\nExecStart=/usr/bin/sleep infinity\n"
+    lab.node.systemd.reload()
+    checks = await connect_checks(lab.settings())
+    unit = by_check(checks)["unit", f"127.0.0.1:{lab.node.port}"]
+    assert unit.status == "fail" and unit.text.startswith("ExecStart is not an SGLang launch: ")
+    assert "\n" not in unit.render()
+
+
+async def test_the_flag_list_says_it_came_from_the_cache_the_second_time(lab: Lab) -> None:
+    cache = lab.tmp / "cache"
+    first = by_check(await connect_checks(lab.settings(), cache_dir=cache))["sglang", "-"]
+    again = by_check(await connect_checks(lab.settings(), cache_dir=cache))["sglang", "-"]
+    assert "from node 0's --help" in first.text
+    assert again.status == "ok" and "from the cache of node 0's --help" in again.text
+
+
+async def test_http_down_is_named_once(lab: Lab) -> None:
     checks = await connect_checks(lab.settings(base_url="http://127.0.0.1:9"))
     assert fails(checks) == [next(c.render() for c in checks if c.check == "http")]
     assert fails(checks)[0].startswith("fail: lab http: http://127.0.0.1:9/health did not answer")
+    assert by_check(checks)["server_info", "-"].status == "skip"
+
+
+async def test_a_server_info_that_is_not_served_is_named(lab: Lab) -> None:
+    async def health_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        status = b"200 OK" if request.startswith(b"GET /health ") else b"404 Not Found"
+        writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(health_only, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        checks = await connect_checks(lab.settings(base_url=f"http://127.0.0.1:{port}"))
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert fails(checks) == [f"fail: lab server_info: http://127.0.0.1:{port}/server_info answered 404"]

@@ -26,5 +26,8 @@ async def test_a_node_missing_from_known_hosts_is_not_connected_and_a_stopped_on
     by_node = {node.node: node.to_json() for node in found.nodes}
     assert by_node[f"127.0.0.1:{ports[0]}"]["active"] == "active"
     assert by_node[f"127.0.0.1:{ports[1]}"]["kind"] == "not connected"
-    assert "Host key is not trusted" in by_node[f"127.0.0.1:{ports[1]}"]["error"]
+    assert (
+        f"ssh.known_hosts {only_first} has no entry for [127.0.0.1]:{ports[1]}"
+        in (by_node[f"127.0.0.1:{ports[1]}"]["error"])
+    )
     assert by_node[f"127.0.0.1:{ports[2]}"]["kind"] == "unreachable"

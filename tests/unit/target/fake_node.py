@@ -48,6 +48,8 @@ class FakeSystemd:
     unit: str = UNIT
     files: dict[str, str] = field(default_factory=dict)
     loaded: str = ""
+    load_state: str = "loaded"
+    """systemd's `LoadState` of the unit (`not-found` for a unit name the node does not have)."""
     active: str = "active"
     sub: str = "running"
     result: str = "success"
@@ -91,6 +93,7 @@ class FakeSystemd:
         env = " ".join(shlex.quote(f"{k}={v}") for k, v in self.service().env.items())
         values = {
             "ExecStart": exec_text,
+            "LoadState": self.load_state,
             "ActiveState": self.active,
             "SubState": self.sub,
             "Result": self.result,

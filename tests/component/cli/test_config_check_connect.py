@@ -4,18 +4,15 @@ a missing key file is named as such, never "unreachable"."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
 
-from tests.support.host_flags import host_help
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
-
-FLAGBOT = str(Path(sys.executable).parent / "flagbot")
+from tests.support.connect_lab import connect_lab
+from tests.support.processes import run_flagbot
+from tests.unit.target.fake_node import FakeNode, Keys
 
 
 def _config(tmp_path: Path, port: int, http_port: int, key: Path, known_hosts: Path) -> Path:
@@ -31,41 +28,10 @@ def _config(tmp_path: Path, port: int, http_port: int, key: Path, known_hosts: P
     return path
 
 
-async def _cli(config: Path, *words: str) -> tuple[int, str, str]:
-    """The console script, awaited without blocking the loop that serves the fake node."""
-    process = await asyncio.create_subprocess_exec(
-        FLAGBOT,
-        "--config",
-        str(config),
-        *words,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
-async def _health(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    await reader.readuntil(b"\r\n\r\n")
-    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    await writer.drain()
-    writer.close()
-
-
 @pytest_asyncio.fixture
 async def lab(tmp_path: Path) -> AsyncIterator[tuple[FakeNode, Keys, int]]:
-    keys = Keys.make(tmp_path, 1)
-    keys.client_key.chmod(0o600)
-    served = FakeNode(FakeSystemd(), sglang_version="0.5.23", help_text=host_help())
-    await served.start(keys.host_keys[0], keys.client_public)
-    http = await asyncio.start_server(_health, "127.0.0.1", 0)
-    try:
-        yield served, keys, http.sockets[0].getsockname()[1]
-    finally:
-        http.close()
-        await http.wait_closed()
-        await served.stop()
+    async with connect_lab(tmp_path) as found:
+        yield found.node, found.keys, found.http_port
 
 
 async def test_config_check_connect_passes_a_good_node_and_names_a_missing_key(
@@ -74,28 +40,36 @@ async def test_config_check_connect_passes_a_good_node_and_names_a_missing_key(
     served, keys, http_port = lab
     known = keys.known_hosts([served.port])
     config = _config(tmp_path, served.port, http_port, keys.client_key, known)
-    code, out, err = await _cli(config, "config", "check", "--connect")
+    code, out, err = await run_flagbot(config, "config", "check", "--connect")
     assert code == 0, out + err
     node = f"127.0.0.1:{served.port}"
     for line in (
         f"ok: lab login: ops@{node}, host key verified",
         f"ok: lab {node} sudoers: every privileged command for sglang-qwen.service is granted",
-        f"ok: lab {node} unit: `systemctl cat sglang-qwen.service` works",
-        "ok: lab sglang: SGLang 0.5.23; flags checked against the host's list for SGLang 0.5.23",
+        f"ok: lab {node} unit: sglang-qwen.service loaded (active/running); ExecStart launches SGLang "
+        "(`/usr/bin/python3 -m sglang.launch_server`, 5 flags)",
+        "ok: lab sglang: SGLang 0.5.23; flag list from node 0's --help (host's list for SGLang 0.5.23)",
         f"ok: lab http: http://127.0.0.1:{http_port}/health answered 200",
+        f"ok: lab server_info: http://127.0.0.1:{http_port}/server_info answered 200",
     ):
         assert line.replace("lab login", f"lab {node} login") in out.splitlines(), out
+
+    logins = served.logins
+    code, out, err = await run_flagbot(config, "config", "check")  # without --connect: offline, as before
+    assert code == 0, out + err
+    assert served.logins == logins
+    assert not [line for line in out.splitlines() if line.startswith(("ok:", "warn:", "skip:", "fail:"))]
 
     missing = tmp_path / "no_key"
     broken = _config(tmp_path, served.port, http_port, missing, known)
     logins = served.logins
-    code, out, err = await _cli(broken, "config", "check", "--connect")
+    code, out, err = await run_flagbot(broken, "config", "check", "--connect")
     assert code == 1
     assert f"fail: lab key: ssh.key_path {missing} does not exist" in out.splitlines()
     assert "unreachable" not in out and "Errno" not in out
     assert served.logins == logins  # nothing tried with a key that is not there
 
-    code, out, err = await _cli(broken, "config", "check", "--connect", "--json")
+    code, out, err = await run_flagbot(broken, "config", "check", "--connect", "--json")
     assert code == 1
     report = json.loads(out)
     assert report["ok"] is False and report["targets"] == ["lab"]
