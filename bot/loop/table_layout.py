@@ -12,7 +12,6 @@ so a row reads the same in both.
 
 from __future__ import annotations
 
-import textwrap
 import unicodedata
 from collections.abc import Sequence
 
@@ -44,16 +43,30 @@ def one_line(cell: str) -> str:
 
 
 def _wrapped(text: str, width: int, first_indent: str) -> list[str]:
-    """`text` on lines of at most `width`, broken between words (a word longer than a line,
-    such as a path, is broken inside; a flag's dashes are not break points)."""
-    return textwrap.wrap(
-        text,
-        width=max(len(first_indent) + 10, width),
-        initial_indent=first_indent,
-        subsequent_indent=WRAP_INDENT,
-        break_long_words=True,
-        break_on_hyphens=False,
-    ) or [first_indent.rstrip()]
+    """`text` on lines of at most `width` display columns (wide CJK and emoji count two),
+    broken between words; a word longer than a line, such as a path, is broken inside, and a
+    flag's dashes are no break points."""
+    width = max(len(WRAP_INDENT) + 10, width)
+    lines: list[str] = []
+    current = first_indent
+    for word in text.split():
+        joined = f"{current} {word}" if current.strip() else current + word
+        if display_width(joined) <= width:
+            current = joined
+            continue
+        if display_width(WRAP_INDENT + word) <= width:  # fits a line of its own
+            lines.append(current)
+            current = WRAP_INDENT + word
+            continue
+        current += " " if current.strip() else ""  # too long for any line: broken from here on
+        for char in word:
+            if display_width(current + char) > width:
+                lines.append(current.rstrip())
+                current = WRAP_INDENT
+            current += char
+    if current.strip():
+        lines.append(current)
+    return lines or [first_indent.rstrip()]
 
 
 def stacked_record(columns: Sequence[str], row: Sequence[str], width: int) -> list[str]:
