@@ -94,9 +94,15 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "Traceback" not in out + err
 
     thread = out[out.index("#flagbot-ops, as the Slack stand-in recorded it") :]
-    # the regression, parsed vs effective side by side
-    assert re.search(r"max_running_requests \(parsed, server_args\)\s+48\s+48\s+\+0\s+same", thread), thread
-    assert re.search(r"max_running_requests \(effective\)\s+48\s+26\s+-22\s+changed", thread)
+    # the regression, parsed vs effective side by side (stacked: the table is wider than a phone)
+    parsed = (
+        r"max_running_requests \(parsed, server_args\)\s+before: 48 · after: 48 · change: \+0 · verdict: same"
+    )
+    assert re.search(parsed, thread), thread
+    assert re.search(
+        r"max_running_requests \(effective\)\s+before: 48 · after: 26 · change: -22 · verdict: changed",
+        thread,
+    )
     assert "REGRESSED* regressed: the capacity guard decided (max_running_requests: 48 -> 26" in thread
     # the hardware gating warning from preflight
     assert re.search(
