@@ -114,7 +114,10 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "culprit(s): --enable-fused-moe-sum-all-reduce" in thread
     assert "bob typed: /flagbot revert flags=--enable-flashinfer-allreduce-fusion" in thread
     assert "effective max_running_requests 48 (baseline 48): pass" in thread
-    assert re.search(r"✓\s+max_running_requests>=48 \(parsed 48\)\s+48\s+48", thread)
+    assert re.search(
+        r"✓\s+(?:metric: )?max_running_requests>=48 \(parsed 48\)\s+(?:before: )?48\s+(?:· after: )?48",
+        thread,
+    )
     assert "1/1 expectations hold" in thread
     # the story's verdict and the teardown, as printed
     assert re.search(r"^\[6/6\] digest\s+ok", out, re.MULTILINE), out[-3000:]
