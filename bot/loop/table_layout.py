@@ -15,8 +15,6 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-NARROW_TERMINAL = 80
-"""A terminal this wide or narrower gets the stacked layout of a table that does not fit it."""
 FIELD_INDENT = "  "
 """Where a record's `column: value` lines start (its first cell is not indented)."""
 WRAP_INDENT = "    "
