@@ -1,6 +1,6 @@
 """bench_serving's metrics, computed from per-request timelines, under bench_serving's own names.
 
-Definitions (SGLang `bench_serving.calculate_metrics`, reference §5.3; docs/bench.md):
+Definitions (SGLang `bench_serving.calculate_metrics`, python/sglang/bench_serving.py; docs/bench.md):
 
 * per request, `send` is the client's clock just before the request is written, `chunks` the
   arrival times of the chunks carrying non-empty text, `end` the arrival of the stream's last

@@ -1,7 +1,7 @@
 """The load generator's worker: a forked process that serves a plan's runs, one at a time.
 
 Why a process of its own: a Python client costs CPU per streamed token (plain httpx ~380 µs,
-httpx over the aiohttp transport ~90 µs: ../shared/reference/bench-peers.md §3). Inside the
+httpx over the aiohttp transport ~90 µs, as measured when the client was chosen). Inside the
 bot's event loop that cost would both slow the bot and stretch every timestamp the benchmark
 takes. Here nothing else competes for the loop, and the worker measures its own CPU time and
 loop lag so a saturated client is reported as such (`client_health`).

@@ -29,7 +29,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from bot.app.bench import BenchRequest, BenchResult, check_rerun, plan_bench, run_bench, with_rerun
 from bot.app.context import AppContext, console_actor
@@ -47,6 +47,7 @@ from bot.cli.common import (
 )
 from bot.cli.progress import ConsoleProgress, number
 from bot.commands import CommandError, help_text, parse_command
+from bot.loop.console import print_table
 from bot.store.bench_repo import UnknownMeasurementSetError
 from bot.store.leases import LeaseHeld
 from bot.store.models import Measurement
@@ -168,38 +169,47 @@ def _mean(rows: list[Measurement], key: str) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 150)
+def print_levels(console: Console, run: BenchRun) -> None:
+    """The measurement set as one row per concurrency: means over its repeats."""
     s = run.set
-    table = Table(title=f"measurement set #{s.id}: {s.target}, profile {s.profile}, backend {s.backend}")
-    for column in ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
-                   "TPOT mean", "ITL p50", "ITL p99", "E2E p50", "client"):  # fmt: skip
-        table.add_column(column, justify="right" if column != "client" else "left")
-    for level, rows in _levels(run).items():
-        out = [r.metrics.get("output_throughput") for r in rows]
+    columns = ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
+               "TPOT mean", "ITL p50", "ITL p99", "E2E p50", "client")  # fmt: skip
+    rows: list[tuple[str | Text, ...]] = []
+    for level, level_rows in _levels(run).items():
+        out = [r.metrics.get("output_throughput") for r in level_rows]
         numbers = [v for v in out if isinstance(v, int | float)]
         cv = (
             statistics.stdev(numbers) / statistics.fmean(numbers)
             if len(numbers) > 1 and statistics.fmean(numbers)
             else None
         )
-        bound = sum(1 for r in rows if r.client_bound)
-        table.add_row(
-            str(level),
-            str(len(rows)),
-            f"{sum(int(r.metrics.get('completed') or 0) for r in rows)}/{sum(int(r.metrics.get('failed') or 0) for r in rows)}",
-            number(_mean(rows, "output_throughput")),
-            f"{cv:.1%}" if cv is not None else "-",
-            number(_mean(rows, "request_throughput"), 2),
-            number(_mean(rows, "median_ttft_ms")),
-            number(_mean(rows, "p99_ttft_ms")),
-            number(_mean(rows, "mean_tpot_ms"), 2),
-            number(_mean(rows, "median_itl_ms"), 2),
-            number(_mean(rows, "p99_itl_ms"), 2),
-            number(_mean(rows, "median_e2e_latency_ms")),
-            f"[red]CLIENT-BOUND {bound}/{len(rows)}[/red]" if bound else "ok",
+        bound = sum(1 for r in level_rows if r.client_bound)
+        completed = sum(int(r.metrics.get("completed") or 0) for r in level_rows)
+        failed = sum(int(r.metrics.get("failed") or 0) for r in level_rows)
+        rows.append(
+            (
+                str(level),
+                str(len(level_rows)),
+                f"{completed}/{failed}",
+                number(_mean(level_rows, "output_throughput")),
+                f"{cv:.1%}" if cv is not None else "-",
+                number(_mean(level_rows, "request_throughput"), 2),
+                number(_mean(level_rows, "median_ttft_ms")),
+                number(_mean(level_rows, "p99_ttft_ms")),
+                number(_mean(level_rows, "mean_tpot_ms"), 2),
+                number(_mean(level_rows, "median_itl_ms"), 2),
+                number(_mean(level_rows, "p99_itl_ms"), 2),
+                number(_mean(level_rows, "median_e2e_latency_ms")),
+                Text(f"CLIENT-BOUND {bound}/{len(level_rows)}", "red") if bound else "ok",
+            )
         )
-    console.print(table)
+    title = f"measurement set #{s.id}: {s.target}, profile {s.profile}, backend {s.backend}"
+    print_table(console, title, columns, rows, right=range(len(columns) - 1))
+
+
+def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    print_levels(console, run)
     console.print("latencies in ms; means over repeats; cv = run-to-run variation of output tok/s")
     for row in run.measurements:
         client = row.metrics.get("client") or {}
@@ -222,7 +232,7 @@ def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) 
             console.print(f"comparison #{comparison.row.id} stored")
     if chart:
         console.print(f"chart: {chart}")
-    console.print(f"stored as measurement set #{s.id}")
+    console.print(f"stored as measurement set #{run.set.id}")
 
 
 def _as_json(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> Any:

@@ -17,7 +17,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bot.app.ask import keep_command
 from bot.app.command_loop import command_loop
@@ -31,6 +30,7 @@ from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, sett
 from bot.cli.playbooks import run_playbook_command
 from bot.commands import CommandError, Invocation, help_text, normalize_words, parse_command
 from bot.config import Settings
+from bot.loop.console import print_table
 
 LOOP_COMMANDS = (
     "try",
@@ -147,21 +147,16 @@ def _read_command(config: Settings, invocation: Invocation, target: str, *, json
     if json_output:
         typer.echo(json.dumps(data, indent=2, default=str))
     else:
-        _print(data)
+        _print(data, Console(highlight=False))
     raise typer.Exit(0 if data.get("ok", True) else 1)
 
 
-def _print(data: dict[str, Any]) -> None:
+def _print(data: dict[str, Any], console: Console) -> None:
     if "markdown" in data:  # `log ID --markdown`: the document as it is, to paste or redirect
         typer.echo(data["markdown"], nl=False)
         return
-    console = Console(highlight=False)
     for table in data.get("tables", []):
-        rich_table = Table(title=table["title"], title_justify="left")
-        for column in table["columns"]:
-            rich_table.add_column(column, overflow="fold")
-        for row in table["rows"]:
-            rich_table.add_row(*[str(cell) for cell in row])
-        console.print(rich_table)
+        rows = [[str(cell) for cell in row] for row in table["rows"]]
+        print_table(console, table["title"], table["columns"], rows)
     for line in data.get("lines", []):
         console.print(line, markup=False, soft_wrap=True)

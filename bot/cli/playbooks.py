@@ -14,7 +14,6 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bot.app.change_rights import CONSOLE_IS_ADMIN, check_call
 from bot.app.command_loop import command_loop
@@ -25,7 +24,8 @@ from bot.app.runs import run_playbook, waiting_text
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings
-from bot.loop.playbook import Playbook
+from bot.loop.console import print_table
+from bot.loop.playbook import Playbook, PlaybookSet
 from bot.loop.report import ConsoleReporter, MemoryReporter, Reporter
 from bot.store.leases import LeaseHeld
 
@@ -54,15 +54,26 @@ def playbooks(ctx: typer.Context) -> None:
         listed = [*document, *map(describe_broken, loaded.broken)]
         typer.echo(json.dumps({"ok": True, "playbooks": listed}, indent=2))
         return
-    table = Table(title="playbooks (* required)", title_justify="left")
-    for column in ("name", "description", "params", "source"):
-        table.add_column(column, overflow="fold")
-    for book in loaded.books.values():
-        source = str(book.source) + "".join(f"\n(hides {path})" for path in book.shadows)
-        table.add_row(book.name, book.description, _describe_params(book), source)
-    for broken in loaded.broken:
-        table.add_row(broken.name or "?", f"BROKEN, not loaded: {broken.error}", "-", str(broken.path))
-    Console(highlight=False).print(table)
+    print_playbooks(Console(highlight=False), loaded)
+
+
+def print_playbooks(console: Console, loaded: PlaybookSet) -> None:
+    """The playbooks table: every loaded playbook, then every broken file with its error."""
+    rows = [
+        (
+            book.name,
+            book.description,
+            _describe_params(book),
+            str(book.source) + "".join(f" (hides {path})" for path in book.shadows),
+        )
+        for book in loaded.books.values()
+    ]
+    rows += [
+        (broken.name or "?", f"BROKEN, not loaded: {broken.error}", "-", str(broken.path))
+        for broken in loaded.broken
+    ]
+    columns = ("name", "description", "params", "source")
+    print_table(console, "playbooks (* required)", columns, rows)
 
 
 def run(ctx: typer.Context) -> None:

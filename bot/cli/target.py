@@ -16,7 +16,6 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from bot.app.context import AppContext, console_actor
 from bot.app.target_commands import (
@@ -36,7 +35,7 @@ from bot.cli.common import fail, run_in_context, usage_errors
 from bot.cli.progress import ConsoleProgress
 from bot.commands import Invocation
 from bot.config import Settings
-from bot.loop.console import render_evidence
+from bot.loop.console import print_table, render_evidence
 from bot.store.leases import LeaseHeld
 from bot.target.errors import TargetError
 from bot.target.evidence import JournalExcerpt, evidence_from_json
@@ -48,18 +47,20 @@ TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "r
 
 
 def _print_status(console: Console, data: dict[str, Any]) -> None:
-    table = Table(title=f"{data['target']}: {data['unit']} (/health {data['health']})", title_justify="left")
-    for column in ("node", "state", "invocation", "NRestarts", "result"):
-        table.add_column(column, overflow="fold")
-    for node in data["nodes"]:
-        if "error" in node:
-            table.add_row(node["node"], node.get("kind", "unreachable"), node["error"], "", "")
-        else:
-            state = f"{node['active']}/{node['sub']}"
-            table.add_row(
-                node["node"], state, str(node["invocation"]), str(node["n_restarts"]), node["result"]
-            )
-    console.print(table)
+    rows = [
+        (node["node"], node.get("kind", "unreachable"), node["error"], "", "")
+        if "error" in node
+        else (
+            node["node"],
+            f"{node['active']}/{node['sub']}",
+            str(node["invocation"]),
+            str(node["n_restarts"]),
+            node["result"],
+        )
+        for node in data["nodes"]
+    ]
+    title = f"{data['target']}: {data['unit']} (/health {data['health']})"
+    print_table(console, title, ("node", "state", "invocation", "NRestarts", "result"), rows)
     flags = " ".join(
         f"{f['flag']} {' '.join(f['value']) if isinstance(f['value'], list) else f['value'] or ''}".strip()
         for f in data["flags"]

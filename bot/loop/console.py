@@ -1,16 +1,22 @@
 """Evidence blocks as a terminal shows them; Slack renders the same blocks its own way.
 
 One renderer for every command that prints evidence (`observe`, `rollback`, a playbook run),
-so a block looks the same whichever command produced it.
+so a block looks the same whichever command produced it, and one way to print a table
+(`print_table`) for every CLI table: as a table where it fits the terminal, stacked
+(`bot.loop.table_layout`) where it does not, so an 80-column terminal never shows a column
+squeezed to one word per line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
+from bot.loop.table_layout import stacked_records
 from bot.target.evidence import (
     ChartBlock,
     Evidence,
@@ -43,6 +49,45 @@ def verdict_style(verdict: str) -> str:
     return VERDICT_STYLES.get(verdict, "bold")
 
 
+UNBOUNDED = 1_000_000
+"""A width no table reaches: the table measured as it would be drawn with no wrapping at all."""
+
+Cell = str | Text
+"""A table cell: plain text (shown as written, never read as rich markup) or styled text."""
+
+
+def print_table(
+    console: Console,
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    right: Collection[int] = (),
+    caption: str = "",
+) -> None:
+    """A table on the terminal: drawn as a table when every cell fits on one line within the
+    console's width, else stacked, one record per row (`bot.loop.table_layout`) with no line
+    wider than the console. `right`: the indices of the columns to right-align (numbers)."""
+    styled = [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
+    table = Table(title=title or None, title_justify="left", caption=caption or None)
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="right" if index in right else "left", no_wrap=True)
+    for row in styled:
+        table.add_row(*row)
+    natural = Measurement.get(console, console.options.update_width(UNBOUNDED), table).maximum
+    if natural <= console.width:
+        console.print(table)
+        return
+    if title:
+        console.print(title, style="bold", markup=False, highlight=False)
+    plain = [[cell.plain for cell in row] for row in styled]
+    for record in stacked_records(columns, plain, console.width):
+        for line in record:
+            console.print(line, markup=False, highlight=False)
+    if caption:
+        console.print(caption, markup=False, highlight=False)
+
+
 def render_evidence(console: Console, blocks: Iterable[Evidence]) -> None:
     """Print each block followed by a blank line."""
     for block in blocks:
@@ -52,12 +97,7 @@ def render_evidence(console: Console, blocks: Iterable[Evidence]) -> None:
 
 def render_block(console: Console, block: Evidence) -> None:
     if isinstance(block, TableBlock):
-        table = Table(title=block.title, title_justify="left", caption=block.note or None)
-        for column in block.columns:
-            table.add_column(column)
-        for row in block.rows:
-            table.add_row(*row)
-        console.print(table)
+        print_table(console, block.title, block.columns, block.rows, caption=block.note)
     elif isinstance(block, TextBlock):
         if block.title:
             console.print(f"[bold]{block.title}[/bold]")
@@ -69,13 +109,18 @@ def render_block(console: Console, block: Evidence) -> None:
             style = "bold red" if block.highlight and line == block.highlight else None
             console.print(line, markup=False, highlight=False, style=style, soft_wrap=True)
     elif isinstance(block, MetricComparison):
-        table = Table(title=block.title, title_justify="left", caption=block.note or None)
-        for column in ("metric", "before", "after", "change", "verdict"):
-            table.add_column(column, justify="left" if column in ("metric", "verdict") else "right")
-        for item in block.rows:
-            verdict = f"[{verdict_style(item.verdict)}]{item.verdict}[/]"
-            table.add_row(item.metric, item.before, item.after, item.change, verdict)
-        console.print(table)
+        rows = [
+            (
+                item.metric,
+                item.before,
+                item.after,
+                item.change,
+                Text(item.verdict, verdict_style(item.verdict)),
+            )
+            for item in block.rows
+        ]
+        columns = ("metric", "before", "after", "change", "verdict")
+        print_table(console, block.title, columns, rows, right=(1, 2, 3), caption=block.note)
     elif isinstance(block, ChartBlock):
         console.print(block.title, style="bold", markup=False)
         console.print(f"  chart: {block.path}", markup=False, soft_wrap=True)

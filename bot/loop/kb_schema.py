@@ -158,7 +158,7 @@ class Source(_Model):
         """One line for a report: `[sglang-source] says (ref)`, doubts and contradictions shown."""
         text = f"[{self.kind}{', unverified' if self.unverified else ''}] {self.says} ({self.ref})"
         if self.reference_says:
-            text += f"; the reference says: {self.reference_says}"
+            text += f"; SGLang's source says: {self.reference_says}"
         return text
 
 

@@ -336,7 +336,8 @@ class KnowledgeBase:
         if entry.memory.capacity in ("lowers", "raises", "depends"):
             known.append(f"memory ({entry.memory.capacity} capacity): {entry.memory.text.strip()}")
         claims = [
-            source.says + (f" (the reference says: {source.reference_says})" if source.reference_says else "")
+            source.says
+            + (f" (SGLang's source says: {source.reference_says})" if source.reference_says else "")
             for source in entry.sources
             if source.unverified and {"implied", "memory"} & set(source.about)
         ]

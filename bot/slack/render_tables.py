@@ -10,9 +10,10 @@ characters), cut on line boundaries where they can, and say visibly when they cu
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from typing import Any
+
+from bot.loop.table_layout import display_width, stacked_records
 
 MAX_SECTION = 3000
 """Characters of one section's text (also the limit of any text object)."""
@@ -37,7 +38,11 @@ TITLE_CHARS = 200
 CODE_FENCE = "```"
 CODE_OVERHEAD = len(CODE_FENCE + "\n" + "\n" + CODE_FENCE)
 LINE_BUDGET = 900
-"""Escaped characters of one table line: a title, the header, its rule and one row always fit."""
+"""Escaped characters of one table line (or stacked record): a title, the header, its rule and one
+row always fit."""
+TABLE_WIDTH = 60
+"""Display columns of one table line in Slack: what a phone shows of a code block without
+wrapping it. A wider table is sent as stacked records (`bot.loop.table_layout`)."""
 
 BlockDict = dict[str, Any]
 EMPTY = "_(empty)_"
@@ -159,16 +164,6 @@ def summary(text: str) -> str:
     return clip_escaped(" ".join(text.split()), SUMMARY_CHARS) or "flagbot"
 
 
-def display_width(text: str) -> int:
-    """Columns a monospace font gives `text` (wide CJK and emoji take two, combining marks none)."""
-    width = 0
-    for char in text:
-        if unicodedata.combining(char):
-            continue
-        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
-    return width
-
-
 def _clip_cell(cell: str) -> str:
     cell = " ".join(cell.replace("\t", " ").split("\n")).replace("\r", " ")
     if display_width(cell) <= MAX_CELL:
@@ -194,12 +189,17 @@ def _pad(cell: str, width: int, right: bool) -> str:
 
 
 def table_lines(
-    columns: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: Sequence[bool] | None = None,
+    width: int = TABLE_WIDTH,
 ) -> tuple[list[str], list[str]]:
     """(header lines, row lines) of a monospace table, raw (not escaped).
 
     Columns whose every value is numeric are right-aligned unless `right` says otherwise; a
     short row is padded with empty cells and a long one keeps its extra cells under no header.
+    A table with a line wider than `width` is no table on a phone: it comes back as no header
+    and one stacked record per row (each a text of several lines, none wider than `width`).
     """
     count = max([len(columns), *(len(row) for row in rows)])
     header = [_clip_cell(c) for c in columns] + [""] * (count - len(columns))
@@ -216,8 +216,11 @@ def table_lines(
     def line(cells: Sequence[str]) -> str:
         return "  ".join(_pad(cell, widths[i], aligns[i]) for i, cell in enumerate(cells)).rstrip()
 
-    rule = "  ".join("-" * max(1, width) for width in widths)
-    return [line(header), rule], [line(row) for row in body]
+    rule = "  ".join("-" * max(1, column_width) for column_width in widths)
+    lines = [line(row) for row in body]
+    if max(display_width(text) for text in [rule, *lines]) > width:
+        return [], ["\n".join(record) for record in stacked_records(columns, rows, width)]
+    return [line(header), rule], lines
 
 
 def table_sections(title: str, header: Sequence[str], rows: Sequence[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """Ask the host's own SGLang what it would make of a flag set, without restarting anything.
 
 Why: SGLang adjusts its arguments after parsing them (`ServerArgs.__post_init__`), mostly in
-silence (reference §1.4, §3.3): a flag can switch another one on or off, and an unknown flag
+silence (python/sglang/srt/server_args.py: `__post_init__` logs before logging is configured): a flag can switch another one on or off, and an unknown flag
 kills the start with argparse's exit 2. Learning that from a restart costs a model load (up to
 fifteen minutes on the seeds' nodes). SGLang's `prepare_server_args` does the parsing and the
 adjustments without loading a model, so flagbot runs it with the unit's interpreter through the

@@ -3,7 +3,7 @@
 Why JSON with `--all`: journald keeps SGLang's lines byte for byte (ANSI escapes, tqdm's `\\r`
 redraws, a 14 KB `server_args=` line), but `-o json` gives `MESSAGE: null` for a message over
 4 KiB unless `--all` is passed, and a message holding control bytes comes as an array of byte
-values instead of a string (testbed reference, Addendum 2). Both are decoded here. JSON also
+values instead of a string. Both are decoded here. JSON also
 brings each line's invocation id, PID, cursor and microsecond timestamp, which readiness and
 observe need to keep one server start apart from the next.
 """

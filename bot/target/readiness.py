@@ -4,7 +4,7 @@ Three watchers run at once and feed one decision loop:
 
 * `/health` on node 0 with a short backoff (50 ms growing to 250 ms): connection refused means
   SGLang is still loading (nothing listens until the weights, KV pool and CUDA graphs exist),
-  503 means uvicorn is up and warming, 200 means ready (reference §4.1). Only node 0's
+  503 means uvicorn is up and warming, 200 means ready (python/sglang/srt/entrypoints/http_server.py). Only node 0's
   `/health` is real; nodes of rank >= 1 serve a dummy that always answers 200.
 * node 0's journal, followed from the new invocation's start (`journalctl -u ... -f -o json
   --all`): the ready line, the startup stage, and a fatal line (the foundation parser's

@@ -1,7 +1,7 @@
 """Pure functions that turn what observe read into snapshot facts: implied flags, capacity, GPUs.
 
 Implied flags: SGLang prints `server_args=` *after* its own adjustments, and most adjustment
-messages never reach the log (reference §1.4, §3.3). Diffing the printed values against what
+messages never reach the log (python/sglang/srt/server_args.py: `__post_init__` logs before logging is configured). Diffing the printed values against what
 the launch line asked for shows what SGLang (or a flag's side effect) changed behind the
 operator's back. A field the launch line did not set is compared with the default of the
 release the host runs (`ReleaseDefaults`): the packaged list of that release when there is one;
@@ -51,7 +51,7 @@ ALWAYS_DERIVED = frozenset(
         "mm_process_config",
     }
 )
-"""Fields SGLang fills on every start (reference Appendix C's "always-derived noise")."""
+"""Fields SGLang fills on every start (tokenizer path, random seed, capture sizes: python/sglang/srt/server_args.py `__post_init__`)."""
 DERIVED_PREFIXES = ("kt_",)
 GPU_FIELDS = ("index", "name", "uuid", "compute_cap", "driver_version", "memory.total", "memory.used")
 
@@ -347,7 +347,7 @@ def args_mismatch(
 ) -> dict[str, tuple[Any, Any]]:
     """Fields where another node's printed arguments differ from node 0's (beyond `ignore`).
 
-    Multi-node SGLang needs the same flags on every node but `--node-rank` (reference §7.2).
+    Multi-node SGLang needs the same flags on every node but `--node-rank` (SGLang's docs/references/multi_node_deployment/multi_node.md).
     """
     skip = set(ignore) | ALWAYS_DERIVED
     keys = (set(node0) | set(other)) - skip

@@ -102,11 +102,11 @@ STORY: tuple[Step, ...] = (
                 ),
                 Show(
                     "parsed max_running_requests 48 -> 48",
-                    r"max_running_requests \(parsed, server_args\)\s+48\s+48\b",
+                    r"max_running_requests \(parsed, server_args\)\s+(?:before: )?48\s+(?:· after: )?48\b",
                 ),
                 Show(
                     "effective max_running_requests 48 -> 26",
-                    r"max_running_requests \(effective\)\s+48\s+26\b",
+                    r"max_running_requests \(effective\)\s+(?:before: )?48\s+(?:· after: )?26\b",
                 ),
                 Show("change reverted", r"reverted the change"),
             ),
@@ -152,7 +152,7 @@ STORY: tuple[Step, ...] = (
             shows=(
                 Show(
                     "max_running_requests>=48 holds (effective 48, parsed 48)",
-                    r"max_running_requests>=48 \(parsed 48\)\s+48\s+48\b",
+                    r"max_running_requests>=48 \(parsed 48\)\s+(?:before: )?48\s+(?:· after: )?48\b",
                 ),
                 Show("1/1 expectations hold", r"1/1 expectations hold"),
             ),

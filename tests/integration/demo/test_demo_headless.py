@@ -94,9 +94,15 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "Traceback" not in out + err
 
     thread = out[out.index("#flagbot-ops, as the Slack stand-in recorded it") :]
-    # the regression, parsed vs effective side by side
-    assert re.search(r"max_running_requests \(parsed, server_args\)\s+48\s+48\s+\+0\s+same", thread), thread
-    assert re.search(r"max_running_requests \(effective\)\s+48\s+26\s+-22\s+changed", thread)
+    # the regression, parsed vs effective side by side (stacked: the table is wider than a phone)
+    parsed = (
+        r"max_running_requests \(parsed, server_args\)\s+before: 48 · after: 48 · change: \+0 · verdict: same"
+    )
+    assert re.search(parsed, thread), thread
+    assert re.search(
+        r"max_running_requests \(effective\)\s+before: 48 · after: 26 · change: -22 · verdict: changed",
+        thread,
+    )
     assert "REGRESSED* regressed: the capacity guard decided (max_running_requests: 48 -> 26" in thread
     # the hardware gating warning from preflight
     assert re.search(
@@ -108,7 +114,10 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "culprit(s): --enable-fused-moe-sum-all-reduce" in thread
     assert "bob typed: /flagbot revert flags=--enable-flashinfer-allreduce-fusion" in thread
     assert "effective max_running_requests 48 (baseline 48): pass" in thread
-    assert re.search(r"✓\s+max_running_requests>=48 \(parsed 48\)\s+48\s+48", thread)
+    assert re.search(
+        r"✓\s+(?:metric: )?max_running_requests>=48 \(parsed 48\)\s+(?:before: )?48\s+(?:· after: )?48",
+        thread,
+    )
     assert "1/1 expectations hold" in thread
     # the story's verdict and the teardown, as printed
     assert re.search(r"^\[6/6\] digest\s+ok", out, re.MULTILINE), out[-3000:]

@@ -93,7 +93,7 @@ def test_allreduce_fusion_is_a_probable_no_op_on_gb10_with_provenance(kb: Knowle
     )
     assert "this GPU is 12.1: probably a no-op here, yet it can still have side effects" in gate.text
     assert gate.side_effects == ()
-    assert any("piecewise" in claim and "the reference says" in claim for claim in gate.claims)
+    assert any("piecewise" in claim and "SGLang's source says" in claim for claim in gate.claims)
     assert any("communicator.py" in source.ref for source in gate.sources)
 
 

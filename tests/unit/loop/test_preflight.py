@@ -206,7 +206,7 @@ async def test_implied_flags_from_the_knowledge_base_and_the_dry_run(bed: Bed, k
     table = next(block for block in report.evidence() if block.title == "Predicted implied flags")
     sources = {row[3] for row in table.rows}  # type: ignore[union-attr]
     assert "dry run on the host" in sources and any(
-        s.startswith("knowledge base: reference §3.4") for s in sources
+        s.startswith("knowledge base: python/sglang/srt/server_args.py") for s in sources
     )
 
 

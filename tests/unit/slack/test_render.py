@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.models.blocks import Block
 
+from bot.loop.table_layout import display_width
 from bot.slack.render import (
     INLINE_EXCERPT_LINES,
     MAX_BLOCKS,
@@ -29,6 +30,7 @@ from bot.slack.render import (
     status_card,
     verdict_buttons,
 )
+from bot.slack.render_tables import TABLE_WIDTH, table_lines
 from bot.target.evidence import (
     ChartBlock,
     ComparisonRow,
@@ -39,6 +41,7 @@ from bot.target.evidence import (
     TextBlock,
     VerdictBlock,
 )
+from tests.support.narrow_tables import HYPOTHESIS_COLUMNS, HYPOTHESIS_ROWS, assert_readable
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MENTION = re.compile(r"<[@!#][A-Z0-9]+(\|[^<>]*)?>")
@@ -195,10 +198,45 @@ def test_huge_tables_are_split_with_the_header_repeated(
     rendered = render_block(TableBlock(title, tuple(columns), tuple(tuple(row) for row in rows), note="n"))
     check_rendered(rendered)
     texts = section_texts(rendered)
-    headers = {tuple(code_lines(text)[:2]) for text in texts}
-    assert len(headers) == 1
-    assert sum(len(code_lines(text)) - 2 for text in texts) == max(1, len(rows))
+    header, lines = table_lines(columns, rows)
+    if header:  # narrow enough to be a table on a phone: the header is repeated in every section
+        headers = {tuple(code_lines(text)[:2]) for text in texts}
+        assert len(headers) == 1
+        assert sum(len(code_lines(text)) - 2 for text in texts) == max(1, len(rows))
+    else:  # stacked: every record, each line of it within the phone's width before escaping
+        assert all(display_width(line) <= TABLE_WIDTH for record in lines for line in record.split("\n"))
+        shown = [unescape(line) for text in texts for line in code_lines(text)]
+        assert len(shown) == sum(len(record.split("\n")) for record in lines) or any("…" in x for x in shown)
     assert sum(len(part) for part, _ in messages(rendered.blocks, rendered.text)) == len(rendered.blocks)
+
+
+def test_a_table_too_wide_for_a_phone_is_stacked_without_a_squeezed_cell() -> None:
+    table = TableBlock("Hypotheses on gpu-a", HYPOTHESIS_COLUMNS, HYPOTHESIS_ROWS)
+    rendered = render_block(table)
+    check_rendered(rendered)
+    [text] = section_texts(rendered)
+    lines = [unescape(line) for line in code_lines(text)]
+    assert lines[0] == "id: 12"
+    assert_readable(lines, TABLE_WIDTH, [cell for row in HYPOTHESIS_ROWS for cell in row])
+
+
+def test_a_wide_comparison_is_stacked_with_its_marks() -> None:
+    comparison = MetricComparison(
+        "before / after",
+        (
+            ComparisonRow(
+                "median_ttft_ms@c=32", "123.4 ms", "337.6 ms", "+173.6% [-99.6%, +169014.3%]", "regressed"
+            ),
+            ComparisonRow(
+                "output_throughput@c=32", "1,204.5", "1,311.0", "+8.8% [+6.1%, +11.5%]", "improved"
+            ),
+        ),
+    )
+    [text] = section_texts(render_block(comparison))
+    lines = [unescape(line) for line in code_lines(text)]
+    assert lines[0] == "✗ metric: median_ttft_ms@c=32"
+    assert "✓ metric: output_throughput@c=32" in lines
+    assert_readable(lines, TABLE_WIDTH, [row.change for row in comparison.rows])
 
 
 def test_a_comparison_marks_worse_and_better_rows() -> None:
