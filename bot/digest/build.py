@@ -27,6 +27,7 @@ from bot.digest.model import (
 )
 from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
+from bot.heap import collections_paused
 from bot.loop.run_state import (
     FACT_PATHS,
     RUN_STATE_SCHEMA_VERSION,
@@ -61,7 +62,16 @@ RESOLVED = ("confirmed", "refuted", "inconclusive")
 
 
 def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | None = None) -> Digest:
-    """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all."""
+    """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all.
+
+    Built with the garbage collector's automatic passes paused (`bot.heap.collections_paused`):
+    every row becomes a record the digest keeps, and the passes a large week triggered scanned
+    them again and again for nothing."""
+    with collections_paused():
+        return _build(store, settings, week, target)
+
+
+def _build(store: Store, settings: Settings, week: IsoWeek, target: str | None) -> Digest:
     tz = zone(settings.schedules.timezone)
     start, end = week.start(tz), week.end(tz)
     experiments = experiments_between(store, start, end, target, state_paths=FACT_PATHS)
