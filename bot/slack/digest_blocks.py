@@ -2,7 +2,7 @@
 
 A header, the week and the counts, then one titled part per section as bullet lines packed
 into sections of at most 3,000 characters. A long section shows its first `MAX_LINES` lines
-and says how many more there are (the Markdown, `flagbot digest --markdown`, lists them all),
+and says how many more there are (`flagbot digest --markdown --all` lists them all),
 so a week of thousands of experiments is still one or two messages; `messages()` splits the
 blocks at 50 per message. Every text from the store is escaped; an experiment links to its
 thread by permalink when one was recorded, else names the channel.
@@ -97,7 +97,7 @@ def _part(
 
 def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
     """Block Kit for the digest; `chart` (a PNG path) is carried as an image to upload."""
-    more = f"`flagbot digest --week {digest.week} --markdown` lists them all"
+    more = f"`flagbot digest --week {digest.week} --markdown --all` lists them all"
     blocks: list[BlockDict] = [
         {"type": "header", "text": plain(digest.title(), MAX_HEADER)},
         context(escape(digest.period())),
