@@ -263,7 +263,8 @@ _PEAK = {
 }
 """Per dialect: the largest number at `metric` among a set summary's `levels` (objects only; a
 bool, a string or a null is not a number), computed by the database. Why not in Python: decoding
-every summary (a row of key metrics per level) was a sixth of a large week's digest."""
+every summary (a row of key metrics per level) to keep one number was among the largest costs
+of a large week's digest in a profile of bench/digest_scale.py."""
 
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*")
 
