@@ -10,13 +10,25 @@ the next `settle` and collected with the rest, so frozen garbage does not pile u
 become cyclic garbage after a freeze wait for the next `settle`, one experiment later). The
 collection holds the GIL in whichever thread runs it; it runs while the server loads, when the
 event loop has nothing urgent to do.
+
+`collections_paused` serves the other case: a bulk read that builds many long-lived objects at
+once (the weekly digest of 100,000 experiments). Each young collection it triggers promotes them,
+and the oldest generation is scanned again and again as it grows, finding nothing to free: in a
+profile of bench/digest_scale.py's 100,000 experiments it was the largest single cost.
 """
 
 from __future__ import annotations
 
 import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["settle"]
+__all__ = ["collections_paused", "settle"]
+
+_pause_lock = threading.Lock()
+_pauses = 0
+_was_enabled = False
 
 
 def settle() -> None:
@@ -24,3 +36,23 @@ def settle() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+@contextmanager
+def collections_paused() -> Iterator[None]:
+    """Automatic collections off while the block runs (in any thread: the switch is the
+    process's), back as they were when the last overlapping block ends. For a block that makes
+    records, not garbage: its cyclic garbage, if any, waits for the next collection."""
+    global _pauses, _was_enabled
+    with _pause_lock:
+        if _pauses == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _was_enabled:
+                gc.enable()

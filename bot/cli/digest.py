@@ -1,8 +1,9 @@
-"""`flagbot digest [--week 2026-W48] [--markdown] [--target T] [--json] [--chart PATH]`.
+"""`flagbot digest [--week 2026-W48] [--markdown] [--all] [--target T] [--json] [--chart PATH]`.
 
 The same digest the bot posts on Mondays (`bot.app.digest`), for any week: printed for the
 terminal, as Markdown for a wiki or an e-mail (`--markdown`), or as JSON (`--json`); `--chart`
-writes the PNG. The chat form's words (`week=2026-W48 target=T`) are accepted too. Exit codes:
+writes the PNG. A week of thousands is summarised (`bot.digest.markdown.MAX_ROWS` entries a
+list); `--all` lists every entry, as `--json` always does. The chat form's words (`week=2026-W48 target=T`) are accepted too. Exit codes:
 0 printed, 2 usage (a malformed week, an unknown target, a database that is not ready).
 """
 
@@ -20,6 +21,7 @@ from bot.app import digest as digests
 from bot.app.context import AppContext
 from bot.cli.common import fail, run_in_context, set_json_mode, settings, usage_errors
 from bot.digest import WeekFormatError, render_markdown
+from bot.digest.markdown import MAX_ROWS
 
 __all__ = ["register_digest"]
 
@@ -50,6 +52,9 @@ def digest(
         str | None, typer.Option("--week", help="ISO week, e.g. 2026-W48 (default: this week)")
     ] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown for a wiki or an e-mail")] = False,
+    every: Annotated[
+        bool, typer.Option("--all", help=f"list every entry (default: the first {MAX_ROWS:,} a list)")
+    ] = False,
     target: Annotated[str | None, typer.Option("--target", help="one target (default: all)")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="the digest as JSON")] = False,
     chart: Annotated[Path | None, typer.Option("--chart", help="write the chart (PNG) to this path")] = None,
@@ -85,7 +90,7 @@ def digest(
     if json_output:
         typer.echo(json.dumps({"ok": True, **built.digest.to_json(), "chart_path": chart_path}, indent=2))
         return
-    text = render_markdown(built.digest, chart_path=chart_path)
+    text = render_markdown(built.digest, chart_path=chart_path, limit=None if every else MAX_ROWS)
     if markdown:
         typer.echo(text, nl=False)
         return

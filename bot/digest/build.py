@@ -27,6 +27,7 @@ from bot.digest.model import (
 )
 from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
+from bot.heap import collections_paused
 from bot.loop.run_state import (
     FACT_PATHS,
     RUN_STATE_SCHEMA_VERSION,
@@ -47,7 +48,7 @@ from bot.store.digest_reads import (
     hypotheses_of_week,
     latest_snapshot_before,
     observations_between,
-    set_summaries_between,
+    set_peaks_between,
     snapshot_effectives,
     snapshot_effectives_between,
     snapshot_targets_between,
@@ -57,11 +58,21 @@ from bot.store.snapshots import get_snapshot
 __all__ = ["build_digest"]
 
 CAPACITY = "max_running_requests"
+THROUGHPUT = "output_throughput"
 RESOLVED = ("confirmed", "refuted", "inconclusive")
 
 
 def build_digest(store: Store, settings: Settings, week: IsoWeek, target: str | None = None) -> Digest:
-    """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all."""
+    """The post-mortem of `week` (in `settings.schedules.timezone`), of one target or all.
+
+    Built with the garbage collector's automatic passes paused (`bot.heap.collections_paused`):
+    every row becomes a record the digest keeps, and the passes a large week triggered scanned
+    them again and again for nothing."""
+    with collections_paused():
+        return _build(store, settings, week, target)
+
+
+def _build(store: Store, settings: Settings, week: IsoWeek, target: str | None) -> Digest:
     tz = zone(settings.schedules.timezone)
     start, end = week.start(tz), week.end(tz)
     experiments = experiments_between(store, start, end, target, state_paths=FACT_PATHS)
@@ -294,8 +305,7 @@ def _chart(
         if value is not None:
             capacity.setdefault(name, []).append((at, value))
     throughput: dict[str, list[tuple[datetime, float]]] = {}
-    for name, at, summary in set_summaries_between(store, names, start, end):
-        peak = _peak_throughput(summary)
+    for name, at, peak in set_peaks_between(store, names, start, end, THROUGHPUT):
         if peak is not None:
             throughput.setdefault(name, []).append((at, peak))
     reference: dict[str, float] = {}
@@ -310,12 +320,13 @@ def _chart(
 
 
 def _peak_throughput(summary: Mapping[str, Any] | None) -> float | None:
-    """The best level's mean output tok/s of a measurement set (what the set could deliver)."""
+    """The best level's mean output tok/s of a measurement set (what the set could deliver); the
+    week's sets get the same from the database (`set_peaks_between`), this is the baseline's."""
     values = [
-        float(level["output_throughput"])
+        float(level[THROUGHPUT])
         for level in (summary or {}).get("levels", [])
         if isinstance(level, dict)
-        and isinstance(level.get("output_throughput"), int | float)
-        and not isinstance(level.get("output_throughput"), bool)
+        and isinstance(level.get(THROUGHPUT), int | float)
+        and not isinstance(level.get(THROUGHPUT), bool)
     ]
     return max(values) if values else None

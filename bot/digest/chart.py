@@ -11,6 +11,7 @@ to render off the event loop in a worker thread.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.dates import DateFormatter, DayLocator
 
-__all__ = ["render_chart_png"]
+__all__ = ["render_chart_png", "thin"]
+
+Point = tuple[datetime, float]
 
 GOOD = frozenset({"improved", "pass", "found"})
 BAD = frozenset({"regressed", "fail", "failed-to-start"})
@@ -30,6 +33,10 @@ MAX_LABELS = 40
 """Above this many experiments the marks are drawn without their `#id` labels (unreadable)."""
 MAX_LINES = 300
 """Above this many, each experiment is a tick along the top instead of a line through the panels."""
+WIDTH_IN, DPI = 11, 100
+BUCKETS = WIDTH_IN * DPI
+"""Pixel columns of the whole figure (the axes have fewer): a series with more points than this
+is thinned to the few per column that can show (`thin`); a normal week is drawn point for point."""
 
 
 def _colour(verdict: str | None) -> str:
@@ -50,12 +57,11 @@ def render_chart_png(digest: Digest, *, now: datetime | None = None) -> bytes | 
 
     tz = zone(digest.timezone)
     until = min(digest.end, now or datetime.now(UTC))
-    figure = Figure(figsize=(11, 6.2), dpi=100, layout="constrained")
+    figure = Figure(figsize=(WIDTH_IN, 6.2), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     cap_ax, tp_ax = figure.subplots(2, 1, sharex=True)
-    for index, (name, points) in enumerate(
-        sorted(chart.capacity.items())
-    ):  # the same colour per target below
+    for index, (name, every) in enumerate(sorted(chart.capacity.items())):  # same colour per target below
+        points = thin(every, digest.start, digest.end)
         xs = [at.astimezone(tz) for at, _ in points]
         ys = [value for _, value in points]
         if until > points[-1][0]:
@@ -66,7 +72,7 @@ def render_chart_png(digest: Digest, *, now: datetime | None = None) -> bytes | 
     colours = {name: f"C{index}" for index, name in enumerate(sorted(chart.capacity))}
     for name in sorted(set(chart.throughput) | set(chart.reference)):
         colour = colours.setdefault(name, f"C{len(colours)}")
-        points = chart.throughput.get(name, [])
+        points = thin(chart.throughput.get(name, []), digest.start, digest.end)
         if points:
             xs = [at.astimezone(tz) for at, _ in points]
             tp_ax.plot(xs, [value for _, value in points], "-o", color=colour, markersize=4, label=name)
@@ -87,8 +93,8 @@ def _marks(cap_ax: Axes, tp_ax: Axes, digest: Digest, tz: ZoneInfo) -> None:
     # name only numbers and arrays there, hence the `type: ignore[arg-type]` where they are passed.
     marks = digest.chart.marks
     if len(marks) > MAX_LINES:  # a rug of ticks along the top: thousands of lines would be a wall
-        for colour in sorted({_colour(verdict) for _, _, verdict in marks}):
-            xs = [at.astimezone(tz) for at, _, verdict in marks if _colour(verdict) == colour]
+        for colour, moments in _ticks(digest).items():
+            xs = [at.astimezone(tz) for at in moments]
             for ax in (cap_ax, tp_ax):
                 ax.plot(
                     xs,  # type: ignore[arg-type]  # datetimes: see above
@@ -124,6 +130,50 @@ def _marks(cap_ax: Axes, tp_ax: Axes, digest: Digest, tz: ZoneInfo) -> None:
                 fontsize=7,
                 color=_colour(verdict),
             )
+
+
+def thin(points: Sequence[Point], start: datetime, end: datetime, buckets: int = BUCKETS) -> list[Point]:
+    """`points` (in time order) as drawn: unchanged up to `buckets` points; beyond, each of
+    `buckets` equal slices of [start, end) keeps its first, lowest, highest and last point, in
+    time order. Why: a pixel column shows no more than where its line enters, its extremes and
+    where it leaves, and drawing 100,000 points cost seconds; a dip or a spike is never lost."""
+    if len(points) <= buckets:
+        return list(points)
+    origin, span = start.timestamp(), (end - start).total_seconds() / buckets
+    kept: list[Point] = []
+    slice_of = -1
+    group: list[Point] = []
+    for point in points:
+        index = min(max(int((point[0].timestamp() - origin) // span), 0), buckets - 1)
+        if index != slice_of and group:
+            kept += _ends_and_extremes(group)
+            group = []
+        slice_of = index
+        group.append(point)
+    kept += _ends_and_extremes(group)
+    return kept
+
+
+def _ends_and_extremes(group: list[Point]) -> list[Point]:
+    low = min(range(len(group)), key=lambda k: group[k][1])
+    high = max(range(len(group)), key=lambda k: group[k][1])
+    return [group[k] for k in sorted({0, low, high, len(group) - 1})]
+
+
+def _ticks(digest: Digest) -> dict[str, list[datetime]]:
+    """colour -> the moments of its experiment ticks, one per pixel column (ticks of one colour
+    in one column are drawn on top of each other)."""
+    origin = digest.start.timestamp()
+    span = (digest.end - digest.start).total_seconds() / BUCKETS
+    seen: set[tuple[str, int]] = set()
+    ticks: dict[str, list[datetime]] = {}
+    for at, _, verdict in digest.chart.marks:
+        colour = _colour(verdict)
+        column = (colour, int((at.timestamp() - origin) // span))
+        if column not in seen:
+            seen.add(column)
+            ticks.setdefault(colour, []).append(at)
+    return dict(sorted(ticks.items()))
 
 
 def _axes(

@@ -1,18 +1,30 @@
 """`render_markdown`: the digest as Markdown for a wiki page or an e-mail.
 
-Everything is listed (Slack shows the first lines of a long section; the Markdown is the full
-record). Text from the store is escaped so a statement with `*` or `|` cannot break the layout;
-flags are in code spans.
+A normal week is listed whole (Slack shows the first lines of a long section; the Markdown is
+the record). A week of thousands is summarised instead: each list shows `MAX_ROWS` entries (the
+experiments table the ones that matter most, see `_notable`) and counts the rest, because
+100,000 table rows are 19 MB nobody reads and took seconds to write; `limit=None`
+(`flagbot digest --markdown --all`) lists everything, and `--json` always does. Text from the
+store is escaped so a statement with `*` or `|` cannot break the layout; flags are in code spans.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections.abc import Sequence
+from typing import TypeVar
 
-from bot.digest.model import Digest, FlagDecision, HypothesisLine, ThreadLink
+from bot.digest.chart import BAD, GOOD
+from bot.digest.model import Digest, ExperimentLine, FlagDecision, HypothesisLine, ThreadLink
 from bot.digest.words import capacity_change, decision, glance, local_time, nothing_happened, verdict
 
-__all__ = ["render_markdown"]
+__all__ = ["MAX_ROWS", "render_markdown"]
+
+MAX_ROWS = 500
+"""Entries per list of one week's Markdown unless every one is asked for (`limit=None`)."""
+
+T = TypeVar("T")
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<|])")
 """What could start emphasis, code, a link, HTML or a table cell mid-line (every line the digest
@@ -38,19 +50,21 @@ def link(thread: ThreadLink | None) -> str:
     return f"{md(thread.channel)} {md(thread.ts)}"
 
 
-def render_markdown(digest: Digest, *, chart_path: str | None = None) -> str:
-    """The whole digest; `chart_path` adds the chart as an image (where the PNG was written)."""
+def render_markdown(digest: Digest, *, chart_path: str | None = None, limit: int | None = MAX_ROWS) -> str:
+    """The digest; `chart_path` adds the chart as an image (where the PNG was written). `limit`:
+    entries per list before the rest are counted (None: all of them)."""
     out = [f"# {md(digest.title())}", "", f"_{md(digest.period())}_", ""]
     if digest.empty:
         out += [md(nothing_happened(digest)), ""]
     out += [f"**At a glance:** {md(glance(digest))}", ""]
-    out += _experiments(digest)
-    out += _not_started(digest)
-    out += _hypotheses(digest)
-    out += _flags(digest)
-    out += _incidents(digest)
-    out += _checks(digest)
-    out += _learned(digest)
+    cut = _Cut(digest, limit)
+    out += _experiments(digest, cut)
+    out += _not_started(digest, cut)
+    out += _hypotheses(digest, cut)
+    out += _flags(digest, cut)
+    out += _incidents(digest, cut)
+    out += _checks(digest, cut)
+    out += _learned(digest, cut)
     if chart_path:
         out += [
             "## Capacity and throughput",
@@ -61,12 +75,56 @@ def render_markdown(digest: Digest, *, chart_path: str | None = None) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+class _Cut:
+    """At most `limit` entries of a list, and the sentence that counts the rest."""
+
+    def __init__(self, digest: Digest, limit: int | None) -> None:
+        self.limit = limit
+        self.everything = (
+            f"`flagbot digest --week {digest.week} --markdown --all` lists every one (`--json` too)"
+        )
+
+    def first(self, items: Sequence[T]) -> list[T]:
+        return list(items if self.limit is None else items[: self.limit])
+
+    def rest(self, items: Sequence[object], noun: str) -> list[str]:
+        """`…and 1,234 more <noun>: ...` when the list was cut, else nothing."""
+        left = len(items) - self.limit if self.limit is not None else 0
+        return [f"…and {left:,} more {noun}, not shown: {self.everything}."] if left > 0 else []
+
+
+def _rank(line: ExperimentLine) -> int:
+    """What a reader of a huge week needs first: a regression or a failure, then a change kept
+    or reverted, then an improvement, then the rest."""
+    if line.verdict in BAD or line.status != "succeeded":
+        return 0
+    if line.kept is not None:
+        return 1
+    return 2 if line.verdict in GOOD else 3
+
+
+def _notable(lines: Sequence[ExperimentLine], limit: int | None) -> list[ExperimentLine]:
+    """All the lines when they fit; else the `limit` that rank first (`_rank`, then oldest), in
+    time order."""
+    if limit is None or len(lines) <= limit:
+        return list(lines)
+    chosen = heapq.nsmallest(limit, range(len(lines)), key=lambda k: (_rank(lines[k]), k))
+    return [lines[k] for k in sorted(chosen)]
+
+
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _experiments(digest: Digest) -> list[str]:
+def _experiments(digest: Digest, cut: _Cut) -> list[str]:
     out = ["## Experiments", ""]
+    shown = _notable(digest.experiments, cut.limit)
+    if len(shown) < len(digest.experiments):
+        out += [
+            f"The {len(shown):,} of {len(digest.experiments):,} that matter most: regressions and "
+            "failures first, then changes kept or reverted, then improvements; in time order.",
+            "",
+        ]
     if not digest.experiments:
         return [*out, "No experiments this week.", ""]
     out.append(
@@ -85,7 +143,7 @@ def _experiments(digest: Digest) -> list[str]:
         )
     )
     out.append(_row(["---"] * 9))
-    for line in digest.experiments:
+    for line in shown:
         out.append(
             _row(
                 [
@@ -101,18 +159,22 @@ def _experiments(digest: Digest) -> list[str]:
                 ]
             )
         )
+    more = len(digest.experiments) - len(shown)
+    if more:
+        out += ["", f"…and {more:,} more experiments, not shown: {cut.everything}."]
     return [*out, ""]
 
 
-def _not_started(digest: Digest) -> list[str]:
+def _not_started(digest: Digest, cut: _Cut) -> list[str]:
     """Runs that never reached a node: apart from the experiments, only when there are any."""
     if not digest.not_started:
         return []
     bullets = [
         f"- #{line.id} {md(line.playbook)} on {md(line.target)} ({md(local_time(digest, line.at))}), "
         f"{code(line.what)}: {md(line.not_started or '')}"
-        for line in digest.not_started
+        for line in cut.first(digest.not_started)
     ]
+    bullets += cut.rest(digest.not_started, "runs")
     return _section("Not started: could not connect", bullets, "None.")
 
 
@@ -123,7 +185,7 @@ def _hypothesis(line: HypothesisLine, digest: Digest) -> str:
     )
 
 
-def _hypotheses(digest: Digest) -> list[str]:
+def _hypotheses(digest: Digest, cut: _Cut) -> list[str]:
     out = ["## Hypotheses", ""]
     groups = (
         ("Confirmed", digest.confirmed),
@@ -133,7 +195,8 @@ def _hypotheses(digest: Digest) -> list[str]:
     )
     for title, rows in groups:
         out += [f"### {title} ({len(rows)})", ""]
-        out += [_hypothesis(h, digest) for h in rows] or ["None."]
+        out += [_hypothesis(h, digest) for h in cut.first(rows)] or ["None."]
+        out += cut.rest(rows, "hypotheses")
         out.append("")
     return out
 
@@ -142,11 +205,13 @@ def _decision(item: FlagDecision) -> str:
     return f"- {code(item.change)} on {md(item.target)} (#{item.experiment_id}, {md(item.why)})"
 
 
-def _flags(digest: Digest) -> list[str]:
+def _flags(digest: Digest, cut: _Cut) -> list[str]:
     out = ["## Flags", "", f"### Kept ({len(digest.kept)})", ""]
-    out += [_decision(d) for d in digest.kept] or ["None."]
+    out += [_decision(d) for d in cut.first(digest.kept)] or ["None."]
+    out += cut.rest(digest.kept, "kept")
     out += ["", f"### Reverted ({len(digest.reverted)})", ""]
-    out += [_decision(d) for d in digest.reverted] or ["None."]
+    out += [_decision(d) for d in cut.first(digest.reverted)] or ["None."]
+    out += cut.rest(digest.reverted, "reverted")
     out += ["", "### Now against the baseline", ""]
     if not digest.targets:
         return [*out, "No targets.", ""]
@@ -168,16 +233,17 @@ def _section(title: str, bullets: list[str], empty: str) -> list[str]:
     return [f"## {title}", "", *(bullets or [empty]), ""]
 
 
-def _incidents(digest: Digest) -> list[str]:
+def _incidents(digest: Digest, cut: _Cut) -> list[str]:
     rows = sorted([*digest.failed_starts, *digest.rollbacks], key=lambda i: (i.at, i.experiment_id, i.kind))
     bullets = [
         f"- #{i.experiment_id} {md(i.kind)} on {md(i.target)} ({md(local_time(digest, i.at))}): {md(i.text)}"
-        for i in rows
+        for i in cut.first(rows)
     ]
+    bullets += cut.rest(rows, "failed starts and rollbacks")
     return _section("Failed starts and rollbacks", bullets, "None.")
 
 
-def _checks(digest: Digest) -> list[str]:
+def _checks(digest: Digest, cut: _Cut) -> list[str]:
     if digest.checks is None:
         note = md(digest.checks_note or "no checks recorded")
         return _section("Failed checks", [], note[:1].upper() + note[1:] + ".")
@@ -185,16 +251,18 @@ def _checks(digest: Digest) -> list[str]:
         f"- {md(c.name)} on {md(c.target or '-')}"
         + (f" (#{c.experiment_id})" if c.experiment_id else "")
         + f", {md(local_time(digest, c.at))}: {md(c.text)}"
-        for c in digest.checks
+        for c in cut.first(digest.checks)
     ]
+    bullets += cut.rest(digest.checks, "failed checks")
     return _section("Failed checks", bullets, "None failed.")
 
 
-def _learned(digest: Digest) -> list[str]:
+def _learned(digest: Digest, cut: _Cut) -> list[str]:
     bullets = [
         f"- {code(o.flag)} ({md(o.kind)}, {md(o.target)}"
         + (f", #{o.experiment_id}" if o.experiment_id else "")
         + f"): {md(o.text)}"
-        for o in digest.learned
+        for o in cut.first(digest.learned)
     ]
+    bullets += cut.rest(digest.learned, "observations")
     return _section("What we learned", bullets, "No new observations.")

@@ -7,8 +7,11 @@ the three never disagree on a count or a name.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from bot.digest.week import IsoWeek
@@ -283,14 +286,16 @@ class Digest:
         last = self.end.astimezone(self.start.tzinfo).date() - timedelta(days=1)
         return f"{self.start:%a %d %b %Y} – {last:%a %d %b %Y} ({self.timezone})"
 
+    @cached_property
+    def verdicts(self) -> Mapping[str, int]:
+        """Experiments per verdict (the status of a run that reached none); counted once, since
+        the glance, the counts and the Slack summary all need it, and a week can hold 100,000."""
+        return Counter(line.verdict or line.status for line in self.experiments)
+
     def counts(self) -> dict[str, int]:
-        verdicts: dict[str, int] = {}
-        for line in self.experiments:
-            key = line.verdict or line.status
-            verdicts[key] = verdicts.get(key, 0) + 1
         return {
             "experiments": len(self.experiments),
-            **{f"verdict:{key}": value for key, value in sorted(verdicts.items())},
+            **{f"verdict:{key}": value for key, value in sorted(self.verdicts.items())},
             "not_started": len(self.not_started),
             "confirmed": len(self.confirmed),
             "refuted": len(self.refuted),

@@ -49,12 +49,8 @@ def decision(line: ExperimentLine) -> str:
 
 def glance(digest: Digest) -> str:
     """One sentence of counts: experiments by verdict, hypotheses, flags, incidents, checks, lessons."""
-    verdicts: dict[str, int] = {}
-    for line in digest.experiments:
-        key = line.verdict or line.status
-        verdicts[key] = verdicts.get(key, 0) + 1
     by = ", ".join(
-        f"{count} {name}" for name, count in sorted(verdicts.items(), key=lambda kv: (-kv[1], kv[0]))
+        f"{count} {name}" for name, count in sorted(digest.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
     parts = [plural(len(digest.experiments), "experiment") + (f" ({by})" if by else "")]
     if digest.not_started:

@@ -2,7 +2,7 @@
 
 A header, the week and the counts, then one titled part per section as bullet lines packed
 into sections of at most 3,000 characters. A long section shows its first `MAX_LINES` lines
-and says how many more there are (the Markdown, `flagbot digest --markdown`, lists them all),
+and says how many more there are (`flagbot digest --markdown --all` lists them all),
 so a week of thousands of experiments is still one or two messages; `messages()` splits the
 blocks at 50 per message. Every text from the store is escaped; an experiment links to its
 thread by permalink when one was recorded, else names the channel.
@@ -10,9 +10,11 @@ thread by permalink when one was recorded, else names the channel.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from bot.digest.model import Digest, ExperimentLine, FlagDecision, HypothesisLine
+from bot.digest.model import Digest, ExperimentLine, FlagDecision, HypothesisLine, TargetFlags
 from bot.digest.words import capacity_change, glance, local_time, nothing_happened, verdict
 from bot.slack.card import verdict_emoji
 from bot.slack.render import MAX_HEADER, MAX_SECTION, Rendered, escape
@@ -36,6 +38,8 @@ MAX_URL = 300
 """A longer permalink is not linked (it would crowd the line); the channel is named instead."""
 LINE_CHARS = 1000
 """Escaped characters of one bullet line: its pieces are clipped below this; the final guard."""
+
+T = TypeVar("T")
 
 
 def _code(raw: str) -> str:
@@ -78,11 +82,14 @@ def _decision(item: FlagDecision) -> str:
     )
 
 
-def _part(title: str, lines: list[str], *, empty: str, more: str) -> list[BlockDict]:
-    """A titled part: bullet lines packed into sections, the first MAX_LINES, then a count."""
-    shown = [f"• {safe_cut(line, LINE_CHARS)}" for line in lines[:MAX_LINES]]
-    if len(lines) > MAX_LINES:
-        shown.append(f"_…and {len(lines) - MAX_LINES} more: {more}_")
+def _part(
+    title: str, items: Sequence[T], line: Callable[[T], str], *, empty: str, more: str
+) -> list[BlockDict]:
+    """A titled part: the first MAX_LINES items as bullet lines packed into sections, then a
+    count. Only the lines shown are written (a week of 100,000 experiments shows 25)."""
+    shown = [f"• {safe_cut(line(item), LINE_CHARS)}" for item in items[:MAX_LINES]]
+    if len(items) > MAX_LINES:
+        shown.append(f"_…and {len(items) - MAX_LINES} more: {more}_")
     body = shown or [f"_{empty}_"]
     groups = pack([bold_title(title), *body], MAX_SECTION)
     return [section("\n".join(group)) for group in groups]
@@ -90,7 +97,7 @@ def _part(title: str, lines: list[str], *, empty: str, more: str) -> list[BlockD
 
 def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
     """Block Kit for the digest; `chart` (a PNG path) is carried as an image to upload."""
-    more = f"`flagbot digest --week {digest.week} --markdown` lists them all"
+    more = f"`flagbot digest --week {digest.week} --markdown --all` lists them all"
     blocks: list[BlockDict] = [
         {"type": "header", "text": plain(digest.title(), MAX_HEADER)},
         context(escape(digest.period())),
@@ -101,75 +108,76 @@ def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
     blocks.append({"type": "divider"})
     blocks += _part(
         f"Experiments ({len(digest.experiments)})",
-        [_experiment(digest, line) for line in digest.experiments],
+        digest.experiments,
+        lambda line: _experiment(digest, line),
         empty="no experiments this week",
         more=more,
     )
     if digest.not_started:  # runs that never reached a node: apart, not counted as failed experiments
         blocks += _part(
             f"Not started: could not connect ({len(digest.not_started)})",
-            [
+            digest.not_started,
+            lambda line: (
                 f"#{line.id} {escape(line.playbook)} on {clip_escaped(line.target, 80)}: "
                 f"{clip_escaped(line.not_started or '', 400)}"
-                for line in digest.not_started
-            ],
+            ),
             empty="none",
             more=more,
         )
     hypotheses = [
-        *(f"✅ confirmed: {_hypothesis(h)}" for h in digest.confirmed),
-        *(f"❌ refuted: {_hypothesis(h)}" for h in digest.refuted),
-        *(f"❔ inconclusive: {_hypothesis(h)}" for h in digest.inconclusive),
-        *(f"⏳ still open: {_hypothesis(h)}" for h in digest.still_open),
+        *(("✅ confirmed", h) for h in digest.confirmed),
+        *(("❌ refuted", h) for h in digest.refuted),
+        *(("❔ inconclusive", h) for h in digest.inconclusive),
+        *(("⏳ still open", h) for h in digest.still_open),
     ]
     blocks += _part(
         f"Hypotheses ({len(digest.confirmed)} confirmed, {len(digest.refuted)} refuted, "
         f"{len(digest.still_open)} still open)",
         hypotheses,
+        lambda item: f"{item[0]}: {_hypothesis(item[1])}",
         empty="no hypotheses resolved or open",
         more=more,
     )
-    flags = [f"kept {_decision(d)}" for d in digest.kept] + [
-        f"reverted {_decision(d)}" for d in digest.reverted
-    ]
+    flags = [("kept", d) for d in digest.kept] + [("reverted", d) for d in digest.reverted]
     blocks += _part(
         f"Flags ({len(digest.kept)} kept, {len(digest.reverted)} reverted)",
         flags,
+        lambda item: f"{item[0]} {_decision(item[1])}",
         empty="no flag changed",
         more=more,
     )
-    blocks += _part("Now against the baseline", _baselines(digest), empty="no targets", more=more)
+    blocks += _part("Now against the baseline", digest.targets, _baseline, empty="no targets", more=more)
     incidents = sorted(
         [*digest.failed_starts, *digest.rollbacks], key=lambda i: (i.at, i.experiment_id, i.kind)
     )
     blocks += _part(
         f"Failed starts ({len(digest.failed_starts)}) and rollbacks ({len(digest.rollbacks)})",
-        [
+        incidents,
+        lambda i: (
             f"#{i.experiment_id} {escape(i.kind)} on {clip_escaped(i.target, 80)}: {clip_escaped(i.text, 400)}"
-            for i in incidents
-        ],
+        ),
         empty="none",
         more=more,
     )
     blocks += _part(
         "Failed checks" + (f" ({len(digest.checks)})" if digest.checks is not None else ""),
-        [
+        digest.checks or [],
+        lambda c: (
             f"{clip_escaped(c.name, 80)} on {clip_escaped(c.target or '-', 80)}"
             + (f" (#{c.experiment_id})" if c.experiment_id else "")
             + f": {clip_escaped(c.text, 400)}"
-            for c in digest.checks or []
-        ],
+        ),
         empty=escape(digest.checks_note or "no checks recorded") if digest.checks is None else "none failed",
         more=more,
     )
     blocks += _part(
         f"What we learned ({len(digest.learned)})",
-        [
+        digest.learned,
+        lambda o: (
             f"{_code(o.flag)} ({clip_escaped(o.kind, 40)}, {clip_escaped(o.target, 80)}"
             + (f", #{o.experiment_id}" if o.experiment_id else "")
             + f"): {clip_escaped(o.text, 500)}"
-            for o in digest.learned
-        ],
+        ),
         empty="no new observations",
         more=more,
     )
@@ -177,11 +185,8 @@ def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
     return Rendered(blocks, text, images=[chart] if chart is not None else [])
 
 
-def _baselines(digest: Digest) -> list[str]:
-    lines = []
-    for t in digest.targets:
-        cap = capacity_change(t.baseline_capacity, t.capacity)
-        diffs = ", ".join(_code(d) for d in t.differences) or escape(t.note or "-")
-        base = f"baseline #{t.baseline_id}" if t.baseline_id else "no baseline"
-        lines.append(f"*{clip_escaped(t.target, 80)}* ({base}; max_running_requests {escape(cap)}): {diffs}")
-    return lines
+def _baseline(t: TargetFlags) -> str:
+    cap = capacity_change(t.baseline_capacity, t.capacity)
+    diffs = ", ".join(_code(d) for d in t.differences) or escape(t.note or "-")
+    base = f"baseline #{t.baseline_id}" if t.baseline_id else "no baseline"
+    return f"*{clip_escaped(t.target, 80)}* ({base}; max_running_requests {escape(cap)}): {diffs}"

@@ -9,11 +9,12 @@ groups the rows itself (`bot.digest.build`). Nothing here writes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar, cast
 
-from sqlalchemy import JSON, ColumnElement
+from sqlalchemy import JSON, ColumnElement, Float, literal_column
 from sqlmodel import Session, col, select
 
 from bot.store.loop_models import (
@@ -41,7 +42,7 @@ __all__ = [
     "investigations_by_id",
     "latest_snapshot_before",
     "observations_between",
-    "set_summaries_between",
+    "set_peaks_between",
     "snapshot_effectives",
     "snapshot_effectives_between",
     "snapshot_targets_between",
@@ -248,14 +249,39 @@ def effective_before(store: Store, target: str, start: datetime) -> Mapping[str,
         return session.exec(query).first()
 
 
-def set_summaries_between(
-    store: Store, names: Sequence[str], start: datetime, end: datetime
-) -> list[tuple[str, datetime, Mapping[str, Any]]]:
-    """(target, created_at, summary) of the measurement sets of `names` created in the range, oldest first."""
+_PEAK = {
+    "sqlite": (
+        "(SELECT max(json_extract(level.value, '$.{metric}')) FROM json_each({table}.summary, '$.levels') AS level"
+        " WHERE json_type({table}.summary, '$.levels') = 'array' AND level.type = 'object'"
+        " AND json_type(level.value, '$.{metric}') IN ('integer', 'real'))"
+    ),
+    "postgresql": (
+        "(SELECT max((level ->> '{metric}')::float8) FROM json_array_elements("
+        "CASE WHEN json_typeof({table}.summary -> 'levels') = 'array' THEN {table}.summary -> 'levels' END"
+        ") AS level WHERE json_typeof(level) = 'object' AND json_typeof(level -> '{metric}') = 'number')"
+    ),
+}
+"""Per dialect: the largest number at `metric` among a set summary's `levels` (objects only; a
+bool, a string or a null is not a number), computed by the database. Why not in Python: decoding
+every summary (a row of key metrics per level) to keep one number was among the largest costs
+of a large week's digest in a profile of bench/digest_scale.py."""
+
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def set_peaks_between(
+    store: Store, names: Sequence[str], start: datetime, end: datetime, metric: str
+) -> list[tuple[str, datetime, float | None]]:
+    """(target, created_at, the best level's `metric`) of the measurement sets of `names` created
+    in the range, oldest first; None for a set with no number there."""
     if not names:
         return []
+    if not METRIC_NAME.fullmatch(metric):  # it is written into the SQL: a metric name, nothing else
+        raise ValueError(f"not a metric name: {metric!r}")
+    sql = _PEAK[store.engine.dialect.name].format(metric=metric, table=MeasurementSet.__tablename__)
+    peak: ColumnElement[float] = literal_column(sql, type_=Float)
     query = (
-        select(MeasurementSet.target, MeasurementSet.created_at, MeasurementSet.summary)
+        select(MeasurementSet.target, MeasurementSet.created_at, peak)
         .where(
             col(MeasurementSet.target).in_(names),
             col(MeasurementSet.created_at) >= start,
@@ -264,7 +290,10 @@ def set_summaries_between(
         .order_by(col(MeasurementSet.created_at), col(MeasurementSet.id))
     )
     with Session(store.engine) as session:
-        return [(name, at, summary) for name, at, summary in session.exec(query).all()]
+        return [
+            (name, at, float(value) if value is not None else None)
+            for name, at, value in session.exec(query).all()
+        ]
 
 
 def audit_events_of(store: Store, action: str, experiment_ids: Iterable[int]) -> list[AuditEvent]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import weakref
 
-from bot.heap import settle
+import pytest
+
+from bot.heap import collections_paused, settle
 
 
 class _Cycle:
@@ -26,3 +28,29 @@ def test_settle_freezes_survivors_and_collects_what_it_froze_before() -> None:
         assert ref() is None
     finally:
         gc.unfreeze()
+
+
+def test_collections_are_paused_inside_the_block_and_back_after_the_last_of_two() -> None:
+    assert gc.isenabled()
+    with collections_paused():
+        assert not gc.isenabled()
+        with collections_paused():  # an overlapping build (another thread) ending first
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_block_that_raises_still_turns_collections_back_on() -> None:
+    with pytest.raises(RuntimeError), collections_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_collections_stay_off_after_the_block_when_they_were_off_before() -> None:
+    gc.disable()
+    try:
+        with collections_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

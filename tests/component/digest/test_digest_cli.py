@@ -43,6 +43,13 @@ def test_markdown_for_a_wiki(seeded: Seeded, tmp_path: Path) -> None:
     assert f"[thread]({PERMALINK})" in result.stdout
 
 
+def test_all_changes_nothing_in_a_normal_week(seeded: Seeded, tmp_path: Path) -> None:
+    summarised = flagbot(seeded, tmp_path, "--week", "2026-W48", "--markdown")
+    whole = flagbot(seeded, tmp_path, "--week", "2026-W48", "--markdown", "--all")
+    assert whole.returncode == 0, whole.stderr
+    assert whole.stdout == summarised.stdout and "not shown" not in whole.stdout
+
+
 def test_json_and_the_chart_file(seeded: Seeded, tmp_path: Path) -> None:
     chart = tmp_path / "out" / "w48.png"
     result = flagbot(seeded, tmp_path, "week=2026-W48", "--json", "--chart", str(chart))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.digest.markdown import render_markdown
+from bot.digest.markdown import MAX_ROWS, render_markdown
 from bot.digest.model import (
     ChartData,
     CheckLine,
@@ -106,6 +107,23 @@ def test_the_markdown_lists_everything_and_escapes_store_text() -> None:
     assert "a \\<b> \\| c \\* d" in text  # cannot open HTML, split a table cell or start emphasis
     assert "[thread](https://x.slack.com/archives/C0FLAGBOT/p59)" in text
     assert "Checks: not recorded" not in text and "No checks recorded." in text
+
+
+def test_a_huge_weeks_markdown_shows_what_matters_most_and_counts_the_rest() -> None:
+    big = digest(3 * MAX_ROWS)
+    quiet = [dataclasses.replace(line, verdict="no-change", kept=None) for line in big.experiments]
+    quiet[-1] = dataclasses.replace(quiet[-1], verdict="regressed")  # the newest: only one that matters
+    quiet[-2] = dataclasses.replace(quiet[-2], status="failed", verdict=None)
+    week = dataclasses.replace(big, experiments=quiet)
+    text = render_markdown(week)
+    assert text.count("| try |") == MAX_ROWS
+    assert f"| {len(quiet)} | " in text and f"| {len(quiet) - 1} | " in text  # listed first, though last
+    assert f"| {MAX_ROWS - 2} | " in text and f"| {MAX_ROWS - 1} | " not in text  # then the oldest others
+    assert f"…and {2 * MAX_ROWS:,} more experiments, not shown" in text
+    assert f"…and {2 * MAX_ROWS:,} more hypotheses, not shown" in text
+    assert "`flagbot digest --week 2026-W48 --markdown --all` lists every one" in text
+    whole = render_markdown(week, limit=None)
+    assert whole.count("| try |") == len(quiet) and "not shown" not in whole
 
 
 def test_failed_checks_are_listed_when_there_are_some() -> None:
