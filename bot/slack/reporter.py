@@ -54,6 +54,14 @@ def metadata(experiment_id: int | None, hypothesis_id: int | None = None) -> dic
     }
 
 
+def card_metadata(card: CardState, hypothesis_id: int | None = None) -> dict[str, Any]:
+    """The card's metadata: the run, and its status and verdict as data. The card's text states
+    the outcome once, in words; a program reading the channel (the demo) reads these instead."""
+    data = metadata(card.experiment_id, hypothesis_id)
+    data["event_payload"] |= {"status": card.status, "verdict": card.verdict or ""}
+    return data
+
+
 @dataclass
 class ThreadSection:
     """One reply of the thread: its blocks so far and, once posted, its ts (then it is edited)."""
@@ -122,7 +130,7 @@ class SlackThreadReporter:
             ts=self.card_ts,
             blocks=blocks,
             text=text,
-            metadata=metadata(self.card.experiment_id, self.hypothesis_id),
+            metadata=card_metadata(self.card, self.hypothesis_id),
         )
         await self._slack("updating the card", call)
 
