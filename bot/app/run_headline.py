@@ -105,7 +105,7 @@ def change_text(playbook: str, params: Mapping[str, Any]) -> str:
             words = change.describe()
             described.append(words.removeprefix("add ") if change.op == "add" else words)
         if described:
-            return "; ".join(described)
+            return ", ".join(described)
     expect = params.get("expect")
     if isinstance(expect, list | tuple) and expect:
         return f"{playbook} " + " ".join(str(e) for e in expect)

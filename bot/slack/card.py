@@ -393,10 +393,13 @@ def _buttons(card: CardState) -> BlockDict | None:
 
 
 def card_text(card: CardState) -> str:
-    """The card's fallback text (what a notification shows): its first line, as plain text."""
+    """The card's fallback text: playbook, target and how the run ended (what programs reading
+    the channel match on), then the first line as plain text."""
     number = f" #{card.experiment_id}" if card.experiment_id else ""
     if card.headline is not None and card.status in FINISHED:
-        return summary(f"flagbot {card.playbook}{number} on {card.target}: {card.headline.text()}")
+        return summary(
+            f"flagbot {card.playbook}{number} on {card.target}: {card.status} - {card.headline.text()}"
+        )
     text = f"flagbot {card.playbook}{number} on {card.target}: {card.verdict or card.status}"
     if card.summary:
         text += f" - {card.summary}"

@@ -298,14 +298,12 @@ class SlackThreadReporter:
             await self._add(part, blocks, text)
 
     async def _add(self, part: str, blocks: list[BlockDict], text: str) -> None:
-        """Blocks appended to the part's reply: posted the first time, edited after. What would
-        not fit in one message (Slack's 50 blocks) is uploaded as a file and linked instead."""
+        """Blocks appended to the part's reply: posted the first time, edited after (its fallback
+        text says the latest addition). What would not fit in one message (Slack's 50 blocks) is uploaded as a file and linked instead."""
         found = self.sections.get(part)
         if found is None:
             title = SECTION_TITLES.get(part, part)
-            found = self.sections[part] = ThreadSection(
-                title, [section(f"*{title}*")], summary(f"{title}: {text}")
-            )
+            found = self.sections[part] = ThreadSection(title, [section(f"*{title}*")])
         if len(found.blocks) + len(blocks) > MAX_BLOCKS - 1:
             content = "\n\n".join(
                 str(b.get("text", {}).get("text", "")) for b in blocks if isinstance(b.get("text"), dict)
@@ -319,6 +317,7 @@ class SlackThreadReporter:
             if len(found.blocks) + len(blocks) > MAX_BLOCKS:
                 return
         found.blocks.extend(blocks)
+        found.text = summary(f"{found.title}: {text}")  # a notification shows the latest addition
         if found.ts is None:
             found.ts = await self._reply(found.blocks, found.text)
             return
@@ -340,9 +339,8 @@ class SlackThreadReporter:
         cells = decisive_cells(self.verdict_details, outcome.verdict or "")
         text = "\n".join([head, *(f"• {clip_escaped(cell, 400)}" for cell in cells)])
         blocks = [section(text[:MAX_SECTION])]
-        fallback = summary(
-            (f"{who} " if who else "") + (self.card.headline.text() if self.card.headline else line)
-        )
+        plain = summary(self.card.headline.text() if self.card.headline else line)
+        fallback = f"{who} {plain}" if who else plain  # the mention is markup: never escaped
         await self._reply(blocks, fallback, broadcast=outcome.verdict is not None)
 
     async def finished(self, outcome: RunOutcome) -> None:
