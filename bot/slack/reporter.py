@@ -297,6 +297,11 @@ class SlackThreadReporter:
         if blocks:
             await self._add(part, blocks, text)
 
+    async def add_to_part(self, part: str, blocks: list[BlockDict], text: str) -> None:
+        """Blocks added to one part's reply after the run (the proposals with their buttons go
+        to `details`): edited into it, not a reply of their own."""
+        await self._add(part, blocks, text)
+
     async def _add(self, part: str, blocks: list[BlockDict], text: str) -> None:
         """Blocks appended to the part's reply: posted the first time, edited after (its fallback
         text says the latest addition). What would not fit in one message (Slack's 50 blocks) is uploaded as a file and linked instead."""

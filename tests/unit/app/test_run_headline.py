@@ -28,7 +28,7 @@ ADD_FOO = {"changes": [{"op": "add", "flag": "--enable-foo"}]}
 
 
 def outcome(
-    status: str, verdict: str | None, *, kept: bool | None | str = "absent", decided_by: str | None = None
+    status: str, verdict: str | None, *, kept: bool | str | None = "absent", decided_by: str | None = None
 ) -> RunOutcome:
     steps: list[dict[str, Any]] = []
     if decided_by is not None:

@@ -110,7 +110,7 @@ class Client:
         self.uploads: list[dict[str, Any]] = []
         self._ts = count(1)
 
-    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:  # noqa: N802 (slack_sdk's name)
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
         self.posts.append(kwargs)
         return {"ok": True, "ts": f"2.{next(self._ts)}"}
 

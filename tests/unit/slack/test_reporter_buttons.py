@@ -19,7 +19,7 @@ class Client:
         self.updates.append(kwargs)
         return {"ok": True}
 
-    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:  # noqa: N802 (slack_sdk's name)
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
         return {"ok": True, "ts": "2.0"}
 
 
