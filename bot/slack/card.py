@@ -296,9 +296,10 @@ RESTART_STEPS = frozenset({"apply", "await_start", "restart", "isolate", "restor
 
 
 def step_words(name: str) -> str:
-    """A step's name in words: `await_start` reads `wait for the new start`."""
+    """A step's name in words: `await_start` reads `wait for the new start`; a step flagbot has
+    no words for (a user's own action) keeps the name its playbook gave it."""
     flat = " ".join(name.split())
-    return STEP_WORDS.get(flat, flat.replace("_", " "))
+    return STEP_WORDS.get(flat, flat)
 
 
 def _who(actor: str) -> str:
