@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from bot.app.target_commands import LEASE_STEP, SETTLE_STEP
 from bot.slack.render import FileUpload
 from bot.slack.render_tables import table_lines
 from bot.target.evidence import ChartBlock, Evidence, MetricComparison, TableBlock
@@ -25,6 +26,10 @@ SECTION_TITLES = {
 }
 """The parts of a thread, in the order a try reaches them, and the title each reply opens with."""
 SECTION_OF_STEP = {
+    SETTLE_STEP: "preflight",
+    LEASE_STEP: "preflight",
+    "rollback": "start",
+    "reconcile": "start",
     "heal": "preflight",
     "preflight": "preflight",
     "open_hypothesis": "change",
@@ -40,7 +45,9 @@ SECTION_OF_STEP = {
     "measure after": "benchmark",
     "measure": "benchmark",
 }
-"""The part of each step's evidence; any other step (compare, propose, decide, ...) is `details`."""
+"""The part of each step's evidence (a playbook's, or rollback's, reconcile's and bench's own);
+a bench's `benchmark (profile …)` step is `benchmark`; any other step (compare, propose, decide,
+...) is `details`."""
 LONG_TABLE_ROWS = 12
 """A table with more rows than this is uploaded as a file and linked (a phone shows ~12 lines)."""
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -54,7 +61,10 @@ def section_of(step: str | None, block: Evidence) -> str:
         return "start"
     if step is None:
         return "preflight"
-    return SECTION_OF_STEP.get(" ".join(step.split()), "details")
+    flat = " ".join(step.split())
+    if flat.startswith("benchmark ("):
+        return "benchmark"
+    return SECTION_OF_STEP.get(flat, "details")
 
 
 def long_table_file(block: Evidence) -> FileUpload | None:
