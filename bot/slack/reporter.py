@@ -304,7 +304,8 @@ class SlackThreadReporter:
 
     async def _add(self, part: str, blocks: list[BlockDict], text: str) -> None:
         """Blocks appended to the part's reply: posted the first time, edited after (its fallback
-        text says the latest addition). What would not fit in one message (Slack's 50 blocks) is uploaded as a file and linked instead."""
+        text says the latest addition). What would not fit in one message (Slack's 50 blocks) is
+        uploaded as a file and linked instead."""
         found = self.sections.get(part)
         if found is None:
             title = SECTION_TITLES.get(part, part)

@@ -14,7 +14,7 @@ import re
 
 from bot.app.target_commands import LEASE_STEP, SETTLE_STEP
 from bot.slack.render import FileUpload
-from bot.slack.render_tables import table_lines
+from bot.slack.render_tables import escape, table_lines
 from bot.target.evidence import ChartBlock, Evidence, MetricComparison, TableBlock
 
 SECTION_TITLES = {
@@ -79,5 +79,5 @@ def long_table_file(block: Evidence) -> FileUpload | None:
         filename=f"{name}.txt",
         content=f"{block.title}\n\n{header}\n" + "\n".join(rows) + "\n" + note,
         title=block.title or "table",
-        initial_comment=f"{block.title} ({len(block.rows)} rows)",
+        initial_comment=escape(f"{block.title} ({len(block.rows)} rows)"),  # shown as mrkdwn
     )
