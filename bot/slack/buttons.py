@@ -99,7 +99,11 @@ async def _clicked(
         invocation = await _read(services, words)
         label = f"{label} (hypothesis #{hypothesis_id}: `{words}`)"
         await _mark_tested(
-            client, channel, message, f"<@{user}> ran it at {when} as hypothesis #{hypothesis_id}"
+            client,
+            channel,
+            message,
+            str(action.get("block_id", "")),
+            f"<@{user}> ran it at {when} as hypothesis #{hypothesis_id}",
         )
     await client.chat_postMessage(
         channel=channel, thread_ts=root, text=f"<@{user}> clicked {label} at {when}"
@@ -166,16 +170,21 @@ async def _hypothesis_words(
     return hypothesis_id, words + (f" hypothesis={hypothesis_id}" if invocation.name == "try" else "")
 
 
-async def _mark_tested(client: AsyncWebClient, channel: str, message: dict[str, Any], text: str) -> None:
-    """The clicked proposal's button is replaced by who ran it and when (a later click finds none)."""
+async def _mark_tested(
+    client: AsyncWebClient, channel: str, message: dict[str, Any], block_id: str, text: str
+) -> None:
+    """The clicked proposal's button (its `actions` block) is replaced, in place, by who ran it
+    and when (a later click finds none); the other proposals of the message keep theirs."""
     if not message.get("ts"):
         return
-
-    kept = [b for b in message.get("blocks") or [] if b.get("type") != "actions"]
+    blocks = [
+        context_block(text) if b.get("type") == "actions" and b.get("block_id") == block_id else b
+        for b in message.get("blocks") or []
+    ]
     await client.chat_update(
         channel=channel,
         ts=message["ts"],
-        blocks=[*kept, context_block(text)],
+        blocks=blocks,
         text=message.get("text") or text,
     )
 

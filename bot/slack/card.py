@@ -16,9 +16,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app.run_headline import RunHeadline, duration_text
 from bot.slack.render_tables import (
     MAX_BUTTON_TEXT,
-    MAX_HEADER,
     MAX_SECTION,
     BlockDict,
     clip_escaped,
@@ -255,6 +255,51 @@ class CardState:
     """The buttons of the finished run (`bot.app.decisions.next_actions`; none by default)."""
     primary_action: str | None = None
     """Which of them is the primary (green) button, if any."""
+    headline: RunHeadline | None = None
+    """The finished run's one line (`bot.app.run_headline`); the card opens with it."""
+    step_seconds: dict[int, float] = field(default_factory=dict)
+    """How long each finished step took, by its index (the reporter times them)."""
+    restart_eta: str | None = None
+    """The restart's ETA from this target's last starts, shown beside a restart step until it ends."""
+
+
+STEP_WORDS = {
+    "heal": "settle what an earlier run left",
+    "preflight": "preflight checks",
+    "open_hypothesis": "record the hypothesis",
+    "snapshot_before": "read the running start",
+    "measure before": "benchmark before the change",
+    "measure after": "benchmark after the change",
+    "measure": "benchmark",
+    "apply": "apply the change and restart every rank",
+    "await_start": "wait for the new start",
+    "compare": "compare before and after",
+    "propose": "rank the suspects",
+    "decide": "keep or revert",
+    "close_hypothesis": "close the hypothesis",
+    "learn": "record what was learned",
+    "learn_isolate": "record what was learned",
+    "schedule_checks": "schedule the follow-up checks",
+    "restore": "put the flags from before back",
+    "observe_now": "read the running server",
+    "check_expectations": "check the expectations",
+    "plan_revert": "plan the revert",
+    "plan_restart": "plan the restart",
+    "restart": "restart every rank",
+    "verify_back": "check it is back to the baseline",
+    "pin": "pin the baseline",
+    "isolate": "isolate the culprit (one restart per probe)",
+}
+"""Each step in words (a playbook's own step that is not listed shows its name)."""
+RESTART_STEPS = frozenset({"apply", "await_start", "restart", "isolate", "restore"})
+"""Steps whose time is mostly a server start: they show the restart's ETA until they end."""
+
+
+def step_words(name: str) -> str:
+    """A step's name in words: `await_start` reads `wait for the new start`; a step flagbot has
+    no words for (a user's own action) keeps the name its playbook gave it."""
+    flat = " ".join(name.split())
+    return STEP_WORDS.get(flat, flat)
 
 
 def _who(actor: str) -> str:
@@ -266,6 +311,12 @@ def _who(actor: str) -> str:
     return clip_escaped(actor, 200) or "someone"
 
 
+def requester(card: CardState) -> str | None:
+    """The mention of whoever asked (`<@U…>`), or None when the card names no Slack user."""
+    shown = _who(card.actor)
+    return shown if _MENTION.match(shown) else None
+
+
 def _command(command: str) -> str:
     flat = " ".join(command.split())
     if "`" in flat:
@@ -273,12 +324,20 @@ def _command(command: str) -> str:
     return f"`{clip_escaped(flat, 1000)}`"
 
 
-def _steps(steps: list[tuple[str, str]]) -> str:
-    lines = [
-        f"{STEP_EMOJI.get(status, '•')} {index}. {clip_escaped(' '.join(name.split()), 120)}"
-        + ("" if status in STEP_EMOJI else f" ({clip_escaped(status, 40)})")
-        for index, (name, status) in enumerate(steps, start=1)
-    ]
+def _step_line(card: CardState, index: int, name: str, status: str) -> str:
+    line = f"{STEP_EMOJI.get(status, '•')} {index + 1}. {clip_escaped(step_words(name), 120)}"
+    if status not in STEP_EMOJI:
+        line += f" ({clip_escaped(status, 40)})"
+    seconds = card.step_seconds.get(index)
+    if seconds is not None:
+        line += f" · {duration_text(seconds)}"
+    elif card.restart_eta and status in ("pending", "running") and " ".join(name.split()) in RESTART_STEPS:
+        line += f" · _{clip_escaped(card.restart_eta, 200)}_"
+    return line
+
+
+def _steps(card: CardState) -> str:
+    lines = [_step_line(card, index, name, status) for index, (name, status) in enumerate(card.steps)]
     text = "\n".join(["*Steps*", *lines])
     if len(text) > MAX_SECTION:
         hidden = len(lines) - 2 * STEP_LINES_KEPT
@@ -287,14 +346,37 @@ def _steps(steps: list[tuple[str, str]]) -> str:
     return text
 
 
-def _outcome(card: CardState) -> str:
-    status = card.status
-    lines = [f"*Status:* {STATUS_EMOJI.get(status, 'ℹ️')} {clip_escaped(status, 60)}"]
-    if card.verdict:
-        lines.append(f"*Verdict:* {verdict_emoji(card.verdict)} {clip_escaped(card.verdict, 60)}")
+def _running_line(card: CardState) -> str:
+    where = f"{clip_escaped(card.playbook, 80)} on {clip_escaped(card.target, 80)}"
+    current = [(i, name) for i, (name, status) in enumerate(card.steps) if status == "running"]
+    if not current:
+        return f"{STATUS_EMOJI.get(card.status, 'ℹ️')} {where}: {clip_escaped(card.status, 60)}"
+    index, name = current[-1]
+    return (
+        f"{STATUS_EMOJI['running']} {where}: step {index + 1} of {len(card.steps)}, "
+        f"{clip_escaped(step_words(name), 120)}"
+    )
+
+
+def first_line(card: CardState) -> str:
+    """The line the card opens with, stating the outcome once: for a finished run what changed,
+    the verdict, the number that decided it and what flagbot did; before, where the run is."""
+    if card.status in ("pending", "running"):
+        return _running_line(card)
+    emoji = verdict_emoji(card.verdict) if card.verdict else STATUS_EMOJI.get(card.status, "ℹ️")
+    if card.headline is not None and card.status in FINISHED:
+        head = card.headline
+        line = f"{emoji} `{clip_escaped(fence_safe(head.change), 300)}` → *{clip_escaped(head.outcome, 60)}*"
+        if head.decided_by:
+            line += f": {clip_escaped(fence_safe(head.decided_by), 600)}"
+        return line + (f"; {clip_escaped(head.done, 200)}" if head.done else "")
+    word = (card.verdict or card.status).replace("-", " ")
+    line = f"{emoji} {clip_escaped(card.playbook, 80)} on {clip_escaped(card.target, 80)} → *{clip_escaped(word, 60)}*"
+    if card.verdict and card.status != "succeeded":
+        line += f" (run {clip_escaped(card.status, 40)})"
     if card.summary:
-        lines.append(clip_escaped(card.summary.strip(), MAX_SECTION - 200))
-    return "\n".join(lines)
+        line += f": {clip_escaped(' '.join(card.summary.split()), MAX_SECTION - 400)}"
+    return line
 
 
 def _buttons(card: CardState) -> BlockDict | None:
@@ -312,27 +394,32 @@ def _buttons(card: CardState) -> BlockDict | None:
 
 
 def card_text(card: CardState) -> str:
-    """The card's fallback text: playbook, target, status and verdict in one line."""
+    """The card's fallback text: playbook, target and how the run ended (what programs reading
+    the channel match on), then the first line as plain text."""
     number = f" #{card.experiment_id}" if card.experiment_id else ""
-    text = f"flagbot {card.playbook}{number} on {card.target}: {card.status}"
-    if card.verdict:
-        text += f", {card.verdict}"
+    if card.headline is not None and card.status in FINISHED:
+        return summary(
+            f"flagbot {card.playbook}{number} on {card.target}: {card.status} - {card.headline.text()}"
+        )
+    text = f"flagbot {card.playbook}{number} on {card.target}: {card.verdict or card.status}"
     if card.summary:
         text += f" - {card.summary}"
     return summary(text)
 
 
 def status_card(card: CardState) -> tuple[list[BlockDict], str]:
-    """The thread root's blocks and fallback text, with fresh block ids every render."""
+    """The thread root's blocks and fallback text, with fresh block ids every render: the one
+    line first, then the command, who asked and the run's number, the steps, the buttons."""
     number = f" · #{card.experiment_id}" if card.experiment_id else ""
     blocks: list[BlockDict] = [
-        {"type": "header", "text": plain(f"{card.playbook} on {card.target}{number}", MAX_HEADER)},
+        section(first_line(card)),
         section(_command(card.command)),
-        context(f"asked by {_who(card.actor)}"),
+        context(
+            f"{clip_escaped(card.playbook, 80)} on {clip_escaped(card.target, 80)}{number} · asked by {_who(card.actor)}"
+        ),
     ]
     if card.steps:
-        blocks.append(section(_steps(card.steps)))
-    blocks.append(section(_outcome(card)))
+        blocks.append(section(_steps(card)))
     buttons = _buttons(card)
     if buttons is not None:
         blocks.append(buttons)

@@ -230,7 +230,9 @@ async def run_in_thread(
         )
         return None
     await asyncio.gather(*told)
-    await post_proposals(services, client, done.outcome, channel=where.channel, thread=reporter.thread)
+    await post_proposals(
+        services, client, done.outcome, channel=where.channel, thread=reporter.thread, reporter=reporter
+    )
     return done.outcome
 
 

@@ -2,9 +2,10 @@
 
 The loop's `propose` step ranks the suspects (`bot.loop.rank`) and stores them in the
 experiment's state, and its evidence table shows, per rank, the command that tests each one.
-This module adds nothing to that reasoning: it offers those same commands as buttons, one
-message per hypothesis (a button's action id is unique only within its block, and the click
-then names exactly one message). A click is authorised like the command it stands for (the
+This module adds nothing to that reasoning: it offers those same commands as buttons, each in
+its own `actions` block of the thread's "verdict and hypotheses" reply (a button's action id is
+unique only within its block; the click names its block, and only that block is replaced by who
+ran it), so the hypotheses add no reply to a try's thread. A click is authorised like the command it stands for (the
 handler does that); this module records the proposal as a hypothesis (`hypothesis add`, once:
 the click's key is taken first) and gives back the command linked to it.
 """
@@ -20,7 +21,7 @@ from bot.loop.report import RunOutcome
 from bot.loop.run_state import RunState
 from bot.slack.render import hypothesis_button, messages, render_block
 from bot.slack.render_tables import clip_escaped, section
-from bot.slack.reporter import metadata
+from bot.slack.reporter import SlackThreadReporter, metadata
 from bot.slack.services import SlackServices
 from bot.store.experiments import get_experiment
 from bot.store.hypotheses import add_hypothesis
@@ -67,50 +68,70 @@ async def proposals_of(services: SlackServices, experiment_id: int) -> list[Prop
 
 
 async def post_proposals(
-    services: SlackServices, client: AsyncWebClient, outcome: RunOutcome, *, channel: str, thread: str
+    services: SlackServices,
+    client: AsyncWebClient,
+    outcome: RunOutcome,
+    *,
+    channel: str,
+    thread: str,
+    reporter: SlackThreadReporter | None = None,
 ) -> int:
-    """One message per proposal (at most MAX_BUTTONS) with its button; the number posted.
+    """The proposals (at most MAX_BUTTONS), each with its button, in one message: added to the
+    reporter's "verdict and hypotheses" reply when given, else posted in `thread`; the number.
 
-    Nothing when the run proposed nothing, or when it was a try whose change was reverted (the
-    suspects are gone from the target: their experiments would test nothing)."""
+    Nothing when the run proposed nothing; only a sentence when it was a try whose change was
+    reverted (the suspects are gone from the target: their experiments would test nothing)."""
     proposed = any(
         s.get("action") == "propose" and (s.get("result") or {}).get("proposals") for s in outcome.steps
     )
     if not proposed:
         return 0
     row = await services.store.run(get_experiment, services.store.store, outcome.experiment_id)
+    blocks: list[dict[str, Any]] = []
     if row is not None and row.playbook == "try" and RunState.load(row.state).conclusion.kept is False:
         note = "The change was reverted, so the hypotheses above have nothing left to test on the target."
         await _post(
-            client, channel, thread, render_block(TextBlock(note)).blocks, note, outcome.experiment_id
+            services, client, reporter, channel, thread, render_block(TextBlock(note)).blocks, note, outcome
         )
         return 0
     proposals = (await proposals_of(services, outcome.experiment_id))[:MAX_BUTTONS]
     for proposal in proposals:
         text = f"*H{proposal.rank}* {clip_escaped(proposal.statement, 500)}\n`{clip_escaped(proposal.command, 500)}`"
-        blocks = [section(text), hypothesis_button(outcome.experiment_id, proposal.rank, proposal.command)]
+        blocks += [section(text), hypothesis_button(outcome.experiment_id, proposal.rank, proposal.command)]
+    if proposals:
         await _post(
+            services,
             client,
+            reporter,
             channel,
             thread,
             blocks,
-            f"hypothesis {proposal.rank}: {proposal.statement}"[:300],
-            outcome.experiment_id,
+            f"{len(proposals)} hypotheses to test",
+            outcome,
         )
     return len(proposals)
 
 
 async def _post(
+    services: SlackServices,
     client: AsyncWebClient,
+    reporter: SlackThreadReporter | None,
     channel: str,
     thread: str,
     blocks: list[dict[str, Any]],
     text: str,
-    experiment_id: int,
+    outcome: RunOutcome,
 ) -> None:
+    if reporter is not None:
+        await reporter.add_to_part("details", blocks, text)
+        return
     for part, part_text in messages(blocks, text):
         await client.chat_postMessage(
-            channel=channel, thread_ts=thread, blocks=part, text=part_text, metadata=metadata(experiment_id)
+            channel=channel,
+            thread_ts=thread,
+            blocks=part,
+            text=part_text,
+            metadata=metadata(outcome.experiment_id),
         )
 
 

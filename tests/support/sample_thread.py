@@ -3,9 +3,11 @@
 A real `try` needs the two-node testbed; the page's browser test and the README screenshot do
 not, so this posts the same thread through flagbot's own `SlackThreadReporter` and renderer,
 with the real slack_sdk client, into the stand-in's Web API (which checks Slack's limits): a
-status card edited step by step, a parsed-vs-effective table, a journal excerpt with its
-command, a long excerpt uploaded as a file, a benchmark chart uploaded as an image, a hardware
-warning, and the verdict broadcast to the channel, then the card's buttons.
+status card edited step by step, each block emitted during the step of a real try that emits
+it (so it lands in the same reply), a hardware warning, a parsed-vs-effective table, a journal
+excerpt with its command, a long excerpt uploaded as a file, a benchmark chart uploaded as an
+image, the verdict with decisive and undecided cells, and the end broadcast to the channel
+mentioning the requester, then the card's buttons.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ EXPERIMENT = 7
 FLAGS = "--enable-flashinfer-allreduce-fusion --enable-fused-moe-sum-all-reduce"
 COMMAND = f"/flagbot try {FLAGS} target=lab"
 SUMMARY = "effective max_running_requests 48 -> 26 (parsed 48 -> 48)"
+CHANGES = [{"op": "add", "flag": flag} for flag in FLAGS.split()]
+DECISIVE = "max_running_requests: 48 -> 26 (-45.8%) regressed (tolerance 0)"
+UNDECIDED = "median_ttft_ms@c=32: +173.6% [-99.6%, +169014.3%] undecided"
+"""A cell whose interval says nothing yet: it stays in the thread, never in the broadcast."""
 RBAC = '[slack.rbac]\nadmins = ["U0ADMIN"]\noperators = ["U0OPER"]\nviewers = ["*"]\n'
 
 
@@ -164,12 +170,26 @@ def evidence(chart_path: Path) -> list[Evidence]:
             "regressed",
             SUMMARY,
             (
+                "verdict: regressed (guarded by max_running_requests); 3 repeats a side, look 1 of 3",
+                DECISIVE,
+                UNDECIDED,
+                "output_throughput@c=64: -0.1% [-1.2%, +1.0%] no effect",
                 "the fused-MoE workspace (10.09 GiB) leaves 79 state-cache slots: 79 // 3 = 26",
                 "throughput is unchanged at concurrency 64, so a benchmark alone misses it",
                 "next: Revert, or Isolate to confirm the culprit",
             ),
         ),
     ]
+
+
+def emitted_by(block: Evidence) -> str:
+    """The step of a real try that emits `block` (preflight warns, compare charts and judges,
+    the start's observation shows capacity and the journal)."""
+    if isinstance(block, TextBlock) and block.title == "Hardware gating":
+        return "preflight"
+    if isinstance(block, ChartBlock | VerdictBlock):
+        return "compare"
+    return "await_start"
 
 
 async def post_sample_thread(
@@ -194,16 +214,26 @@ async def post_sample_thread(
     blocks, text = status_card(card)
     root = await client.chat_postMessage(channel=channel, blocks=blocks, text=text, metadata=metadata(None))
     reporter = SlackThreadReporter(client, channel, str(root["ts"]), card)
-    await reporter.started(RunStart(EXPERIMENT, "try", "lab", f"slack:{user}", {"flags": FLAGS}))
+    await reporter.started(RunStart(EXPERIMENT, "try", "lab", f"slack:{user}", {"changes": CHANGES}))
+    blocks = evidence(chart_png)
     for index, step in enumerate(book.steps):
+        await reporter.step(EXPERIMENT, index, step.name, "running", "")
+        for block in blocks:
+            if emitted_by(block) == step.name:
+                await reporter.evidence(block, EXPERIMENT)
         await reporter.step(EXPERIMENT, index, step.name, "ok", "")
-    for block in evidence(chart_png):
-        await reporter.evidence(block, EXPERIMENT)
     # the buttons the application layer chooses for this outcome with the decision pending (the
     # reporter has no store here to read the experiment from)
     chosen = next_actions(pending_regression())
     card.next_actions, card.primary_action = chosen.actions, chosen.primary
-    await reporter.finished(RunOutcome(EXPERIMENT, "try", "lab", "succeeded", "regressed", SUMMARY))
+    steps = [
+        {
+            "action": "compare",
+            "result": {"verdict": "regressed", "decided_by": f"the capacity guard decided ({DECISIVE})"},
+        },
+        {"action": "decide", "result": {"kept": None}},
+    ]
+    await reporter.finished(RunOutcome(EXPERIMENT, "try", "lab", "succeeded", "regressed", SUMMARY, steps))
     return SampleThread(channel, str(root["ts"]), reporter.posted)
 
 
@@ -213,7 +243,7 @@ def pending_regression() -> Experiment:
         id=EXPERIMENT,
         target="lab",
         playbook="try",
-        params={"changes": [{"op": "add", "flag": flag} for flag in FLAGS.split()]},
+        params={"changes": CHANGES},
         status="succeeded",
         verdict="regressed",
         state={

@@ -9,8 +9,9 @@ one pure function, `judge`, be unit-tested on a hand-made recorded thread.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from flagbot_lab.demo.story import Show, Step
 from flagbot_lab.demo.thread import is_card, message_text, note_text, ts_key
@@ -22,8 +23,6 @@ FINAL = frozenset({"succeeded", "failed", "cancelled", "rolled-back", "interrupt
 ACK_PREFIX = ("starting `", "checking `")
 """How the bot acknowledges a run to the one who typed it (not a refusal): it starts, or its flags
 wait for the host's own flag list (the answer follows)."""
-_STATUS = re.compile(r"\*Status:\*\s*\S*\s+([a-z-]+)")
-_VERDICT = re.compile(r"\*Verdict:\*\s*\S*\s+([a-z-]+)")
 _RUNNING = re.compile(r"^🔄 \d+\. (.+)$", re.MULTILINE)
 
 
@@ -65,15 +64,16 @@ class Outcome:
         return self.state != "waiting"
 
 
-def card_view(text: str, ts: str) -> CardView:
-    """Status, verdict and running step read from a card's text (as `status_card` renders it)."""
-    status = _STATUS.search(text)
-    verdict = _VERDICT.search(text)
+def card_view(text: str, ts: str, metadata: Mapping[str, Any] | None) -> CardView:
+    """Status and verdict read from the card's metadata (its text states the outcome once, in
+    words: `bot.slack.reporter.card_metadata`), the running step from its text."""
+    payload = (metadata or {}).get("event_payload") or {}
+    status, verdict = payload.get("status"), payload.get("verdict")
     running = _RUNNING.search(text)
     return CardView(
         ts=ts,
-        status=status.group(1) if status else None,
-        verdict=verdict.group(1) if verdict else None,
+        status=str(status) if status else None,
+        verdict=str(verdict) if verdict else None,
         text=text,
         running=running.group(1) if running else None,
     )
@@ -91,7 +91,7 @@ def observe(state: StandinState, channel: str, after_ts: str, user: str) -> Obse
             continue
         if is_card(root):
             thread = [message_text(m, names) for m in state.thread(channel, root.ts)]
-            cards.append(card_view("\n".join(thread), root.ts))
+            cards.append(card_view("\n".join(thread), root.ts, root.metadata))
         else:
             answers.append(message_text(root, names))
     notes = tuple(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bot.slack.card import CardState, status_card
 from bot.slack.render import render_block
-from bot.slack.reporter import metadata
+from bot.slack.reporter import card_metadata
 from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, TextBlock, VerdictBlock
 from flagbot_lab.demo.outcome import judge, observe
 from flagbot_lab.demo.play import summary
@@ -26,12 +26,12 @@ GATING = (
 
 def post_card(state: StandinState, card: CardState) -> str:
     blocks, text = status_card(card)
-    return state.workspace.post(CHANNEL, blocks=blocks, text=text, metadata=metadata(card.experiment_id)).ts
+    return state.workspace.post(CHANNEL, blocks=blocks, text=text, metadata=card_metadata(card)).ts
 
 
 def edit_card(state: StandinState, ts: str, card: CardState) -> None:
     blocks, text = status_card(card)
-    state.workspace.update(CHANNEL, ts, text=text, blocks=blocks, metadata=metadata(card.experiment_id))
+    state.workspace.update(CHANNEL, ts, text=text, blocks=blocks, metadata=card_metadata(card))
 
 
 def reply(state: StandinState, root: str, block: Evidence) -> None:
@@ -70,7 +70,7 @@ def test_a_running_card_is_waited_for_and_says_which_step_runs() -> None:
     the_try_thread(state)
     outcome = judge(TRY, observe(state, CHANNEL, "0.000000", OPERATOR))
     assert outcome.state == "waiting"
-    assert outcome.detail == "running: measure after"
+    assert outcome.detail == "running: benchmark after the change"  # the step in words
 
 
 def test_the_regression_with_parsed_vs_effective_and_the_gating_warning_is_reached() -> None:

@@ -496,13 +496,14 @@ def test_a_running_card_shows_command_actor_steps_and_cancel() -> None:
     blocks, text = status_card(card())
     for block in blocks:
         check_block(block)
-    assert blocks[0] == {**blocks[0], "type": "header"}
-    assert blocks[0]["text"]["text"] == "try on gb10-pair · #12"
+    assert blocks[0]["text"]["text"] == (
+        "🔄 try on gb10-pair: step 2 of 3, apply the change and restart every rank"
+    )
     shown = all_text(blocks)
     assert "`/flagbot try --enable-foo 'max_running_requests&gt;=48'`" in shown
-    assert "asked by <@U123ABC>" in shown
-    assert "✅ 1. preflight\n🔄 2. apply\n⏳ 3. measure" in shown
-    assert "*Status:* 🔄 running" in shown and "Verdict" not in shown
+    assert "try on gb10-pair · #12 · asked by <@U123ABC>" in shown
+    assert "✅ 1. preflight checks\n🔄 2. apply the change and restart every rank\n⏳ 3. benchmark" in shown
+    assert "Status" not in shown and "Verdict" not in shown
     assert buttons(blocks) == ["flagbot_cancel"]
     assert text == "flagbot try #12 on gb10-pair: running"
 
@@ -537,15 +538,16 @@ def test_a_card_without_an_experiment_has_no_buttons() -> None:
     assert text == "flagbot try on gb10-pair: pending"
 
 
-def test_a_finished_card_shows_every_step_status_verdict_and_summary() -> None:
+def test_a_finished_card_shows_every_step_and_opens_with_its_verdict_and_summary() -> None:
     steps = [(name, name) for name in ("ok", "failed", "skipped", "stopped", "pending", "running")]
     blocks, text = status_card(
         card(steps=steps, status="succeeded", verdict="regressed", summary="48 -> 26 <bad>")
     )
     shown = all_text(blocks)
     assert "✅ 1. ok\n❌ 2. failed\n⏭ 3. skipped\n⏹ 4. stopped\n⏳ 5. pending\n🔄 6. running" in shown
-    assert "*Status:* ✅ succeeded\n*Verdict:* 🔻 regressed\n48 -&gt; 26 &lt;bad&gt;" in shown
-    assert text == "flagbot try #12 on gb10-pair: succeeded, regressed - 48 -&gt; 26 &lt;bad&gt;"
+    assert blocks[0]["text"]["text"] == "🔻 try on gb10-pair → *regressed*: 48 -&gt; 26 &lt;bad&gt;"
+    assert "succeeded" not in shown and "Status" not in shown  # the outcome is stated once
+    assert text == "flagbot try #12 on gb10-pair: regressed - 48 -&gt; 26 &lt;bad&gt;"
 
 
 def test_a_plain_user_id_becomes_a_mention_and_a_name_is_escaped() -> None:

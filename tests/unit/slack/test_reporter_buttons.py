@@ -19,6 +19,9 @@ class Client:
         self.updates.append(kwargs)
         return {"ok": True}
 
+    async def chat_postMessage(self, **kwargs: Any) -> dict[str, Any]:
+        return {"ok": True, "ts": "2.0"}
+
 
 class Store:
     def __init__(self, row: Experiment | None, fail: bool = False) -> None:

@@ -62,15 +62,15 @@ def test_a_section_with_fields_and_a_button_accessory() -> None:
     assert '<button class="bk-btn" data-action="flagbot_keep">Keep</button>' in html
 
 
-def test_the_status_card_draws_headers_context_and_styled_buttons_with_confirms() -> None:
+def test_the_status_card_draws_its_line_context_and_styled_buttons_with_confirms() -> None:
     card = CardState(
         7, "try", "lab", "U0OPER", "/flagbot try --x", [("apply", "ok")], "succeeded", "regressed"
     )
     card.next_actions, card.primary_action = ("revert", "keep", "rerun", "isolate"), "revert"
     blocks, _ = status_card(card)
     html = blocks_html(blocks, NAMES)
-    assert '<div class="bk-header">try on lab · #7</div>' in html
-    assert 'asked by <span class="mention">@bob</span>' in html
+    assert '<div class="mrkdwn">🔻 try on lab → <b>regressed</b></div>' in html  # the one line, first
+    assert 'try on lab · #7 · asked by <span class="mention">@bob</span>' in html
     assert '<button class="bk-btn" data-action="flagbot_keep">Keep</button>' in html
     assert 'class="bk-btn primary" data-action="flagbot_revert"' in html
     confirm = html.split('data-action="flagbot_revert" data-confirm="', 1)[1].split('"', 1)[0]
