@@ -14,7 +14,7 @@ the commands run against a two-node testbed running the twin (booted here, taken
 end), and `status` end to end is held to its aim of 1 s. Needs root and the testbed's Debian
 packages for `--instance`. Prints figures; not a test.
 
-    .venv/bin/python bench/cli_startup.py [--runs 3] [--instance 233]
+    .venv/bin/python bench/cli_startup.py [--runs 3] [--instance 233] [--code DIR]
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ class Run:
     heavy: tuple[str, ...]
 
 
-def run_once(args: list[str], workdir: Path) -> Run:
+def run_once(args: list[str], workdir: Path, code: Path | None) -> Run:
     mark = workdir / "mark.txt"
     mark.unlink(missing_ok=True)
     env = {**os.environ, "FLAGBOT_BENCH_MARK": str(mark), "COLUMNS": "100"}
+    if code is not None:  # flagbot from another checkout (a before/after comparison)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code), env.get("PYTHONPATH")]))
     started = time.time()
     done = subprocess.run(
         [sys.executable, "-c", WRAPPER, *args],
@@ -202,9 +204,9 @@ def report(name: str, runs: list[Run], *, end_to_end_aim: float | None) -> None:
     print(f"  {name:8} imported: {', '.join(runs[-1].heavy) or 'none of ' + ', '.join(HEAVY)}")
 
 
-def measure(config: Path, workdir: Path, runs: int, *, on_testbed: bool) -> None:
+def measure(config: Path, workdir: Path, runs: int, *, on_testbed: bool, code: Path | None) -> None:
     for name, args in commands(config).items():
-        found = [run_once(args, workdir) for _ in range(runs)]
+        found = [run_once(args, workdir, code) for _ in range(runs)]
         report(name, found, end_to_end_aim=STATUS_AIM_S if on_testbed and name == "status" else None)
 
 
@@ -217,14 +219,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="processes per command (default 3)")
     parser.add_argument("--instance", type=int, help="also run against a two-node testbed of this instance")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        help="run flagbot from this source tree instead of the installed one, e.g. a `git archive` of "
+        "an older commit unpacked in a temporary folder (a before/after comparison)",
+    )
     args = parser.parse_args()
-    print(f"machine: {machine_line()}")
+    code = args.code.resolve() if args.code else None
+    print(f"machine: {machine_line()}; flagbot from {code or 'the installed package'}")
     with tempfile.TemporaryDirectory(prefix="flagbot-cli-startup-") as tmp:
         base = Path(tmp)
         print("target listening nowhere (127.0.0.1:9), migrated SQLite store:")
         quiet = base / "nowhere"
         quiet.mkdir()
-        measure(nowhere_config(quiet), quiet, args.runs, on_testbed=False)
+        measure(nowhere_config(quiet), quiet, args.runs, on_testbed=False, code=code)
         if args.instance is None:
             return 0
         reason = unavailable_reason()
@@ -238,7 +247,7 @@ def main() -> int:
             work = base / "on-testbed"
             work.mkdir()
             print(f"two-node testbed, instance {args.instance} (the SGLang twin, scenario seed-gb10):")
-            measure(testbed_config(bed, work), work, args.runs, on_testbed=True)
+            measure(testbed_config(bed, work), work, args.runs, on_testbed=True, code=code)
         except TestbedError as exc:
             print(f"testbed: {exc}", file=sys.stderr)
             return 1
