@@ -32,8 +32,11 @@ from pathlib import Path
 
 import asyncssh
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.support` from this checkout
+
 from bot.store import Store
 from flagbot_lab.testbed import Testbed, TestbedError, unavailable_reason
+from tests.support.cli_config import lab_config
 
 FIRST_CALL_AIM_S = 0.3
 STATUS_AIM_S = 1.0
@@ -120,33 +123,17 @@ def run_once(args: list[str], workdir: Path, code: Path | None) -> Run:
 
 
 def nowhere_config(directory: Path) -> Path:
-    """A config whose target refuses every connection at once, over a migrated SQLite store."""
-    database = directory / "state" / "flagbot.db"
-    store = Store.open(None, sqlite_path=database)
-    store.upgrade()
-    store.close()
+    """The console tests' target listening nowhere (`tests/support/cli_config.py`) over a migrated
+    SQLite store, with a key and an empty known_hosts of its own: the SSH connect is made, and
+    refused at once."""
     key = directory / "id_ed25519"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
     key.chmod(0o600)
     known_hosts = directory / "known_hosts"
     known_hosts.write_text("")
-    path = directory / "flagbot.toml"
-    path.write_text(
-        f"""default_target = "lab"
-[database]
-sqlite_path = {json.dumps(str(database))}
-[targets.lab]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{host = "127.0.0.1", port = 9}}]
-[targets.lab.ssh]
-connect_timeout = 1
-key_path = {json.dumps(str(key))}
-known_hosts = {json.dumps(str(known_hosts))}
-""",
-        encoding="utf-8",
-    )
-    return path
+    # appended to the config's [targets.lab.ssh] table
+    ssh = f"key_path = {json.dumps(str(key))}\nknown_hosts = {json.dumps(str(known_hosts))}\n"
+    return lab_config(directory, after=ssh)
 
 
 def testbed_config(bed: Testbed, directory: Path) -> Path:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import typer
 
+from bot.cli.families import LOOP_COMMANDS, TARGET_COMMANDS
 from bot.cli.plugins import register_plugins
 from bot.cli.root import app as _root_app
 from bot.config.redaction import RedactingStream, install_log_redaction
@@ -33,28 +34,8 @@ __all__ = ["ALL_COMMANDS_MODULE", "COMMAND_MODULES", "command_word", "load_comma
 COMMAND_MODULES: dict[str, str] = {
     "help": "bot.cli.help:register_help",
     "explain": "bot.cli.explain:register_explain",
-    **dict.fromkeys(
-        ("status", "observe", "grep", "logs", "rollback", "reconcile"),
-        "bot.cli.chat:register_target_commands",
-    ),
-    **dict.fromkeys(
-        (
-            "try",
-            "revert",
-            "verify",
-            "isolate",
-            "restart",
-            "baseline",
-            "hypothesis",
-            "knowledge",
-            "log",
-            "cancel",
-            "keep",
-            "freeze",
-            "unfreeze",
-        ),
-        "bot.cli.loop:register_loop",
-    ),
+    **dict.fromkeys(sorted(TARGET_COMMANDS), "bot.cli.chat:register_target_commands"),
+    **dict.fromkeys(LOOP_COMMANDS, "bot.cli.loop:register_loop"),
     "bench": "bot.cli.bench:register_bench",
     "playbooks": "bot.cli.playbooks:register_playbooks",
     "run": "bot.cli.playbooks:register_playbooks",

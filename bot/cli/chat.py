@@ -12,8 +12,9 @@ import typer
 
 from bot import __version__
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, settings, split_json
+from bot.cli.families import TARGET_COMMANDS
 from bot.cli.help import answer_help
-from bot.cli.target import TARGET_COMMANDS, run_target_command
+from bot.cli.target import run_target_command
 from bot.commands import COMMANDS, CommandError, parse_command
 
 __all__ = ["register_chat_command", "register_target_commands"]
