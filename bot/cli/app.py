@@ -1,8 +1,12 @@
-"""`flagbot`: the console's Typer application. Chat commands take the same words as `/flagbot` in Slack.
+"""`flagbot`: the console's Typer application with every command on it. Chat commands take the
+same words as `/flagbot` in Slack.
 
 Chat commands (`flagbot try add --enable-x ...`) receive their raw words and hand them to the
 shared grammar, so SGLang flags are never taken for options of this program. Options of the
 program itself (`--config`) go before the command name.
+
+Importing this module imports every command module: `flagbot --help` and the tests use it. A
+single command run from the terminal does not (`bot.main` loads that command's module only).
 """
 
 from __future__ import annotations
@@ -10,65 +14,32 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot import __version__
 from bot.app.connect_check import connect_checks, failed
-from bot.app.playbooks import set_broken_announcer
 from bot.app.unit_secrets import unit_findings
 from bot.cli.bench import register_bench
+from bot.cli.chat import register_chat_command
 from bot.cli.checks import register_checks
-from bot.cli.common import catalog_for, fail, set_config_path, set_json_mode, settings, split_json
+from bot.cli.common import fail, set_json_mode, settings
 from bot.cli.digest import register_digest
+from bot.cli.explain import register_explain
 from bot.cli.loop import register_loop
 from bot.cli.parse import parse_app
 from bot.cli.playbooks import register_playbooks
+from bot.cli.root import app
 from bot.cli.sudoers import register_sudoers
-from bot.cli.target import TARGET_COMMANDS, run_target_command
-from bot.commands import COMMANDS, CommandError, describe_invocation, get_command, help_text, parse_command
+from bot.commands import COMMANDS
 from bot.config import Secrets
 from bot.store import Store
 
-app = typer.Typer(
-    name="flagbot",
-    help="Run the SGLang flag-tuning loop: try, revert, verify, isolate; evidence and a log that lasts.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["app", "config_app", "db_app"]
+
 db_app = typer.Typer(help="Database schema (SQLite in state/ or PostgreSQL from FLAGBOT_DATABASE_URL).")
 config_app = typer.Typer(help="Check flagbot.toml.")
-app.add_typer(parse_app, name="parse")
-app.add_typer(db_app, name="db")
-app.add_typer(config_app, name="config")
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"flagbot {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config", "-c", help="flagbot.toml to use (default: $FLAGBOT_CONFIG, then ./flagbot.toml)"
-        ),
-    ] = None,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
-) -> None:
-    set_config_path(config)
-    set_json_mode(False)  # a command that takes `--json` turns it on (bot/cli/common.py)
-    # a broken playbook file is told once on stderr, by the first command that loads playbooks
-    set_broken_announcer(lambda message: typer.echo(message, err=True))
 
 
 @config_app.command("check")
@@ -188,70 +159,20 @@ def db_current(json_output: JsonSwitch = False) -> None:
     )
 
 
-@app.command(
-    "explain",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-)
-def explain(ctx: typer.Context, json_output: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show how flagbot reads a chat command, without running it: `flagbot explain try --tp 8`."""
-    set_json_mode(json_output)
-    if ctx.args in (["--help"], ["-h"], []):
-        typer.echo("usage: flagbot explain [--json] COMMAND [ARGS]...  (shows how a chat command is read)")
-        return
-    config = settings()
-    try:
-        invocation = parse_command(ctx.args, catalog=catalog_for(config, ctx.args))
-    except CommandError as exc:
-        raise fail(exc.render()) from None
-    description = describe_invocation(invocation)
-    if json_output:
-        typer.echo(json.dumps({"ok": True, **description}, indent=2))
-    else:
-        for key, value in description.items():
-            typer.echo(f"{key}: {value}")
-
-
-def _chat_command(name: str) -> None:
-    spec = next(spec for spec in COMMANDS if spec.name == name)
-
-    def run(ctx: typer.Context) -> None:
-        words, json_output = split_json(list(ctx.args))
-        if words in (["--help"], ["-h"]) or name == "help":
-            topic = words[0] if name == "help" and words else (None if name == "help" else name)
-            if topic is not None and get_command(topic) is None:
-                raise fail(help_text(topic))
-            text = help_text(topic)
-            typer.echo(
-                json.dumps({"ok": True, "topic": topic, "help": text}, indent=2) if json_output else text
-            )
-            return
-        config = settings()
-        try:
-            invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
-        except CommandError as exc:
-            raise fail(exc.render()) from None
-        if name in TARGET_COMMANDS:
-            run_target_command(name, invocation, config, json_output=json_output)
-        raise fail(
-            f"`{name}` is understood ({invocation.tier}) but not available in flagbot {__version__} yet; "
-            "`flagbot explain` shows how it was read.",
-            code=3,
-        )
-
-    run.__doc__ = spec.summary
-    app.command(
-        name,
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-    )(run)
-
-
+# Every console command, in the order `flagbot --help` lists them: the registry's chat commands
+# first, each replaced by its own module's command where there is one (last registration wins).
+app.add_typer(parse_app, name="parse")
+app.add_typer(db_app, name="db")
+app.add_typer(config_app, name="config")
+register_explain(app)  # how a chat command is read (bot/cli/explain.py)
 for _spec in COMMANDS:
-    _chat_command(_spec.name)
-register_bench(app)  # `bench` runs for real (bot/cli/bench.py); last registration wins
+    register_chat_command(
+        app, _spec.name
+    )  # the target commands run (bot/cli/chat.py); the rest are placeholders
+register_bench(app)  # `bench` runs for real (bot/cli/bench.py)
 register_playbooks(app)  # `playbooks` and `run` (bot/cli/playbooks.py)
-register_loop(
-    app
-)  # try, revert, verify, isolate, baseline, hypothesis, knowledge, log, cancel (bot/cli/loop.py)
+# try, revert, verify, isolate, baseline, hypothesis, knowledge, log, cancel (bot/cli/loop.py)
+register_loop(app)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli/checks.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli/digest.py)
 register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli/sudoers.py)

@@ -1,5 +1,6 @@
-"""What every console command shares: the config given with `--config`, one-line errors with
-their exit codes, the target's flag list, and the application context (settings + store).
+"""What every console command that reads the config shares: the settings of `--config`, the
+target's flag list, and the application context (settings + store); the invocation's own state
+(`--config`, `--json`, one-line errors) is `bot.cli.state`, re-exported here.
 
 Why a module of its own: each command module used to import the CLI's main module back for
 these (and one its private store opener), which tied them all into one import cycle.
@@ -7,10 +8,8 @@ these (and one its private store opener), which tied them all into one import cy
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from pathlib import Path
 from typing import TypeVar
 
 import typer
@@ -19,56 +18,55 @@ from bot.app.command_loop import run_async
 from bot.app.context import AppContext, lease_ttl_s, open_store
 from bot.app.errors import AppError
 from bot.app.flag_list import needs_flag_list, read_flag_list
+from bot.app.playbooks import set_broken_announcer
+from bot.cli.state import (
+    CHAT_CONTEXT,
+    JSON_SWITCH,
+    config_path,
+    error_document,
+    fail,
+    json_mode,
+    on_each_invocation,
+    set_config_path,
+    set_json_mode,
+    split_json,
+)
 from bot.commands import CommandError
 from bot.commands.target_catalog import UnknownTargetError
 from bot.config import ConfigError, Settings, load_settings
 from bot.sglang.catalog import FlagCatalog
 from bot.store import AsyncStore
 
-JSON_SWITCH = "--json"
-CHAT_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
-"""Typer settings of a command that takes the chat grammar's raw words."""
-
-_config_path: list[Path | None] = [None]
-_json_mode: list[bool] = [False]
-ERROR_KINDS = {1: "failed", 2: "usage", 3: "not_available"}
-"""The `kind` of a `--json` error document, by exit code (docs/commands.md, "`--json`")."""
 T = TypeVar("T")
 
-
-def set_config_path(path: Path | None) -> None:
-    """The `--config` of this invocation (the root callback sets it)."""
-    _config_path[0] = path
-
-
-def set_json_mode(on: bool) -> None:
-    """Whether this invocation asked for `--json`: its errors are then also one JSON document
-    on stdout (`{"ok": false, "error": ..., "kind": ...}`), with the same exit code."""
-    _json_mode[0] = on
-
-
-def json_mode() -> bool:
-    return _json_mode[0]
-
-
-def error_document(message: str, code: int) -> dict[str, object]:
-    """The `--json` form of an error line: `error:` taken off, the kind named by the exit code."""
-    text = message.removeprefix("error: ").strip()
-    return {"ok": False, "error": text, "kind": ERROR_KINDS.get(code, "failed"), "exit_code": code}
+__all__ = [
+    "CHAT_CONTEXT",
+    "JSON_SWITCH",
+    "catalog_for",
+    "error_document",
+    "fail",
+    "json_mode",
+    "run_in_context",
+    "set_config_path",
+    "set_json_mode",
+    "settings",
+    "split_json",
+    "usage_errors",
+]
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print `message` on stderr (and, under `--json`, its JSON document on stdout); the Exit
-    to raise with `code`."""
-    typer.echo(message, err=True)
-    if _json_mode[0]:
-        typer.echo(json.dumps(error_document(message, code), indent=2))
-    return typer.Exit(code)
+def _announce_broken_playbooks_on_stderr() -> None:
+    """A broken playbook file is told once on stderr, by the first command that loads playbooks
+    (every such command imports this module, so the hook is in place before it runs)."""
+    set_broken_announcer(lambda message: typer.echo(message, err=True))
+
+
+on_each_invocation(_announce_broken_playbooks_on_stderr)
 
 
 def settings() -> Settings:
     try:
-        return load_settings(_config_path[0])
+        return load_settings(config_path())
     except ConfigError as exc:
         raise fail(f"error: {exc}") from None
 
@@ -87,13 +85,6 @@ def catalog_for(config: Settings, words: list[str], command: str | None = None) 
     if needs_flag_list(full):
         typer.echo(f"note: flags checked against the {found.note}", err=True)
     return found.catalog
-
-
-def split_json(words: list[str]) -> tuple[list[str], bool]:
-    """The words without `--json`, and whether it was there (remembered for `fail`)."""
-    found = JSON_SWITCH in words
-    set_json_mode(found)
-    return [word for word in words if word != JSON_SWITCH], found
 
 
 @contextmanager

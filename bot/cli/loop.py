@@ -27,26 +27,11 @@ from bot.app.records import RecordsAnswer, read_records
 from bot.app.runs import CancelResult, cancel
 from bot.app.targets import target_of
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
+from bot.cli.families import LOOP_COMMANDS
 from bot.cli.playbooks import run_playbook_command
 from bot.commands import CommandError, Invocation, help_text, normalize_words, parse_command
 from bot.config import Settings
 from bot.loop.console import print_table
-
-LOOP_COMMANDS = (
-    "try",
-    "revert",
-    "verify",
-    "isolate",
-    "restart",
-    "baseline",
-    "hypothesis",
-    "knowledge",
-    "log",
-    "cancel",
-    "keep",
-    "freeze",
-    "unfreeze",
-)
 
 
 def register_loop(app: typer.Typer) -> None:

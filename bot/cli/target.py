@@ -32,6 +32,7 @@ from bot.app.target_commands import (
 )
 from bot.app.targets import target_of
 from bot.cli.common import fail, run_in_context, usage_errors
+from bot.cli.families import TARGET_COMMANDS
 from bot.cli.progress import ConsoleProgress
 from bot.commands import Invocation
 from bot.config import Settings
@@ -42,8 +43,6 @@ from bot.target.evidence import JournalExcerpt, evidence_from_json
 from bot.target.observe import Observation
 
 __all__ = ["TARGET_COMMANDS", "run_target_command"]
-
-TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "reconcile"})
 
 
 def _print_status(console: Console, data: dict[str, Any]) -> None:

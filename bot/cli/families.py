@@ -1,0 +1,28 @@
+"""Which console commands one command module registers: names only, nothing imported.
+
+Why a module of its own: `bot.main` maps each command word to the module that registers it
+without importing that module (its imports are what a quick start avoids), and the modules
+register the same names from here, so the two lists cannot drift apart.
+"""
+
+from __future__ import annotations
+
+LOOP_COMMANDS = (
+    "try",
+    "revert",
+    "verify",
+    "isolate",
+    "restart",
+    "baseline",
+    "hypothesis",
+    "knowledge",
+    "log",
+    "cancel",
+    "keep",
+    "freeze",
+    "unfreeze",
+)
+"""Registered by `bot.cli.loop`."""
+
+TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "reconcile"})
+"""Registered by `bot.cli.chat`, run by `bot.cli.target`."""

@@ -1,0 +1,120 @@
+"""`bot.main` loads only the module of the command typed (issue 22, "a quick CLI").
+
+What is held here is structure, not time: the table of command modules names real registrars
+that register the command they are listed for, every chat command has an entry, the command
+word is found past the program's own options, and a process that loads one command does not
+import the heavy packages other commands need. The times are printed by bench/cli_startup.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.main import get_command
+
+from bot import main as entry
+from bot.cli.app import app as full_app
+from bot.commands import COMMANDS
+from bot.main import COMMAND_MODULES, command_word
+
+HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB = ("slack_bolt", "slack_sdk", "aiohttp", "flagbot_lab", "matplotlib")
+
+
+def _registered_by(spec: str) -> set[str]:
+    """The command names `module:function` puts on an application of its own."""
+    module_name, _, function_name = spec.partition(":")
+    register = getattr(importlib.import_module(module_name), function_name)
+    assert callable(register), spec
+    app = typer.Typer()
+
+    @app.callback()
+    def root() -> None:
+        """A callback, so typer keeps a group even for one command."""
+
+    register(app)
+    return set(get_command(app).commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_MODULES))
+def test_every_entry_names_a_front_end_registrar_that_registers_its_command(name: str) -> None:
+    spec = COMMAND_MODULES[name]
+    assert spec.count(":") == 1, spec
+    assert spec.startswith(("bot.cli.", "bot.serve:")), f"{spec}: only front ends and serve register commands"
+    assert name in _registered_by(spec)
+
+
+def test_every_chat_command_and_every_console_command_is_in_the_table_or_loaded_in_full() -> None:
+    chat = {spec.name for spec in COMMANDS}
+    assert chat - set(COMMAND_MODULES) == set(), "a chat command without a module would load every command"
+    console = set(get_command(full_app).commands)  # type: ignore[attr-defined]
+    assert set(COMMAND_MODULES) - console - {"serve"} == set(), "an entry for a command the console lacks"
+    add_ons = _registered_by("bot.cli.plugins:register_plugins")  # `bot.main.app` adds them to the same app
+    assert console - set(COMMAND_MODULES) - add_ons == {"parse", "db", "config"}, (
+        "loaded in full, and only these"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["status"], "status"),
+        (["--config", "x.toml", "log", "12"], "log"),
+        (["-c", "x.toml", "help", "try"], "help"),
+        (["--config=x.toml", "explain", "try", "--tp", "8"], "explain"),
+        (["-cx.toml", "status", "--json"], "status"),
+        ([], None),
+        (["--help"], None),
+        (["--version"], None),
+        (["--config"], None),
+        (["--no-such-option", "status"], None),
+    ],
+)
+def test_the_command_word_is_read_past_the_programs_own_options(args: list[str], word: str | None) -> None:
+    assert command_word(args) == word
+
+
+def _imported_after(code: str) -> list[str]:
+    """Which of the watched packages a fresh interpreter has imported after `code`."""
+    probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(name for name in WATCHED if name in sys.modules)))"
+    watched = ("sqlalchemy", "alembic", "asyncssh", "scipy", "numpy", *HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB)
+    done = subprocess.run(
+        [sys.executable, "-c", probe.replace("WATCHED", repr(watched))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found: list[str] = json.loads(done.stdout.splitlines()[-1])
+    return found
+
+
+def test_importing_the_entry_point_or_the_console_package_imports_no_heavy_package() -> None:
+    assert _imported_after("import bot.cli\nimport bot.main") == []
+
+
+def test_help_loads_neither_the_store_nor_ssh_nor_statistics() -> None:
+    assert _imported_after("import bot.main\nbot.main.load_commands('help')") == []
+
+
+@pytest.mark.parametrize("name", ["status", "log", "explain"])
+def test_a_console_command_loads_neither_the_slack_stack_nor_the_lab(name: str) -> None:
+    found = _imported_after(f"import bot.main\nbot.main.load_commands({name!r})")
+    assert set(found) & set(HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB) == set()
+    assert "sqlalchemy" in found or name == "explain", "the probe sees what a command imports"
+
+
+def test_explain_loads_no_statistics() -> None:
+    assert (
+        set(_imported_after("import bot.main\nbot.main.load_commands('explain')")) & {"scipy", "numpy"}
+        == set()
+    )
+
+
+def test_the_full_application_has_serve_and_the_table_loads_on_the_same_application() -> None:
+    assert "serve" in get_command(entry.app).commands  # type: ignore[attr-defined]
+    assert entry.load_commands("status") is entry.app
