@@ -94,13 +94,14 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "Traceback" not in out + err
 
     thread = out[out.index("#flagbot-ops, as the Slack stand-in recorded it") :]
-    # the regression, parsed vs effective side by side (stacked: the table is wider than a phone)
+    # the regression, parsed vs effective side by side (stacked: the table is wider than a phone;
+    # the printed thread puts each reply's continuation lines behind a "│")
     parsed = (
-        r"max_running_requests \(parsed, server_args\)\s+before: 48 · after: 48 · change: \+0 · verdict: same"
+        r"max_running_requests \(parsed, server_args\)[\s│]+before: 48 · after: 48 · change: \+0 · verdict: same"
     )
     assert re.search(parsed, thread), thread
     assert re.search(
-        r"max_running_requests \(effective\)\s+before: 48 · after: 26 · change: -22 · verdict: changed",
+        r"max_running_requests \(effective\)[\s│]+before: 48 · after: 26 · change: -22 · verdict: changed",
         thread,
     )
     assert "REGRESSED* regressed: the capacity guard decided (max_running_requests: 48 -> 26" in thread
@@ -115,7 +116,7 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     assert "bob typed: /flagbot revert flags=--enable-flashinfer-allreduce-fusion" in thread
     assert "effective max_running_requests 48 (baseline 48): pass" in thread
     assert re.search(
-        r"✓\s+(?:metric: )?max_running_requests>=48 \(parsed 48\)\s+(?:before: )?48\s+(?:· after: )?48",
+        r"✓\s+(?:metric: )?max_running_requests>=48 \(parsed 48\)[\s│]+(?:before: )?48\s+(?:· after: )?48",
         thread,
     )
     assert "1/1 expectations hold" in thread
