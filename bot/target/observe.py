@@ -44,6 +44,7 @@ from bot.target.snapshot_facts import (
     GPU_FIELDS,
     args_mismatch,
     capacity,
+    effective_values,
     implied_flags,
     is_release_difference,
     parse_gpus,
@@ -249,14 +250,7 @@ async def _observe(
         "flags": len(catalog),
         "defaults": {**defaults.to_json(), "note": defaults.note()},
     }
-    effective = dict(report.effective)
-    if effective.get("max_running_requests") is None:
-        effective["max_running_requests"] = cap["effective_max_running_requests"]
-    if cap["dp_attention_size"] > 1 and cap["effective_max_running_requests_total"] is not None:
-        # Under DP attention the capacity line is one rank's share; checks, expectations and
-        # before/after compare it with the parsed total, so the snapshot keeps the total.
-        effective["max_running_requests_per_dp"] = effective["max_running_requests"]
-        effective["max_running_requests"] = cap["effective_max_running_requests_total"]
+    effective = effective_values(report.effective, cap)
     warnings = [str(w["text"]) for w in report.warnings]
     obs = Observation(
         target=ts.name,
@@ -366,7 +360,7 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
     return blocks
 
 
-def _max_running_rows(cap: Mapping[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+def max_running_rows(cap: Mapping[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
     """The `max_running_requests` rows: one row, or under DP attention one per DP rank (each
     against its share of the parsed total; only DP rank 0 prints the capacity line) and the total
     across ranks, so a per-rank value never stands next to the parsed total as a difference."""
@@ -414,7 +408,7 @@ def observation_evidence(obs: Observation) -> list[Evidence]:
             "Capacity: parsed vs effective",
             ("value", "parsed (server_args)", "capacity line", "/server_info"),
             (
-                *_max_running_rows(cap),
+                *max_running_rows(cap),
                 (
                     "max_total_num_tokens",
                     _cell((obs.server_args or {}).get("max_total_tokens")),

@@ -336,6 +336,25 @@ def capacity(
     }
 
 
+def effective_values(logged: Mapping[str, Any], cap: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot's `effective` capacity values: the capacity line's, and under DP attention
+    `max_running_requests` as the total across DP ranks (the rank's own value kept as
+    `max_running_requests_per_dp`).
+
+    Why the total: checks, expectations (`max_running_requests>=48`) and try's before vs after
+    compare it with the parsed total or with a start without DP attention; one rank's share
+    there would read as a lost capacity that is not.
+    """
+    effective = dict(logged)
+    if effective.get("max_running_requests") is None:
+        effective["max_running_requests"] = cap.get("effective_max_running_requests")
+    total = cap.get("effective_max_running_requests_total")
+    if int(cap.get("dp_attention_size") or 1) > 1 and total is not None:
+        effective["max_running_requests_per_dp"] = effective["max_running_requests"]
+        effective["max_running_requests"] = total
+    return effective
+
+
 def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, Any]]:
     """`nvidia-smi --query-gpu=... --format=csv,noheader,nounits` -> one dict per GPU."""
     gpus: list[dict[str, Any]] = []

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.sglang.log import parse_log_lines
-from bot.target.snapshot_facts import capacity, dp_attention_size, per_dp_share
+from bot.target.snapshot_facts import capacity, dp_attention_size, effective_values, per_dp_share
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "corpus" / "sglang-logs"
 
@@ -111,3 +111,12 @@ def test_share_and_size_follow_sglang() -> None:
     assert dp_attention_size({"dp_size": 4, "enable_dp_attention": True}) == 4
     assert dp_attention_size({"dp_size": 4, "enable_dp_attention": False}) == 1
     assert dp_attention_size(None) == 1
+
+
+def test_the_snapshot_keeps_the_total_under_dp_attention_and_the_rank_value_apart() -> None:
+    report = parse_log_lines([_server_args(48, 2, dp_attention=True), _capacity_line(24, 2)])
+    effective = effective_values(report.effective, capacity(report, _server_info(48, [24, 24])))
+    assert (effective["max_running_requests"], effective["max_running_requests_per_dp"]) == (48, 24)
+    plain = parse_log_lines([_server_args(48, 1, dp_attention=False), _capacity_line(26, 1)])
+    effective = effective_values(plain.effective, capacity(plain, _server_info(48, [26])))
+    assert effective["max_running_requests"] == 26 and "max_running_requests_per_dp" not in effective
