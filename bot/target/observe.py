@@ -9,7 +9,8 @@ node; startup durations; SGLang's version and the source of its flag list. Other
 arguments are compared with node 0's: they must match except `node_rank`.
 
 Snapshot columns: `effective` holds the capacity line's values (the keys expectations use,
-e.g. `max_running_requests`) plus `parsed_max_running_requests`, `server_info_effective_per_dp`,
+e.g. `max_running_requests`; under DP attention that key is the total across DP ranks, the
+capacity line's per-rank value is `max_running_requests_per_dp`) plus `parsed_max_running_requests`, `server_info_effective_per_dp`,
 `capacity_agree`, `capacity_notes`, `gpus`, `startup`, `readiness`, `flag_list`, `derived`,
 `node_mismatch` and `journal` (source command and cursor range): the foundation's `Snapshot` has
 no columns of their own for them.
@@ -43,6 +44,7 @@ from bot.target.snapshot_facts import (
     GPU_FIELDS,
     args_mismatch,
     capacity,
+    effective_values,
     implied_flags,
     is_release_difference,
     parse_gpus,
@@ -108,6 +110,9 @@ class Observation:
         effective |= {
             "parsed_max_running_requests": self.capacity["parsed_max_running_requests"],
             "server_info_effective_per_dp": self.capacity["server_info_effective_per_dp"],
+            "dp_attention_size": self.capacity["dp_attention_size"],
+            "parsed_max_running_requests_per_dp": self.capacity["parsed_max_running_requests_per_dp"],
+            "effective_max_running_requests_total": self.capacity["effective_max_running_requests_total"],
             "server_info_max_total_num_tokens": self.capacity["server_info_max_total_num_tokens"],
             "capacity_agree": self.capacity["agree"],
             "capacity_notes": self.capacity["notes"],
@@ -245,9 +250,7 @@ async def _observe(
         "flags": len(catalog),
         "defaults": {**defaults.to_json(), "note": defaults.note()},
     }
-    effective = dict(report.effective)
-    if effective.get("max_running_requests") is None:
-        effective["max_running_requests"] = cap["effective_max_running_requests"]
+    effective = effective_values(report.effective, cap)
     warnings = [str(w["text"]) for w in report.warnings]
     obs = Observation(
         target=ts.name,
@@ -357,6 +360,40 @@ def implied_tables(implied: dict[str, dict[str, Any]], defaults: dict[str, Any])
     return blocks
 
 
+def max_running_rows(cap: Mapping[str, Any]) -> tuple[tuple[str, str, str, str], ...]:
+    """The `max_running_requests` rows: one row, or under DP attention one per DP rank (each
+    against its share of the parsed total; only DP rank 0 prints the capacity line) and the total
+    across ranks, so a per-rank value never stands next to the parsed total as a difference."""
+    per_dp = cap.get("server_info_effective_per_dp") or []
+    ranks = int(cap.get("dp_attention_size") or 1)
+    if ranks == 1:
+        return (
+            (
+                "max_running_requests",
+                _cell(cap["parsed_max_running_requests"]),
+                _cell(cap["log_max_running_requests"]),
+                _cell(", ".join(str(v) for v in per_dp) if per_dp else None),
+            ),
+        )
+    share = cap.get("parsed_max_running_requests_per_dp")
+    rows = tuple(
+        (
+            f"max_running_requests per DP rank (DP{rank})",
+            _cell(None if share is None else f"{share} = {cap['parsed_max_running_requests']} // {ranks}"),
+            _cell(cap["log_max_running_requests"] if rank == 0 else None),
+            _cell(per_dp[rank] if rank < len(per_dp) else None),
+        )
+        for rank in range(max(ranks, len(per_dp)))
+    )
+    total = (
+        f"max_running_requests total ({ranks} DP ranks)",
+        _cell(cap["parsed_max_running_requests"]),
+        "—",
+        _cell(cap.get("effective_max_running_requests_total")),
+    )
+    return (*rows, total)
+
+
 def _error_text(headline: str, chain: list[dict[str, Any]]) -> str:
     """The headline, then the chained traceback it ends (oldest first) when there is one."""
     whole = chain_text(chain)
@@ -366,18 +403,12 @@ def _error_text(headline: str, chain: list[dict[str, Any]]) -> str:
 def observation_evidence(obs: Observation) -> list[Evidence]:
     """Tables a human reads: capacity side by side, implied flags, GPUs, startup."""
     cap = obs.capacity
-    per_dp = cap["server_info_effective_per_dp"]
     blocks: list[Evidence] = [
         TableBlock(
             "Capacity: parsed vs effective",
             ("value", "parsed (server_args)", "capacity line", "/server_info"),
             (
-                (
-                    "max_running_requests",
-                    _cell(cap["parsed_max_running_requests"]),
-                    _cell(cap["log_max_running_requests"]),
-                    _cell(", ".join(str(v) for v in per_dp) if per_dp else None),
-                ),
+                *max_running_rows(cap),
                 (
                     "max_total_num_tokens",
                     _cell((obs.server_args or {}).get("max_total_tokens")),

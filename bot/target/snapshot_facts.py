@@ -16,6 +16,15 @@ Capacity: the parsed `max_running_requests` (post-init arguments) is what the se
 the capacity line and `/server_info`'s `internal_states[i].effective_max_running_requests_per_dp`
 are what it runs with. The seeds' incident was exactly this difference (48 parsed, 26
 effective), so all three are kept side by side and any disagreement is a note, never hidden.
+
+Under DP attention (`--enable-dp-attention --dp N`) the parsed value is the total and each DP
+rank runs with its share: `_resolve_max_num_reqs` in
+python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py takes
+`max_running_requests // self.dp_size`, where `self.dp_size` is `dp_size` only with DP attention
+(model_runner.py), and python/sglang/srt/managers/scheduler.py reports that per-rank value as
+`effective_max_running_requests_per_dp` (one `internal_states` entry per DP rank) and prints the
+capacity line only on `tp_rank == 0`, i.e. DP rank 0. So each rank's effective value is compared
+with the share, not the total, and the effective total is the sum across ranks.
 """
 
 from __future__ import annotations
@@ -234,49 +243,87 @@ def _nested_baseline(
     return None
 
 
+def dp_attention_size(server_args: Mapping[str, Any] | None) -> int:
+    """How many DP ranks split `max_running_requests`: `dp_size` under DP attention, else 1.
+
+    Without DP attention each DP replica is a whole server with the whole limit (SGLang's
+    model_runner.py: `self.dp_size = server_args.dp_size if server_args.enable_dp_attention else 1`).
+    """
+    args = server_args or {}
+    size = args.get("dp_size")
+    if args.get("enable_dp_attention") is True and isinstance(size, int) and size > 1:
+        return size
+    return 1
+
+
+def per_dp_share(parsed: int | None, dp_ranks: int) -> int | None:
+    """The part of the parsed total one DP rank may run (`max_running_requests // dp_size`)."""
+    return None if parsed is None else parsed // dp_ranks
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def capacity(
     report: LogReport, server_info: Mapping[str, Any] | None, version: str | None = None
 ) -> dict[str, Any]:
     """Parsed vs effective capacity from the three sources, with notes on every disagreement.
 
-    A hybrid model's state cache (`Mamba Cache is allocated. max_mamba_cache_size: N`) is shown
-    next to the KV tokens; when it is what caps `max_running_requests`, the note says so with
-    SGLang's arithmetic for `version` (bot/sglang/state_cache.py).
+    Each DP rank's effective value is compared with its share of the parsed total (module doc),
+    so DP attention alone is no difference; a rank that differs from the others or from its
+    share is named. A hybrid model's state cache (`Mamba Cache is allocated.
+    max_mamba_cache_size: N`) is shown next to the KV tokens; when it is what caps
+    `max_running_requests`, the note says so with SGLang's arithmetic for `version`
+    (bot/sglang/state_cache.py).
     """
     info = server_info or {}
     states = [state for state in info.get("internal_states") or [] if isinstance(state, dict)]
-    per_dp = [state.get("effective_max_running_requests_per_dp") for state in states]
+    per_dp = [_int_or_none(state.get("effective_max_running_requests_per_dp")) for state in states]
+    dp_ranks = dp_attention_size(report.server_args)
     parsed = report.parsed.get("max_running_requests")
+    share = per_dp_share(parsed, dp_ranks)
     logged = report.effective.get("max_running_requests")
     tokens_log = report.effective.get("max_total_num_tokens")
     tokens_info = info.get("max_total_num_tokens")
     effective = [value for value in (logged, *per_dp) if value is not None]
     notes: list[str] = []
     if len(set(effective)) > 1:
+        ranks = ", ".join(f"{value} (DP{rank})" for rank, value in enumerate(per_dp))
         notes.append(
-            f"the capacity line says max_running_requests={logged} but /server_info says "
-            f"{', '.join(str(v) for v in per_dp)} per DP worker"
+            f"the capacity line (DP rank 0) says max_running_requests={logged} but /server_info "
+            f"says {ranks} per DP rank"
         )
-    if parsed is not None and effective and effective[0] != parsed:
+    whole = "" if dp_ranks == 1 else f" (its share of the total {parsed} over {dp_ranks} DP ranks)"
+    if share is not None and effective and effective[0] != share:
         notes.append(
-            f"effective max_running_requests {effective[0]} differs from the parsed {parsed}: the server "
-            "runs with a different request limit than its arguments say"
+            f"effective max_running_requests {effective[0]} differs from the parsed {share}{whole}: "
+            "the server runs with a different request limit than its arguments say"
         )
     if tokens_log is not None and tokens_info is not None and tokens_log != tokens_info:
         notes.append(f"max_total_num_tokens: capacity line {tokens_log}, /server_info {tokens_info}")
     state = report.current.state_cache
     cap_line = report.current.mamba_cap
     state_cap = explain_state_cache(
-        effective[0] if effective else None, parsed, state, cap_line, report.server_args, version
+        effective[0] if effective else None, share, state, cap_line, report.server_args, version
     )
     if state_cap is not None:
         notes.append(state_cap)
+    known_per_dp = [value for value in per_dp if value is not None]
+    total = (
+        sum(known_per_dp)
+        if known_per_dp and len(known_per_dp) == len(per_dp)
+        else (logged * dp_ranks if logged is not None and not per_dp else None)
+    )
     return {
         "parsed_max_running_requests": parsed,
+        "dp_attention_size": dp_ranks,
+        "parsed_max_running_requests_per_dp": share,
         "log_max_running_requests": logged,
         "server_info_max_running_requests": info.get("max_running_requests"),
         "server_info_effective_per_dp": per_dp or None,
         "effective_max_running_requests": effective[0] if effective else None,
+        "effective_max_running_requests_total": total,
         "log_max_total_num_tokens": tokens_log,
         "server_info_max_total_num_tokens": tokens_info,
         "agree": len(set(effective)) <= 1,
@@ -287,6 +334,25 @@ def capacity(
         "state_cache": dict(state) if state else None,
         "capped_by_state_cache": state_cap,
     }
+
+
+def effective_values(logged: Mapping[str, Any], cap: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot's `effective` capacity values: the capacity line's, and under DP attention
+    `max_running_requests` as the total across DP ranks (the rank's own value kept as
+    `max_running_requests_per_dp`).
+
+    Why the total: checks, expectations (`max_running_requests>=48`) and try's before vs after
+    compare it with the parsed total or with a start without DP attention; one rank's share
+    there would read as a lost capacity that is not.
+    """
+    effective = dict(logged)
+    if effective.get("max_running_requests") is None:
+        effective["max_running_requests"] = cap.get("effective_max_running_requests")
+    total = cap.get("effective_max_running_requests_total")
+    if int(cap.get("dp_attention_size") or 1) > 1 and total is not None:
+        effective["max_running_requests_per_dp"] = effective["max_running_requests"]
+        effective["max_running_requests"] = total
+    return effective
 
 
 def parse_gpus(text: str, fields: Sequence[str] = GPU_FIELDS) -> list[dict[str, Any]]:

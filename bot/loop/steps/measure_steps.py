@@ -143,6 +143,7 @@ def _capacity_rows(before: Any, after: Any) -> list[ComparisonRow]:
     for metric, shown in (
         ("parsed.max_running_requests", "max_running_requests (parsed, server_args)"),
         ("max_running_requests", "max_running_requests (effective)"),
+        ("max_running_requests_per_dp", "max_running_requests per DP rank (effective, DP attention)"),
         ("max_total_num_tokens", "max_total_num_tokens"),
         ("available_gpu_mem_gb", "available_gpu_mem_gb"),
     ):

@@ -345,13 +345,16 @@ def plan_memory(
             tokens,
             context_len=values["context_len"],
             cli_max_running=a.get("max_running_requests"),
-            dp_size=dp,
+            # model_runner.py: `self.dp_size = dp_size if enable_dp_attention else 1`; only DP
+            # attention splits the limit, a plain DP replica keeps all of it.
+            dp_size=dp if a.get("enable_dp_attention") else 1,
             mamba_cache_size=mamba_size,
             mamba_ratio=mamba_ratio or 3,
             version=scenario.sglang_version,
         )
         values["pool_warnings"] = _pool_warnings(
-            scenario.sglang_version, tokens, values["context_len"], a.get("max_running_requests"), dp,
+            scenario.sglang_version, tokens, values["context_len"], a.get("max_running_requests"),
+            dp if a.get("enable_dp_attention") else 1,
             mamba_size, mamba_ratio or 3, mrr,
         )  # fmt: skip
     if rest <= 0 or tokens <= 0 or mrr <= 0:

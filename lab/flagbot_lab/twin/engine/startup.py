@@ -88,11 +88,14 @@ class Resolved:
         return state
 
     def server_info(self, last_gen_throughput: float = 0.0) -> dict[str, Any]:
-        """`/server_info`: post-init args, scheduler info, internal states, version."""
+        """`/server_info`: post-init args, scheduler info, internal states, version.
+
+        One internal state per DP rank, with or without DP attention: the tokenizer manager fans
+        the request out to `server_args.dp_size` schedulers
+        (python/sglang/srt/managers/tokenizer_communicator_mixin.py).
+        """
         states = []
-        for _ in range(
-            int(self.server_args["dp_size"]) if self.server_args.get("enable_dp_attention") else 1
-        ):
+        for _ in range(int(self.server_args.get("dp_size") or 1)):
             state = self.internal_state()
             state["last_gen_throughput"] = last_gen_throughput
             states.append(state)
