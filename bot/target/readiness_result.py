@@ -21,6 +21,7 @@ FailureReason = Literal[
     "stopped",
     "unreachable",
     "warmup-hang",
+    "stall",
     "timeout",
 ]
 
@@ -38,6 +39,8 @@ class Failure:
     """How the main process ended, as systemd words it (`code=killed, status=9/KILL`)."""
     restart: str | None = None
     """The unit's `Restart=`: it decides whether that end became a restart loop or a failed unit."""
+    stage: str | None = None
+    """For a `stall` (and a `warmup-hang`): the startup stage it stopped in (`bot.target.stalls`)."""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
