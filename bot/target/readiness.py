@@ -471,6 +471,8 @@ def _stage(message: str) -> str | None:
     """The startup step a line shows, with the foundation's extractors."""
     if "server_args=" in message:
         return "server_args"
+    if ev.distributed_init(message) is not None:
+        return "distributed_init"
     if ev.weights(message) is not None:
         return "weights"
     if ev.kv_cache(message) is not None:

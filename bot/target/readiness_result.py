@@ -67,7 +67,8 @@ class Readiness:
     phases: dict[str, float] = field(default_factory=dict)
     """First moment (Unix seconds) each phase was seen: loading, warming, ready, failed."""
     stage: str | None = None
-    """Last startup step the journal showed (server_args, weights, kv_cache, cuda_graph, capacity)."""
+    """Last startup step node 0's journal showed (server_args, distributed_init, weights, kv_cache,
+    cuda_graph, capacity)."""
     failure: Failure | None = None
     previous: dict[str, str | None] = field(default_factory=dict)
     """Each node's InvocationID before the restart: starts up to it belong to earlier changes."""
