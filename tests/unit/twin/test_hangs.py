@@ -8,28 +8,20 @@ from typing import Any
 
 import pytest
 
-from bot.target.stalls import StallWatch, stage_of, step_of
+from bot.config.schema import TargetTimeouts
+from bot.target.stalls import StallBounds, StallWatch, stage_of, step_of
 from flagbot_lab.twin.engine.hangs import hang_step
 from flagbot_lab.twin.engine.scenario import scenario_from_dict
 from flagbot_lab.twin.engine.startup import Resolved, resolve
 from flagbot_lab.twin.schema import compile_scenario
-from tests.unit.target.test_stalls import DEFAULTS
+from tests.support.twin_launch import pair_argv
 
 
 def _resolve(node_rank: int, faults: dict[str, Any], *extra: str) -> Resolved:
     document = compile_scenario("seed-gb10")
     document["faults"] = {**document["faults"], **faults}
     scenario = scenario_from_dict(document)
-    argv = [
-        *scenario.launch,
-        "--nnodes",
-        "2",
-        "--node-rank",
-        str(node_rank),
-        "--dist-init-addr",
-        "10.0.0.1:5000",
-    ]
-    return resolve([*argv, *extra], scenario, start_seed=1, env={})
+    return resolve(pair_argv(scenario.launch, node_rank, *extra), scenario, start_seed=1, env={})
 
 
 def _printed(node_rank: int, faults: dict[str, Any]) -> list[str]:
@@ -61,7 +53,7 @@ def test_the_hung_node_stops_inside_its_stage_and_flagbot_names_it(
     assert _stage_reached(hung) == stage and _stage_reached(peer) == peer_stage
     assert hung[-1].startswith(hung_last)
     # flagbot, fed both nodes' lines, names node 1 in that stage
-    watch = StallWatch(DEFAULTS, [("n0", 0), ("n1", 1)], at=0.0)
+    watch = StallWatch(StallBounds.from_timeouts(TargetTimeouts()), [("n0", 0), ("n1", 1)], at=0.0)
     for message in peer:
         watch.line("n0", message, 2.0)
     for message in hung:
@@ -89,7 +81,7 @@ def test_a_flag_s_effect_hangs_only_the_start_that_has_the_flag() -> None:
     rule = next(r for r in document["flags"] if r["when"][0]["flag"] == "--enable-nccl-nvls")
     rule["effect"] = {**rule["effect"], "hang_during_warmup": False, "hang_in": "weight_load", "hang_node": 1}
     scenario = scenario_from_dict(document)
-    argv = [*scenario.launch, "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "10.0.0.1:5000"]
+    argv = pair_argv(scenario.launch, 1)
     assert resolve(argv, scenario, start_seed=1, env={}).hang_in is None
     hung = resolve([*argv, "--enable-nccl-nvls"], scenario, start_seed=1, env={})
     assert (hung.hang_in, hung.hang_node) == ("weight_load", 1)
