@@ -96,8 +96,25 @@ class TargetTimeouts(Strict):
     """How long `/health` may answer 503 (uvicorn up, SGLang's warmup request running) before
     the start counts as hung in its warmup and is rolled back; the load itself is bounded by
     `ready`. SGLang's warmup is one short `/generate`: seconds on a healthy server."""
+    stall_distributed_init: Duration = timedelta(minutes=10)
+    """How long a start may stay silent in its distributed init (the rendezvous and NCCL setup)
+    before it counts as stalled there and is rolled back: a rank whose peer never arrives stops
+    logging after the NCCL line and waits (`bot.target.stalls`)."""
+    stall_weight_load: Duration = timedelta(minutes=30)
+    """The same for the weight load and KV pool allocation (a large checkpoint on a slow disk
+    prints nothing between `Load weight begin` and `Load weight end`)."""
+    stall_graph_capture: Duration = timedelta(minutes=15)
+    """The same for CUDA graph capture (through the capacity line)."""
     stop: Duration = timedelta(minutes=3)
     benchmark: Duration = timedelta(minutes=30)
+
+    @field_validator("stall_distributed_init", "stall_weight_load", "stall_graph_capture")
+    @classmethod
+    def _positive_stall_bound(cls, value: timedelta) -> timedelta:
+        """A zero bound would call every start stalled at its first silent moment."""
+        if value <= timedelta(0):
+            raise ValueError("a stall bound must be longer than 0s")
+        return value
 
 
 class HttpHook(Strict):

@@ -136,6 +136,7 @@ class _Scanner:
             self._event(lineno, "ready")
             return
         for extract, target, stage in (
+            (ev.distributed_init, cur.distributed_init, "distributed_init"),
             (ev.kv_cache, cur.kv_cache, "kv_cache"),
             (ev.weights, cur.weights, "weights"),
             (ev.cuda_graph, cur.cuda_graph, "cuda_graph"),

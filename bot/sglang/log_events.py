@@ -22,6 +22,8 @@ KEYWORDS: tuple[str, ...] = (
     "server_args=",
     "max_total_num_tokens=",
     "KV Cache ",
+    "Init torch distributed ",
+    "is using nccl==",
     "Load weight ",
     "Capture ",
     "ready to roll",
@@ -79,6 +81,8 @@ _KV_FIELDS = {"#tokens": "tokens", "K size": "k_size_gb", "V size": "v_size_gb",
 _WEIGHT_RE = re.compile(
     rf"(elapsed|avail mem|mem usage)=({_NUM})|\b(type|dtype|quant|fmt)=([^,\s]{{1,200}}?)(?=,|\s|$)"
 )
+_DIST_RE = re.compile(rf"(elapsed|mem usage)=({_NUM}) ?(?:s|GB)\b")
+_NCCL_RE = re.compile(r"is using nccl==([\w.+-]{1,40})")
 _COMMITTED_RE = re.compile(rf"Committed real weights after CUDA graph capture in ({_NUM}) s")
 _GRAPH_RE = re.compile(r"Capture (?P<kind>[\w ]{1,60}?) (?P<phase>begin|end)\b")
 _GRAPH_NUM_RE = re.compile(rf"(Time elapsed: |elapsed=|mem usage=|avail mem=)({_NUM})")
@@ -232,6 +236,26 @@ def mamba_cap(message: str) -> dict[str, Any] | None:
 def chain_link(message: str) -> str | None:
     """ "during handling of" / "caused by" for Python's chained-traceback separator lines, else None."""
     return CHAIN_LINKS.get(message.strip())
+
+
+def distributed_init(message: str) -> dict[str, Any] | None:
+    """The distributed init, model_runner.py `init_torch_distributed` (and pynccl.py):
+    `Init torch distributed begin.`, `sglang is using nccl==2.27.5` and `Init torch distributed
+    ends. elapsed=2.87 s, mem usage=1.21 GB` (0.5.9: no `elapsed=`). Why a stage of its own: a
+    rank whose peer never reaches the rendezvous stops logging after the NCCL line, so the
+    begin without its end is what a stalled multi-node start shows."""
+    stripped = message.lstrip()
+    nccl = _NCCL_RE.search(stripped) if stripped.startswith(("sglang is using", "SGLang is using")) else None
+    if nccl is not None:
+        return {"phase": "nccl", "nccl": nccl.group(1)}
+    if stripped.startswith("Init torch distributed begin"):
+        return {"phase": "begin"}
+    if not stripped.startswith("Init torch distributed ends"):
+        return None
+    values: dict[str, Any] = {"phase": "end"}
+    for key, num in _DIST_RE.findall(stripped):
+        values.setdefault("elapsed_s" if key == "elapsed" else "mem_usage_gb", _number(num))
+    return values
 
 
 def weights(message: str) -> dict[str, Any] | None:

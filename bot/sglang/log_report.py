@@ -91,6 +91,8 @@ class StartReport:
     """What this start printed but the parser could not read: name -> reason (never a silent null)."""
     parsed: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(PARSED_KEYS))
     per_rank: dict[str, dict[str, Any]] = field(default_factory=dict)
+    distributed_init: list[dict[str, Any]] = field(default_factory=list)
+    """`Init torch distributed begin.` / the NCCL line / `... ends.`, per rank (`log_events.distributed_init`)."""
     kv_cache: list[dict[str, Any]] = field(default_factory=list)
     weights: list[dict[str, Any]] = field(default_factory=list)
     cuda_graph: list[dict[str, Any]] = field(default_factory=list)
@@ -183,6 +185,7 @@ class StartReport:
         """Drop the bulky parts of a start that is over; its summary stays in `starts`."""
         self.server_args = None
         self.kv_cache, self.weights, self.cuda_graph, self.warnings = [], [], [], []
+        self.distributed_init = []
         self.mamba_cache = [entry for entry in [self.state_cache] if entry is not None]
         self.errors = [e for e in self.errors[:8] if not e["after_ready"]]
         self._warning_index = {}
@@ -267,6 +270,7 @@ class LogReport:
                 "ready_line": cur.ready_line,
                 "stage": cur.stage,
                 "errors": cur.errors,
+                "distributed_init": cur.distributed_init,
                 "kv_cache": cur.kv_cache,
                 "weights": cur.weights,
                 "cuda_graph": cur.cuda_graph,

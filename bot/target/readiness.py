@@ -23,7 +23,11 @@ The outcome is `ready`, `failed` (with the reason, the node and the fatal line) 
 ready. A server that answers 503 for longer than `TargetTimeouts.warmup` has a hung warmup
 request (SGLang sends one `/generate` after uvicorn starts and stays 503 until it returns):
 that is a failure of its own, `warmup-hang`, reported then rather than at the end of the much
-longer load bound. Nothing here changes the target; rollback decides what to do with a failure.
+longer load bound. With `stall_bounds`, every node's journal is followed and a start that makes
+no progress inside one stage (distributed init, weight load, graph capture, warmup) for longer
+than that stage's bound is a `stall`, naming the stage and the node behind (`bot.target.stalls`):
+a rank whose peer never arrives waits in silence, and so would this wait until `timeout`.
+Nothing here changes the target; rollback decides what to do with a failure.
 
 A connection dropped while the host stays up (sshd restarted, a NAT idle cut) is not an
 unreachable node: `systemctl show` is re-run by the session on a fresh connection, the follower
@@ -60,13 +64,14 @@ from bot.target.nodestate import (
 )
 from bot.target.readiness_result import Failure, FailureReason, Phase, Readiness
 from bot.target.ssh_reconnect import Reconnect
+from bot.target.stalls import StallBounds, StallWatch
 
 Progress = Callable[[str, str], Awaitable[None] | None]
 """Called with (phase, detail) at each change, e.g. to update a Slack status card."""
 Event = (
     tuple[Literal["health"], int | None, float]
     | tuple[Literal["unit"], tuple[NodeLike, NodeState], float]
-    | tuple[Literal["line"], JournalEntry, float]
+    | tuple[Literal["line"], tuple[NodeLike, JournalEntry], float]
     | tuple[Literal["unreachable"], tuple[NodeLike, Exception], float]
 )
 """What a watcher tells the decision loop: (kind, what it saw, when in Unix seconds)."""
@@ -81,6 +86,7 @@ async def wait_ready(
     crash_restarts: int = 1,
     confirm_s: float = 1.0,
     warmup_timeout: float | None = None,
+    stall_bounds: StallBounds | None = None,
     client: httpx.AsyncClient | None = None,
     on_progress: Progress | None = None,
 ) -> Readiness:
@@ -91,7 +97,9 @@ async def wait_ready(
     restarts (`NRestarts` rising) count as a crash loop. After the first ready signal the other
     one (`/health` 200 or the ready line) is awaited up to `confirm_s` so both are recorded.
     `warmup_timeout`: how long `/health` may answer 503 (warming) before the start counts as
-    hung in its warmup (None: only `timeout` bounds it).
+    hung in its warmup (None: only `timeout` bounds it). `stall_bounds`: how long each startup
+    stage may go without progress on the node behind (None: no stall is looked for, and only
+    node 0's journal is followed).
     """
     own = client is None
     http = client or async_client(timeout=2.0)
@@ -103,6 +111,7 @@ async def wait_ready(
         crash_restarts,
         on_progress,
         warmup_timeout,
+        stall_bounds,
     )
     try:
         return await waiter.run(timeout, confirm_s)
@@ -121,6 +130,7 @@ class _Waiter:
         crash_restarts: int,
         on_progress: Progress | None,
         warmup_timeout: float | None = None,
+        stall_bounds: StallBounds | None = None,
     ) -> None:
         self.nodes, self.url, self.client = nodes, url, client
         self.previous = dict(previous)
@@ -139,6 +149,13 @@ class _Waiter:
         self.health_code: int | None = None
         self.health_at = 0.0
         self.warmup_timeout = warmup_timeout
+        self.stalls = (
+            None
+            if stall_bounds is None
+            else StallWatch(stall_bounds, [(n.name, n.index) for n in nodes], time.time())
+        )
+        self.followed: dict[str, asyncio.Task[None]] = {}
+        """The journal followers of nodes of rank >= 1 (node 0's is `follower`)."""
 
     # -- watchers --------------------------------------------------------------------------
 
@@ -188,7 +205,7 @@ class _Waiter:
         try:
             async for entry in follow_journal(node, params, on_resume=resumed):
                 if entry.invocation is not None:
-                    await self.events.put(("line", entry, time.time()))
+                    await self.events.put(("line", (node, entry), time.time()))
         except UnreachableError as exc:
             await self.events.put(("unreachable", (node, exc), time.time()))
 
@@ -210,7 +227,7 @@ class _Waiter:
                 while self.result.outcome != "ready" and self.result.failure is None:
                     event = await self._next_event()
                     if event is None:
-                        self._warmup_hung()
+                        self._deadline_passed()
                     else:
                         await self._handle(event)
                 if self.result.outcome == "ready":
@@ -221,20 +238,41 @@ class _Waiter:
         finally:
             if self.follower is not None:
                 tasks.append(self.follower)
+            tasks.extend(self.followed.values())
             await stop_tasks(tasks)  # re-cancels a watcher whose cancel a finishing wait_for swallowed
         return self.result
 
     async def _next_event(self) -> Event | None:
-        """The next watcher event, or None when the warming phase outlived `warmup_timeout`."""
+        """The next watcher event, or None when the warming phase outlived `warmup_timeout` or
+        the node behind outlived its stage's stall bound."""
+        deadlines = []
         warming = self.result.phases.get("warming")
-        if warming is None or self.warmup_timeout is None:
+        if warming is not None and self.warmup_timeout is not None:
+            deadlines.append(warming + self.warmup_timeout)
+        stall_at = self.stalls.deadline() if self.stalls is not None and self._known() else None
+        if stall_at is not None:
+            deadlines.append(stall_at)
+        if not deadlines:
             return await self.events.get()
-        left = warming + self.warmup_timeout - time.time()
         try:
-            async with asyncio.timeout(max(0.0, left)):
+            async with asyncio.timeout(max(0.0, min(deadlines) - time.time())):
                 return await self.events.get()
         except TimeoutError:
             return None
+
+    def _deadline_passed(self) -> None:
+        warming = self.result.phases.get("warming")
+        now = time.time()
+        if warming is not None and self.warmup_timeout is not None and now >= warming + self.warmup_timeout:
+            self._warmup_hung()
+            return
+        stall = self.stalls.stalled(now) if self.stalls is not None else None
+        if stall is None:
+            return  # something moved just before the deadline: the next wait has a later one
+        self._fail("stall", stall.node, stall.describe())
+        if self.result.failure is not None:
+            self.result.failure.stage = stall.stage
+            self.result.failure.invocation = self.result.invocations.get(stall.node)
 
     def _warmup_hung(self) -> None:
         name = self.nodes[0].name
@@ -248,6 +286,7 @@ class _Waiter:
         )
         if self.result.failure is not None:
             self.result.failure.invocation = self.result.invocation
+            self.result.failure.stage = "warmup"
 
     async def _confirm(self, confirm_s: float) -> None:
         """Give the second ready signal a moment to arrive, so both moments are on record."""
@@ -279,14 +318,19 @@ class _Waiter:
                 await self._on_health(code, at)
             case ("unit", (node, state), at):
                 await self._on_unit(node, state, at)
-            case ("line", entry, at):
-                await self._on_line(entry, at)
+            case ("line", (node, entry), at):
+                if node.index == 0:
+                    await self._on_line(entry, at)
+                elif self.stalls is not None and entry.invocation in self.accepted and not entry.systemd:
+                    self.stalls.line(node.name, parse_line(entry.message).message, at)
             case ("unreachable", (node, exc), at):
                 self._fail("unreachable", node.name, f"{node.name}: {exc}")
 
     async def _on_health(self, code: int | None, at: float) -> None:
         if not self._known():
             return
+        if self.stalls is not None:
+            self.stalls.health(code, at)
         if code is None:
             await self._phase("loading", at, "port not open yet (loading)")
         elif code == 503:
@@ -316,6 +360,11 @@ class _Waiter:
         self.states[name] = state
         if self.result.invocations.get(name) is None:
             self.result.invocations[name] = state.invocation
+        if self.stalls is not None and state.invocation not in self.accepted:
+            self.accepted.add(state.invocation)
+            self.stalls.started(name, at)
+            if node.index != 0 and name not in self.followed:
+                self.followed[name] = asyncio.create_task(self._follow(node, journal_since(state.started)))
         if node.index == 0:
             self.accepted.add(state.invocation)
         if node.index == 0 and self.result.invocation is None:
@@ -341,6 +390,8 @@ class _Waiter:
             return
         line = parse_line(entry.message)
         message = line.message
+        if self.stalls is not None:
+            self.stalls.line(self.nodes[0].name, message, at)
         if ev.READY_TEXT in message:
             self.result.ready_line_at = self.result.ready_line_at or entry.realtime
             self.result.ready_line_seen_at = self.result.ready_line_seen_at or at
@@ -420,6 +471,8 @@ def _stage(message: str) -> str | None:
     """The startup step a line shows, with the foundation's extractors."""
     if "server_args=" in message:
         return "server_args"
+    if ev.distributed_init(message) is not None:
+        return "distributed_init"
     if ev.weights(message) is not None:
         return "weights"
     if ev.kv_cache(message) is not None:

@@ -21,6 +21,7 @@ FailureReason = Literal[
     "stopped",
     "unreachable",
     "warmup-hang",
+    "stall",
     "timeout",
 ]
 
@@ -38,6 +39,8 @@ class Failure:
     """How the main process ended, as systemd words it (`code=killed, status=9/KILL`)."""
     restart: str | None = None
     """The unit's `Restart=`: it decides whether that end became a restart loop or a failed unit."""
+    stage: str | None = None
+    """For a `stall` (and a `warmup-hang`): the startup stage it stopped in (`bot.target.stalls`)."""
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -64,7 +67,8 @@ class Readiness:
     phases: dict[str, float] = field(default_factory=dict)
     """First moment (Unix seconds) each phase was seen: loading, warming, ready, failed."""
     stage: str | None = None
-    """Last startup step the journal showed (server_args, weights, kv_cache, cuda_graph, capacity)."""
+    """Last startup step node 0's journal showed (server_args, distributed_init, weights, kv_cache,
+    cuda_graph, capacity)."""
     failure: Failure | None = None
     previous: dict[str, str | None] = field(default_factory=dict)
     """Each node's InvocationID before the restart: starts up to it belong to earlier changes."""

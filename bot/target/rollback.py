@@ -38,6 +38,7 @@ from bot.target.readiness import Progress, wait_ready
 from bot.target.readiness_result import Failure, Readiness
 from bot.target.restart import RestartReport, apply_and_restart, flags_for_nodes, restore_vendor_and_restart
 from bot.target.session import TargetSession
+from bot.target.stalls import StallBounds
 from bot.target.unit import read_unit
 
 Trigger = Literal["on-demand", "failed-start", "not-ready"]
@@ -147,7 +148,7 @@ async def failure_evidence(
     reason = summary.get("reason")
     what = (
         f"the start failed on {node.name}: {reason}"
-        if reason not in ("timeout", "warmup-hang")
+        if reason not in ("timeout", "warmup-hang", "stall")
         else str(summary.get("message"))
     )
     if failure is not None and failure.n_restarts is not None:
@@ -250,6 +251,7 @@ async def rollback(
             timeout=limit,
             previous=previous,
             warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
+            stall_bounds=StallBounds.from_timeouts(ts.target.timeouts),
             client=client,
             on_progress=on_progress,
         )
@@ -337,6 +339,7 @@ async def ensure_ready(
         previous=previous,
         confirm_s=0.0,  # observe reads the journal at once and records the ready line from it
         warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
+        stall_bounds=StallBounds.from_timeouts(ts.target.timeouts),
         client=client,
         on_progress=on_progress,
     )

@@ -150,11 +150,17 @@ class Noise(_Strict):
     restart_memory_jitter_gib: float = Field(default=0.0, ge=0)
 
 
+HangStage = Literal["distributed_init", "weight_load", "graph_capture", "warmup"]
+"""A startup stage the twin can hang in silently (`engine/hangs.py`)."""
+
+
 class Faults(_Strict):
     request_failure_fraction: float = Field(default=0.0, ge=0, le=1)
     hang_during_warmup: bool = False
     crash_after_s: float | None = Field(default=None, gt=0)
     oom_start: bool = False
+    hang_in: HangStage | None = None
+    hang_node: int | None = Field(default=None, ge=0)
 
 
 class CapabilityRange(_Strict):
@@ -176,6 +182,8 @@ class Effect(_Strict):
     crash: str | None = None
     startup_extra_s: float = Field(default=0.0, ge=0)
     hang_during_warmup: bool = False
+    hang_in: HangStage | None = None
+    hang_node: int | None = Field(default=None, ge=0)
 
 
 class _RuleBase(Effect):

@@ -346,6 +346,21 @@ def test_hang_during_warmup_never_turns_ready(twins: TwinFactory) -> None:
     assert httpx.get(twin.base + "/model_info").status_code == 200  # the API already answers
 
 
+def test_a_weight_load_hang_stops_logging_and_never_opens_the_port(twins: TwinFactory) -> None:
+    """`faults.hang_in`: the start goes silent after `Load weight begin.` (engine/hangs.py), as a
+    rank stuck on its checkpoint does; the process stays alive and a SIGTERM still ends it."""
+    twin = twins.start(scenario=tiny(hang_in="weight_load"))
+    twin.wait_for(lambda: "Load weight begin." in twin.stderr(), what="the weight load to begin")
+    deadline = time.monotonic() + 1.5  # the whole tiny start takes well under a second
+    while time.monotonic() < deadline:
+        assert twin.health() is None and twin.proc.poll() is None
+        time.sleep(0.05)
+    err = twin.stderr()
+    assert "Load weight end." not in err and "max_total_num_tokens=" not in err
+    twin.proc.send_signal(signal.SIGTERM)
+    assert twin.wait_exit() == -signal.SIGTERM
+
+
 def test_busy_port_fails_after_loading_like_uvicorn(twins: TwinFactory) -> None:
     with socket.socket() as blocker:
         blocker.bind(("127.0.0.1", 0))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from flagbot_lab.testbed import Testbed
 from flagbot_lab.twin.install import NODE_SITE, SCENARIO_FILE, fit_release
@@ -81,3 +82,23 @@ async def twin_scenario(bed: Testbed, name: str) -> AsyncIterator[None]:
         await _restart_into(bed, found.pop())
         assert [path.read_bytes() for path in paths] == originals
         assert [path.read_bytes() for path in versions] == shims
+
+
+@contextmanager
+def scenario_patched(bed: Testbed, patch: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """Every node's compiled scenario changed by `patch` inside the block, the found bytes after.
+
+    Nothing is restarted: the twin reads the file at its next start, so the running server keeps
+    the scenario it started with and only the starts made inside the block see the change (a
+    flag rule added here acts on the start that has the flag)."""
+    paths = [bed.layout.root(k) / SCENARIO_FILE for k in range(len(bed.addresses))]
+    originals = [path.read_bytes() for path in paths]
+    try:
+        for path, data in zip(paths, originals, strict=True):
+            document = json.loads(data)
+            patch(document)
+            _write(path, (json.dumps(document, indent=1) + "\n").encode())
+        yield
+    finally:
+        for path, data in zip(paths, originals, strict=True):
+            _write(path, data)

@@ -39,6 +39,7 @@ TOP_KEYS = {
     "ready_line",
     "stage",
     "errors",
+    "distributed_init",
     "kv_cache",
     "weights",
     "cuda_graph",

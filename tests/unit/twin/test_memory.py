@@ -10,6 +10,7 @@ from flagbot_lab.twin.engine.memory import GIB, capture_batch_sizes, plan_memory
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import FAILURE_SIGNAL, resolve, resolve_args
 from flagbot_lab.twin.schema import compile_scenario
+from tests.support.twin_launch import pair_argv
 
 FUSED_MOE = "--enable-fused-moe-sum-all-reduce"
 AR_FUSION = "--enable-flashinfer-allreduce-fusion"
@@ -21,17 +22,7 @@ def _scenario(name: str) -> Scenario:
 
 
 def _gb10(*extra: str, node_rank: int = 0) -> list[str]:
-    launch = list(_scenario("seed-gb10").launch)
-    return [
-        *launch,
-        "--nnodes",
-        "2",
-        "--node-rank",
-        str(node_rank),
-        "--dist-init-addr",
-        "10.0.0.1:5000",
-        *extra,
-    ]
+    return pair_argv(_scenario("seed-gb10").launch, node_rank, *extra)
 
 
 def test_resolve_max_num_reqs_follows_section_2_3() -> None:

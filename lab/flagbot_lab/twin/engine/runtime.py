@@ -37,6 +37,7 @@ from typing import Any
 from . import logfmt
 from .api import Api, ServeInfo
 from .batchlog import BatchLogger
+from .hangs import hang_step
 from .helpers import dummy_health_handler, self_request
 from .httpd import HttpServer, Request
 from .rendezvous import Rendezvous, RendezvousError, fingerprint, split_addr
@@ -197,7 +198,11 @@ class Runtime:
 
     async def _play_steps(self) -> Ending | None:
         last_phase = ""
-        for step in self.r.steps:
+        hanging = self.r.hang_node in (None, self.node_rank)
+        stop = hang_step(self.r.steps, self.r.hang_in, hanging=hanging) if self.r.failure is None else None
+        for index, step in enumerate(self.r.steps):
+            if index == stop:  # silent from here on, port closed; a signal still ends it
+                await asyncio.Event().wait()
             if step.gate == "rendezvous" and self.nnodes > 1:
                 self._set_phase("rendezvous")
                 try:

@@ -200,6 +200,10 @@ class Faults:
     hang_during_warmup: bool = False
     crash_after_s: float | None = None
     oom_start: bool = False
+    hang_in: str | None = None
+    """A stage the start hangs in, silent (`engine/hangs.py`); `hang_node`: the node rank that
+    hangs (None: every node)."""
+    hang_node: int | None = None
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,9 @@ class Effect:
     `implies`: ServerArgs fields set as if by SGLang's post-init; `throughput_factor` multiplies
     decode speed; `crash`: the start fails with this exception line; `startup_extra_s` is added
     to CUDA graph capture; `hang_during_warmup`: uvicorn comes up (so `/health` answers 503) but
-    the warmup request never completes, as a collective that deadlocks on the first forward pass.
+    the warmup request never completes, as a collective that deadlocks on the first forward pass;
+    `hang_in` / `hang_node`: the start stops printing in that stage on that node rank (None:
+    every node) and never becomes ready (`engine/hangs.py`).
     """
 
     memory_gib: float = 0.0
@@ -237,6 +243,8 @@ class Effect:
     crash: str | None = None
     startup_extra_s: float = 0.0
     hang_during_warmup: bool = False
+    hang_in: str | None = None
+    hang_node: int | None = None
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,10 @@ class Resolved:
     requested: set[str] = field(default_factory=set)
     hang_during_warmup: bool = False
     """The scenario's fault, or an active flag's effect: the warmup request never completes."""
+    hang_in: str | None = None
+    """The stage this start hangs in, silent (the fault or an active flag's effect, `engine/hangs.py`)."""
+    hang_node: int | None = None
+    """The node rank that hangs in `hang_in` (None: every node); its peers wait for it."""
 
     def startup_seconds(self) -> float:
         """Unscaled seconds from process start to the last step."""
@@ -167,6 +171,11 @@ def resolve(
         "max_req_input_len": min(plan.context_len - 1, plan.max_total_num_tokens - 1) - 5 if ok else 0,
     }
     tp, nnodes, node = int(a["tp_size"]), int(a["nnodes"]), int(a["node_rank"])
+    hanging = next((e for e in effects if e.hang_in is not None), None)
+    hang_in = scenario.faults.hang_in or (hanging.hang_in if hanging else None)
+    hang_node = (
+        scenario.faults.hang_node if scenario.faults.hang_in else (hanging.hang_node if hanging else None)
+    )
     per_node = max(1, tp // nnodes)
     return Resolved(
         server_args=a,
@@ -185,7 +194,10 @@ def resolve(
         active_rules=list(dict.fromkeys(rule.name for rule, _effect in active)),
         requested=post.requested,
         hang_during_warmup=scenario.faults.hang_during_warmup
-        or any(effect.hang_during_warmup for effect in effects),
+        or any(effect.hang_during_warmup for effect in effects)
+        or (hang_in == "warmup" and hang_node in (None, 0)),
+        hang_in=hang_in,
+        hang_node=hang_node,
     )
 
 
