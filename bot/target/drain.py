@@ -170,7 +170,7 @@ async def _probe(
     ts: TargetSession, client: httpx.AsyncClient, settings: DrainSettings
 ) -> tuple[Source, int, int]:
     try:
-        response = await client.get(f"{ts.target.http_base()}/metrics")
+        response = await client.get(f"{await ts.http_base()}/metrics")
         if response.status_code == 200:
             load = load_from_metrics(response.text)
             if load is not None:

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from bot.config.schema import Target
 from bot.store import AsyncStore
+from bot.target.http_route import HttpRoute, HttpRouter
 from bot.target.ledger import Ledger
 from bot.target.ssh import Auditor, NodeSession
 
@@ -32,9 +33,20 @@ class TargetSession:
     jump: NodeSession | None = field(default=None, repr=False)
     ledger: Ledger = field(init=False, repr=False)
     """What flagbot remembers of the target (store-backed when `store` is given)."""
+    http: HttpRouter = field(init=False, repr=False)
+    """How node 0's HTTP server is reached (direct or an SSH forward), resolved once per session."""
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.name, self.store)
+        self.http = HttpRouter(self.target, self.nodes[0])
+
+    async def http_route(self) -> HttpRoute:
+        """Node 0's HTTP base as the bot host reaches it now: every HTTP read of the server uses it."""
+        return await self.http.route()
+
+    async def http_base(self) -> str:
+        """The base URL of `http_route()` (the configured one, or the local end of the forward)."""
+        return (await self.http.route()).base_url
 
     @property
     def unit(self) -> str:
@@ -79,6 +91,7 @@ class TargetSession:
         return list(await asyncio.gather(*(action(node) for node in self.nodes), return_exceptions=True))
 
     async def close(self) -> None:
+        await self.http.close()  # the forward's listener first: it lives on node 0's connection
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
         if self.jump is not None:
             await self.jump.close()
