@@ -88,17 +88,26 @@ async def answers_directly(host: str, port: int, timeout_s: float = PROBE_TIMEOU
     return True
 
 
-async def answers_on_loopback(
+LoopbackAnswer = Literal["answers", "closed", "forbidden"]
+
+
+async def probe_loopback(
     conn: asyncssh.SSHClientConnection, port: int, timeout_s: float = PROBE_TIMEOUT_S
-) -> bool:
-    """Whether node 0's own 127.0.0.1:port accepts a connection (a direct-tcpip channel: no command runs)."""
+) -> tuple[LoopbackAnswer, str]:
+    """Whether node 0's own 127.0.0.1:port accepts a connection, opened as the forward would be
+    (a `direct-tcpip` channel: no command runs). `forbidden`: sshd refuses forwarding itself
+    (`AllowTcpForwarding no`), which no waiting for the server mends; `closed`: nothing listens."""
     try:
         async with asyncio.timeout(timeout_s):
             _reader, writer = await conn.open_connection(LOOPBACK, port)
-    except (OSError, asyncssh.Error, TimeoutError):
-        return False
+    except asyncssh.ChannelOpenError as exc:
+        if exc.code == asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED:
+            return "forbidden", f"node 0's sshd refuses TCP forwarding ({exc.reason})"
+        return "closed", exc.reason
+    except (OSError, asyncssh.Error, TimeoutError) as exc:
+        return "closed", str(exc) or type(exc).__name__
     writer.close()
-    return True
+    return "answers", ""
 
 
 class HttpRouter:
@@ -134,20 +143,25 @@ class HttpRouter:
             return self._decided
         port = _port(self._parts)
         if via == "ssh":
+            answer, said = await probe_loopback(await self.node0.connection(), port)
+            if answer == "forbidden":
+                raise HttpForwardError(f"{self.node0.name}: no SSH forward to its {LOOPBACK}:{port}: {said}")
             self._decided = await self._forwarded("http_via = ssh")
             return self._decided
         host = self._parts.hostname or ""
         if await answers_directly(host, port):
             self._decided = self.configured
             return self._decided
-        conn = await self.node0.connection()
-        if await answers_on_loopback(conn, port):
+        answer, said = await probe_loopback(await self.node0.connection(), port)
+        if answer == "answers":
             self._decided = await self._forwarded(f"{host}:{port} does not answer from the bot host")
             return self._decided
-        try:  # nothing answers yet: forward (reaches 0.0.0.0 too), decide when something answers
-            return await self._forwarded("nothing answers yet")
-        except HttpForwardError as exc:
-            return HttpRoute(self.configured.base_url, self.configured.on_node, "direct", str(exc))
+        if answer == "forbidden":  # decided: no forward can ever help
+            self._decided = HttpRoute(self.configured.base_url, self.configured.on_node, "direct", said)
+            return self._decided
+        # nothing answers yet (a server starting): forward, which reaches a server on 0.0.0.0 too,
+        # and ask again next time, so one that comes up on its public address is used directly
+        return await self._forwarded("nothing answers yet")
 
     def _forward_alive(self) -> bool:
         return self._listener_conn is not None and not self._listener_conn.is_closed()
