@@ -216,10 +216,13 @@ async def _flag_list(settings: Settings, name: str, cache_dir: Path | None) -> C
     )
 
 
-async def _get(name: str, check: str, url: str, client: httpx.AsyncClient) -> tuple[ConnectCheck, bool]:
-    """The check's line, and whether anything answered at `url` at all."""
+async def _get(
+    name: str, check: str, url: str, client: httpx.AsyncClient, *, sent_to: str | None = None
+) -> tuple[ConnectCheck, bool]:
+    """The check's line about `url`, and whether anything answered at all (the request goes to
+    `sent_to` when given: the local end of the SSH forward, which the operator never configured)."""
     try:
-        response = await client.get(url)
+        response = await client.get(sent_to or url)
     except httpx.HTTPError as exc:
         return ConnectCheck(name, TARGET_WIDE, check, "fail", f"{url} did not answer: {_said(exc)}"), False
     if response.status_code != 200:
@@ -241,14 +244,17 @@ async def _http_route(name: str, ts: TargetSession, logged_in: bool) -> tuple[Co
     return ConnectCheck(name, TARGET_WIDE, "http_via", "ok", route.described), route.base_url
 
 
-async def _http(name: str, base_url: str, client: httpx.AsyncClient) -> list[ConnectCheck]:
-    """`/health` (readiness) and `/server_info` (the effective capacity every verdict reads)."""
-    base = base_url.rstrip("/")
-    health, answered = await _get(name, "http", f"{base}/health", client)
+async def _http(name: str, target: Target, base_url: str, client: httpx.AsyncClient) -> list[ConnectCheck]:
+    """`/health` (readiness) and `/server_info` (the effective capacity every verdict reads),
+    requested at `base_url` (the route's), named by the configured URL."""
+    shown, sent = target.http_base().rstrip("/"), base_url.rstrip("/")
+    health, answered = await _get(name, "http", f"{shown}/health", client, sent_to=f"{sent}/health")
     if not answered:  # one cause, one line: nothing listens there
         skipped = ConnectCheck(name, TARGET_WIDE, "server_info", "skip", "not tried: /health did not answer")
         return [health, skipped]
-    info, _answered = await _get(name, "server_info", f"{base}/server_info", client)
+    info, _answered = await _get(
+        name, "server_info", f"{shown}/server_info", client, sent_to=f"{sent}/server_info"
+    )
     return [health, info]
 
 
@@ -268,7 +274,7 @@ async def _target(
         route_line, base_url = await _http_route(name, ts, logged_in)
         lines.append(route_line)
         if base_url is not None:  # the forward closes with the session: read through it inside
-            lines.extend(await _http(name, base_url, client))
+            lines.extend(await _http(name, target, base_url, client))
     return lines
 
 
