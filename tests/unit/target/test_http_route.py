@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bot.target.errors import HostKeyError
-from bot.target.http_route import WAY_WORDS, HttpForwardError
+from bot.target.http_route import WAY_WORDS, HttpForwardError, HttpRoute
 from bot.target.session import TargetSession
 from tests.support.connect_lab import answer_ok
 from tests.unit.target.conftest import FakeTarget, make_target
@@ -42,6 +42,15 @@ def _target(fake: FakeTarget, base_url: str, http_via: str = "auto", **ssh: obje
     return TargetSession.build("fake", configured)
 
 
+async def _route_once(fake: FakeTarget, base_url: str, http_via: str = "auto") -> HttpRoute:
+    """The route a session resolves, the session closed again."""
+    ts = _target(fake, base_url, http_via)
+    try:
+        return await ts.http_route()
+    finally:
+        await ts.close()
+
+
 async def _health(url: str) -> int:
     async with httpx.AsyncClient(timeout=5.0) as client:
         return (await client.get(url + "/health")).status_code
@@ -50,11 +59,7 @@ async def _health(url: str) -> int:
 async def test_a_server_that_answers_directly_is_used_directly_without_a_login(
     fake_target: FakeTarget, loopback_server: int
 ) -> None:
-    ts = _target(fake_target, f"http://127.0.0.1:{loopback_server}")
-    try:
-        route = await ts.http_route()
-    finally:
-        await ts.close()
+    route = await _route_once(fake_target, f"http://127.0.0.1:{loopback_server}")
     assert (route.way, route.base_url) == ("direct", f"http://127.0.0.1:{loopback_server}")
     assert route.described == "direct"
     assert fake_target.nodes[0].logins == 0 and fake_target.nodes[0].forwards == []
@@ -84,11 +89,7 @@ async def test_a_loopback_only_server_is_reached_through_a_forward_to_node_0s_lo
 
 
 async def test_direct_is_taken_as_configured_without_probing(fake_target: FakeTarget) -> None:
-    ts = _target(fake_target, "http://127.0.0.2:9", "direct")
-    try:
-        route = await ts.http_route()
-    finally:
-        await ts.close()
+    route = await _route_once(fake_target, "http://127.0.0.2:9", "direct")
     assert (route.way, route.base_url, route.on_node) == (
         "direct",
         "http://127.0.0.2:9",
@@ -129,11 +130,7 @@ async def test_auto_on_a_node_that_forbids_forwarding_stays_direct_and_says_why(
     fake_target: FakeTarget, loopback_server: int
 ) -> None:
     fake_target.nodes[0].forwarding = False
-    ts = _target(fake_target, f"http://127.0.0.2:{loopback_server}")
-    try:
-        route = await ts.http_route()
-    finally:
-        await ts.close()
+    route = await _route_once(fake_target, f"http://127.0.0.2:{loopback_server}")
     assert route.way == "direct" and route.base_url == f"http://127.0.0.2:{loopback_server}"
     assert "refuses TCP forwarding" in route.described
     assert fake_target.nodes[0].forwards == [("127.0.0.1", loopback_server)]  # the probe only
