@@ -152,7 +152,11 @@ class HttpRouter:
         if await answers_directly(host, port):
             self._decided = self.configured
             return self._decided
-        answer, said = await probe_loopback(await self.node0.connection(), port)
+        try:
+            answer, said = await probe_loopback(await self.node0.connection(), port)
+        except TargetError as exc:  # no login: no forward; the HTTP read says what is wrong there
+            configured = self.configured
+            return HttpRoute(configured.base_url, configured.on_node, "direct", f"no SSH forward: {exc}")
         if answer == "answers":
             self._decided = await self._forwarded(f"{host}:{port} does not answer from the bot host")
             return self._decided

@@ -168,3 +168,12 @@ async def test_the_forward_needs_node_0s_verified_host_key(
     finally:
         await ts.close()
     assert fake_target.nodes[0].forwards == []
+
+
+async def test_auto_without_a_login_on_node_0_stays_direct_and_says_why(
+    fake_target: FakeTarget, loopback_server: int
+) -> None:
+    await fake_target.nodes[0].stop()  # node 0's sshd is gone; the HTTP read reports the server
+    route = await _route_once(fake_target, f"http://127.0.0.2:{loopback_server}")
+    assert (route.way, route.base_url) == ("direct", f"http://127.0.0.2:{loopback_server}")
+    assert route.note.startswith("no SSH forward: ") and "unreachable" in route.note
