@@ -41,12 +41,17 @@ class TargetSession:
         self.http = HttpRouter(self.target, self.nodes[0])
 
     async def http_route(self) -> HttpRoute:
-        """Node 0's HTTP base as the bot host reaches it now: every HTTP read of the server uses it."""
+        """Node 0's HTTP base as the bot host reaches it now: every HTTP read of the server uses it.
+
+        A session whose `target` was replaced (another base URL or `http_via`) routes anew."""
+        if self.http.target is not self.target:
+            await self.http.close()
+            self.http = HttpRouter(self.target, self.node0)
         return await self.http.route()
 
     async def http_base(self) -> str:
         """The base URL of `http_route()` (the configured one, or the local end of the forward)."""
-        return (await self.http.route()).base_url
+        return (await self.http_route()).base_url
 
     @property
     def unit(self) -> str:
