@@ -29,6 +29,7 @@ from bot.bench.verdict import VerdictSettings
 from bot.commands import CommandError, Invocation
 from bot.config import Settings
 from bot.config.schema import parse_duration
+from bot.loop.steps.measure_steps import routed
 from bot.store.bench_repo import LoadedSet, load_set
 from bot.target.session import TargetSession
 
@@ -223,11 +224,12 @@ async def run_bench(
         measure = setup.steps(None)[1]
         await progress.step(1, measure, "running")
         node = None
-        if plan.backend == "bench_serving":
+        if plan.target in ctx.settings.targets:  # a configured server: reached by the session's route
             session = await stack.enter_async_context(
                 TargetSession.open(plan.target, ctx.settings.targets[plan.target], store=ctx.store)
             )
-            node = session.node0
+            plan = await routed(plan, session)
+            node = session.node0 if plan.backend == "bench_serving" else None
         run = await run_plan(
             plan,
             store=ctx.store,

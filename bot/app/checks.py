@@ -27,6 +27,7 @@ from bot.bench.verdict import VerdictSettings
 from bot.config.verdicts import Verdicts
 from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.lease_guard import hold_lease, holder_id
+from bot.loop.steps.measure_steps import routed
 from bot.sglang.expectation import ExpectationResult, parse_expectation
 from bot.store import Store
 from bot.store.bench_repo import load_set
@@ -206,6 +207,7 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
         plan = plan_for(
             settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
         )
+        plan = await routed(plan, ts)
         node = ts.node0 if plan.backend == "bench_serving" else None
         run = await run_plan(plan, store=rt.store, node=node)
         probe.set_id = run.set.id

@@ -14,8 +14,9 @@ connection); per node: known_hosts has the node, the login (host key verified), 
 lines flagbot needs (`bot.target.sudoers.missing_grants` against `sudo -l -n`), the unit (loaded
 by systemd, its ExecStart an SGLang launch: `bot.target.unit.read_unit`); for node 0: SGLang's
 version and where the flag list commands get came from (`bot.app.flag_list`: node 0's `--help`,
-its cache, or the packaged list), and the HTTP endpoint (`/health` and `/server_info` on
-`base_url`).
+its cache, or the packaged list), and the HTTP endpoint: which way it is reached (`http_via`:
+direct, or through an SSH forward on node 0, `bot.target.http_route`), then `/health` and
+`/server_info` that way.
 """
 
 from __future__ import annotations
@@ -215,10 +216,13 @@ async def _flag_list(settings: Settings, name: str, cache_dir: Path | None) -> C
     )
 
 
-async def _get(name: str, check: str, url: str, client: httpx.AsyncClient) -> tuple[ConnectCheck, bool]:
-    """The check's line, and whether anything answered at `url` at all."""
+async def _get(
+    name: str, check: str, url: str, client: httpx.AsyncClient, *, sent_to: str | None = None
+) -> tuple[ConnectCheck, bool]:
+    """The check's line about `url`, and whether anything answered at all (the request goes to
+    `sent_to` when given: the local end of the SSH forward, which the operator never configured)."""
     try:
-        response = await client.get(url)
+        response = await client.get(sent_to or url)
     except httpx.HTTPError as exc:
         return ConnectCheck(name, TARGET_WIDE, check, "fail", f"{url} did not answer: {_said(exc)}"), False
     if response.status_code != 200:
@@ -226,14 +230,31 @@ async def _get(name: str, check: str, url: str, client: httpx.AsyncClient) -> tu
     return ConnectCheck(name, TARGET_WIDE, check, "ok", f"{url} answered 200"), True
 
 
-async def _http(name: str, target: Target, client: httpx.AsyncClient) -> list[ConnectCheck]:
-    """`/health` (readiness) and `/server_info` (the effective capacity every verdict reads)."""
-    base = target.http_base().rstrip("/")
-    health, answered = await _get(name, "http", f"{base}/health", client)
+async def _http_route(name: str, ts: TargetSession, logged_in: bool) -> tuple[ConnectCheck, str | None]:
+    """Which way the HTTP endpoint is reached (`bot.target.http_route`), and the base URL to read."""
+    if not logged_in:  # no SSH forward without a login; the server may still answer directly
+        if ts.target.http_via == "ssh":
+            return ConnectCheck(name, TARGET_WIDE, "http_via", "skip", "not tried: no login on node 0"), None
+        text = "direct only: no login on node 0, so no SSH forward was tried"
+        return ConnectCheck(name, TARGET_WIDE, "http_via", "skip", text), ts.http.configured.base_url
+    try:
+        route = await ts.http_route()
+    except TargetError as exc:
+        return ConnectCheck(name, TARGET_WIDE, "http_via", "fail", str(exc)), None
+    return ConnectCheck(name, TARGET_WIDE, "http_via", "ok", route.described), route.base_url
+
+
+async def _http(name: str, target: Target, base_url: str, client: httpx.AsyncClient) -> list[ConnectCheck]:
+    """`/health` (readiness) and `/server_info` (the effective capacity every verdict reads),
+    requested at `base_url` (the route's), named by the configured URL."""
+    shown, sent = target.http_base().rstrip("/"), base_url.rstrip("/")
+    health, answered = await _get(name, "http", f"{shown}/health", client, sent_to=f"{sent}/health")
     if not answered:  # one cause, one line: nothing listens there
         skipped = ConnectCheck(name, TARGET_WIDE, "server_info", "skip", "not tried: /health did not answer")
         return [health, skipped]
-    info, _answered = await _get(name, "server_info", f"{base}/server_info", client)
+    info, _answered = await _get(
+        name, "server_info", f"{shown}/server_info", client, sent_to=f"{sent}/server_info"
+    )
     return [health, info]
 
 
@@ -246,10 +267,14 @@ async def _target(
         per_node = await asyncio.gather(
             *(_node(name, target, node, files_ok, timeout_s) for node in ts.nodes)
         )
-    for found in per_node:
-        lines.extend(found)
-    lines.append(await _flag_list(settings, name, cache_dir))
-    lines.extend(await _http(name, target, client))
+        for found in per_node:
+            lines.extend(found)
+        lines.append(await _flag_list(settings, name, cache_dir))
+        logged_in = any(line.check == "login" and line.status == "ok" for line in per_node[0])
+        route_line, base_url = await _http_route(name, ts, logged_in)
+        lines.append(route_line)
+        if base_url is not None:  # the forward closes with the session: read through it inside
+            lines.extend(await _http(name, target, base_url, client))
     return lines
 
 

@@ -13,6 +13,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import httpx
+
 from bot.app.context import AppContext
 from bot.app.freeze import Freeze, active_freeze, check_not_frozen
 from bot.app.leased import leased
@@ -73,12 +75,15 @@ class TargetStatus:
     latest_snapshot: Snapshot | None
     freeze: Freeze | None = None
     """The change freeze in effect (`bot.app.freeze`), None when the target is not frozen."""
+    http_way: str = ""
+    """How /health was reached: `direct` or `through an SSH forward on node 0` (`bot.target.http_route`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "unit": self.unit,
             "health": self.health,
+            "http_way": self.http_way,
             "nodes": [node.to_json() for node in self.nodes],
             "flags": self.flags,
             "environment": self.environment,
@@ -109,13 +114,22 @@ def _session(ctx: AppContext, target: str) -> AbstractAsyncContextManager[Target
     return TargetSession.open(target, ctx.settings.targets[target], store=ctx.store)
 
 
+async def _health(ts: TargetSession, client: httpx.AsyncClient) -> tuple[int | None, str]:
+    """/health by the session's route, and the route's words (why not, when there is none)."""
+    try:
+        route = await ts.http_route()
+    except TargetError as exc:
+        return None, f"not reached: {exc}"
+    return await probe_health(client, route.base_url + "/health"), route.described
+
+
 async def status_of(ts: TargetSession) -> TargetStatus:
     """The status of a target whose session is open."""
     async with async_client(timeout=3.0) as client:
-        view, states, health = await asyncio.gather(
+        view, states, (health, http_way) = await asyncio.gather(
             read_unit(ts.node0),
             asyncio.gather(*(node_state(node) for node in ts.nodes), return_exceptions=True),
-            probe_health(client, ts.target.http_base() + "/health"),
+            _health(ts, client),
         )
     store = ts.store
     good = await store.run(known_good, store.store, ts.name) if store else None
@@ -131,6 +145,7 @@ async def status_of(ts: TargetSession) -> TargetStatus:
         target=ts.name,
         unit=ts.unit,
         health=health,
+        http_way=http_way,
         nodes=nodes,
         flags=view.flags.to_json(),
         environment=dict(view.env),

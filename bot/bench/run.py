@@ -65,6 +65,13 @@ class BenchPlan:
     timeout_s: float | None = None
     """The bound of the whole run, every level and repeat (the target's `timeouts.benchmark`;
     None: unbounded, a server that is no configured target)."""
+    reach_url: str | None = None
+    """Where the bot host sends the load when it is not `base_url` (the local end of an SSH
+    forward to node 0's loopback: `bot.target.http_route`); `base_url` stays what is recorded."""
+    node_url: str | None = None
+    """Where a client on node 0 (bench_serving) reaches the server when it is not `base_url`."""
+    http_way: str = ""
+    """How the server was reached (`direct`, `through an SSH forward on node 0`), for the thread."""
 
     @classmethod
     def build(
@@ -90,12 +97,24 @@ class BenchPlan:
             **extra,
         )
 
+    @property
+    def load_url(self) -> str:
+        """The base URL flagbot's own load generator uses."""
+        return self.reach_url or self.base_url
+
+    def reached_through(self, configured: str, reach_url: str, node_url: str, way: str) -> BenchPlan:
+        """This plan sent by the route the target session resolved, when it measures the
+        configured server (an explicit `--base-url` elsewhere is used as given)."""
+        if self.base_url.rstrip("/") != configured.rstrip("/"):
+            return self
+        return replace(self, reach_url=reach_url, node_url=node_url, http_way=way)
+
     def spec(self, concurrency: int) -> LoadSpec:
         """The load of one level, identical for both backends (flagbot's generator then warms
         the plan's later runs lighter: `run_plan`)."""
         p = self.profile
         return LoadSpec(
-            base_url=self.base_url,
+            base_url=self.load_url,
             endpoint=p.endpoint,
             model=self.model,
             input_len=p.input_len,
@@ -115,7 +134,9 @@ class BenchPlan:
     def params(self) -> dict[str, Any]:
         """What the set records about how it was measured (to refuse comparing unlike sets)."""
         p = self.profile
+        reached = {"http_way": self.http_way} if self.http_way else {}  # how the server was reached
         return {
+            **reached,
             "profile": self.profile_name,
             "backend": self.backend,
             "base_url": self.base_url,
@@ -239,7 +260,7 @@ async def _run_plan(
     levels: list[tuple[int, LevelResult]] = []
     model = plan.model
     if plan.backend == "builtin" and model is None:
-        model = await asyncio.to_thread(discover_model, plan.base_url)
+        model = await asyncio.to_thread(discover_model, plan.load_url)
     # this set's own prompts: never ones an earlier set sent to the same running server
     salt = mset.id if mset.id is not None else secrets.randbits(31)
     workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
@@ -258,7 +279,9 @@ async def _run_plan(
                         )
                 if plan.backend == "bench_serving":
                     assert node is not None
-                    url = plan.bench_serving.base_url or plan.base_url  # as node 0 reaches the server
+                    url = (
+                        plan.bench_serving.base_url or plan.node_url or plan.base_url
+                    )  # as node 0 reaches it
                     result = await run_remote(node, spec, command=command, base_url=url)
                 else:
                     result = await workers.run_async(spec)

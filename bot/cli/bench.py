@@ -211,6 +211,8 @@ def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) 
     console = Console(width=None if sys.stdout.isatty() else 150)
     print_levels(console, run)
     console.print("latencies in ms; means over repeats; cv = run-to-run variation of output tok/s")
+    if run.set.params.get("http_way"):
+        console.print(f"HTTP endpoint: {run.set.params['http_way']}", markup=False)
     for row in run.measurements:
         client = row.metrics.get("client") or {}
         if row.client_bound:

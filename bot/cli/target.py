@@ -65,6 +65,8 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
         for f in data["flags"]
     )
     console.print(f"flags (node 0): {flags}", markup=False, soft_wrap=True)
+    if data.get("http_way"):
+        console.print(f"HTTP endpoint: {data['http_way']}", markup=False, soft_wrap=True)
     latest = data["latest_snapshot"]
     if latest:
         console.print(

@@ -317,6 +317,9 @@ class Target(Strict):
     """Planned change freezes (`bot.app.freeze`); `freeze`/`unfreeze` add one from chat or the CLI."""
     drain: DrainPolicy | None = None
     """Drain before every restart (`bot.target.drain`); absent: a restart drops requests in flight."""
+    http_via: Literal["auto", "direct", "ssh"] = "auto"
+    """How the bot host reaches node 0's HTTP port (`bot.target.http_route`): `auto` probes
+    directly, then node 0's loopback through an SSH forward; `direct`/`ssh` force one way."""
 
     def http_base(self) -> str:
         """Node 0 serves HTTP; the default port is SGLang's 30000."""

@@ -169,14 +169,18 @@ async def call_hook(hook: HttpHook, client: httpx.AsyncClient) -> str:
 async def _probe(
     ts: TargetSession, client: httpx.AsyncClient, settings: DrainSettings
 ) -> tuple[Source, int, int]:
+    route = await ts.http_route()
     try:
-        response = await client.get(f"{ts.target.http_base()}/metrics")
+        response = await client.get(f"{route.base_url}/metrics")
         if response.status_code == 200:
             load = load_from_metrics(response.text)
             if load is not None:
                 return "metrics", *load
     except httpx.ConnectError:
         return "down", 0, 0
+    except httpx.RemoteProtocolError:
+        if route.way == "ssh":  # a forward to a closed port: accepted here, closed at once on node 0
+            return "down", 0, 0
     except httpx.HTTPError:
         pass
     since = f"-{max(1, round(settings.quiet_s))}s"

@@ -194,7 +194,7 @@ async def _observe(
     store: bool,
     promote: bool,
 ) -> Observation:
-    base = ts.target.http_base()
+    base = await ts.http_base()
     view, states, health, info = await gather_all_or_none(
         read_unit(ts.node0),
         gather_all_or_none(*(node_state(node) for node in ts.nodes)),

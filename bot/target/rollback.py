@@ -247,7 +247,7 @@ async def rollback(
         limit = timeout if timeout is not None else ts.target.timeouts.ready.total_seconds()
         result.readiness = await wait_ready(
             ts.nodes,
-            base_url=ts.target.http_base(),
+            base_url=await ts.http_base(),
             timeout=limit,
             previous=previous,
             warmup_timeout=ts.target.timeouts.warmup.total_seconds(),
@@ -334,7 +334,7 @@ async def ensure_ready(
     limit = timeout if timeout is not None else ts.target.timeouts.ready.total_seconds()
     readiness = await wait_ready(
         ts.nodes,
-        base_url=ts.target.http_base(),
+        base_url=await ts.http_base(),
         timeout=limit,
         previous=previous,
         confirm_s=0.0,  # observe reads the journal at once and records the ready line from it

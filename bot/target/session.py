@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from bot.config.schema import Target
 from bot.store import AsyncStore
+from bot.target.http_route import HttpRoute, HttpRouter
 from bot.target.ledger import Ledger
 from bot.target.ssh import Auditor, NodeSession
 
@@ -32,9 +33,25 @@ class TargetSession:
     jump: NodeSession | None = field(default=None, repr=False)
     ledger: Ledger = field(init=False, repr=False)
     """What flagbot remembers of the target (store-backed when `store` is given)."""
+    http: HttpRouter = field(init=False, repr=False)
+    """How node 0's HTTP server is reached (direct or an SSH forward), resolved once per session."""
 
     def __post_init__(self) -> None:
         self.ledger = Ledger(self.name, self.store)
+        self.http = HttpRouter(self.target, self.nodes[0])
+
+    async def http_route(self) -> HttpRoute:
+        """Node 0's HTTP base as the bot host reaches it now: every HTTP read of the server uses it.
+
+        A session whose `target` was replaced (another base URL or `http_via`) routes anew."""
+        if self.http.target is not self.target:
+            await self.http.close()
+            self.http = HttpRouter(self.target, self.node0)
+        return await self.http.route()
+
+    async def http_base(self) -> str:
+        """The base URL of `http_route()` (the configured one, or the local end of the forward)."""
+        return (await self.http_route()).base_url
 
     @property
     def unit(self) -> str:
@@ -79,6 +96,7 @@ class TargetSession:
         return list(await asyncio.gather(*(action(node) for node in self.nodes), return_exceptions=True))
 
     async def close(self) -> None:
+        await self.http.close()  # the forward's listener first: it lives on node 0's connection
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
         if self.jump is not None:
             await self.jump.close()

@@ -161,7 +161,7 @@ class FakeTarget:
             compute_capability="12.1",
         )
 
-    def bench_plan(self, ctx: Any, label: str, snapshot_id: int | None, profile: str | None) -> Any:
+    async def bench_plan(self, ctx: Any, label: str, snapshot_id: int | None, profile: str | None) -> Any:
         return FakePlan("builtin", profile or "probe", label, snapshot_id)
 
     async def run_plan(self, plan: Any, **_: Any) -> SimpleNamespace:

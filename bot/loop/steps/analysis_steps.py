@@ -178,7 +178,7 @@ async def _probe_passes(
     snap = await ctx.store.run(get_snapshot, ctx.store.store, snapshot_id)
     summary, set_id = None, None
     if any(not is_server_metric(e.metric) for e in expectations_of(ctx)):
-        run = await run_plan(bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
+        run = await run_plan(await bench_plan(ctx, "probe", snapshot_id, profile), store=ctx.store)
         summary, set_id = run.set.summary, run.set.id
     ok, seen = _judge(ctx, snap, summary, reference)
     ctx.state.conclusion.cite(
@@ -218,7 +218,7 @@ async def _failing_premise(
             return Premise(None, "the running start could not be read")
         summary, set_id = None, None
         if _needs_bench(ctx):
-            run = await run_plan(bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
+            run = await run_plan(await bench_plan(ctx, "premise", latest.id, profile), store=ctx.store)
             summary, set_id = run.set.summary, run.set.id
         holds, seen = _judge(ctx, latest, summary, reference)
         where = f"the running start (snapshot #{latest.id}" + (f", set #{set_id})" if set_id else ")")

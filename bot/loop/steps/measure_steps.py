@@ -36,6 +36,7 @@ from bot.store.models import MeasurementSet, utcnow
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
 from bot.target.known_good import set_known_good
+from bot.target.session import TargetSession
 
 VERDICTS = {
     "improved": "improved",
@@ -45,10 +46,17 @@ VERDICTS = {
 }
 
 
-def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
+async def routed(plan: BenchPlan, ts: TargetSession) -> BenchPlan:
+    """`plan` sent the way the session reaches node 0's HTTP server (direct, or an SSH forward)."""
+    route = await ts.http_route()
+    return plan.reached_through(ts.target.http_base(), route.base_url, route.on_node, route.described)
+
+
+async def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: str | None) -> BenchPlan:
+    """The plan of the experiment's target, sent by the session's HTTP route."""
     target_of(ctx)  # a configured target, or the step fails naming it
     try:
-        return plan_for(
+        plan = plan_for(
             ctx.settings,
             ctx.target,
             profile=profile,
@@ -57,6 +65,7 @@ def bench_plan(ctx: StepContext, label: str, snapshot_id: int | None, profile: s
         )
     except UnknownProfileError as exc:
         raise ValueError(str(exc)) from None
+    return await routed(plan, ctx.session())
 
 
 @action(
@@ -83,7 +92,7 @@ async def measure(
     if measured is not None:
         return {"set_id": measured, "reused": True}
     snapshot_id = start.snapshot_id if start is not None else None
-    plan = bench_plan(ctx, label, snapshot_id, profile)
+    plan = await bench_plan(ctx, label, snapshot_id, profile)
     node = ctx.session().node0 if plan.backend == "bench_serving" else None
     run = await run_plan(plan, store=ctx.store, node=node)
     if start is not None:
@@ -222,7 +231,7 @@ async def _sequential(
         if more is None or compared.sides is None:
             break
         have = compared.sides[1].repeats()
-        plan = replace(bench_plan(ctx, "after", ctx.state.after.snapshot_id, profile), repeats=more)
+        plan = replace(await bench_plan(ctx, "after", ctx.state.after.snapshot_id, profile), repeats=more)
         node = ctx.session().node0 if plan.backend == "bench_serving" else None
         extended = await run_plan(plan, store=ctx.store, node=node, extend=candidate, first_repeat=have)
         await _emit_set(

@@ -378,7 +378,7 @@ async def check_interrupted(ctx: StepContext) -> dict[str, Any]:
     view = await read_unit(ts.node0)
     intended = ctx.state.plan.flags or FlagSet(())
     async with async_client(timeout=3.0) as client:
-        health = await probe_health(client, ts.target.http_base() + "/health")
+        health = await probe_health(client, await ts.http_base() + "/health")
     if view.flags == intended and health == 200:
         return {"resume": True, "why": "the target runs the experiment's flags and answers /health 200"}
     if view.flags == intended and view.state.active_state in ("activating", "active"):

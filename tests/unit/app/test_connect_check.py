@@ -86,11 +86,13 @@ async def test_a_good_node_passes_every_check(lab: Lab) -> None:
         ("sudoers", node, "ok"),
         ("unit", node, "ok"),
         ("sglang", "-", "ok"),
+        ("http_via", "-", "ok"),
         ("http", "-", "ok"),
         ("server_info", "-", "ok"),
     ]
     assert not failed(checks)
     found = by_check(checks)
+    assert found["http_via", "-"].text == "direct"
     assert found["sglang", "-"].text == (
         "SGLang 0.5.23; flag list from node 0's --help (host's list for SGLang 0.5.23)"
     )
@@ -101,6 +103,19 @@ async def test_a_good_node_passes_every_check(lab: Lab) -> None:
     assert found["server_info", "-"].text == f"http://127.0.0.1:{lab.http_port}/server_info answered 200"
     assert found["login", node].render() == f"ok: lab {node} login: ops@{node}, host key verified"
     assert "sudo -l -n" in lab.node.received  # read as the login, never through a grant
+
+
+async def test_a_server_on_node_0s_loopback_only_is_checked_through_the_forward_and_said(lab: Lab) -> None:
+    # the lab's endpoint listens on 127.0.0.1 only: 127.0.0.2 refuses, as the bot host's view of
+    # a node whose SGLang listens on its loopback; the fake node's loopback is this host's
+    configured = f"http://127.0.0.2:{lab.http_port}"
+    checks = await connect_checks(lab.settings(base_url=configured))
+    assert not failed(checks)
+    found = by_check(checks)
+    assert found["http_via", "-"].text.startswith("through an SSH forward on node 0")
+    assert found["http", "-"].text == f"{configured}/health answered 200"
+    assert found["server_info", "-"].status == "ok"
+    assert set(lab.node.forwards) == {("127.0.0.1", lab.http_port)}
 
 
 async def test_a_missing_key_file_is_named_and_no_login_is_tried(lab: Lab) -> None:

@@ -145,6 +145,10 @@ class FakeNode:
     running: int = 0
     peak: int = 0
     """The most commands that ran at once on this node."""
+    forwarding: bool = True
+    """Whether the node accepts TCP forwards (sshd's `AllowTcpForwarding`, on by default)."""
+    forwards: list[tuple[str, int]] = field(default_factory=list)
+    """Every (host, port) a client asked the node to connect to (`direct-tcpip` channels)."""
 
     async def handle(self, process: Any) -> None:
         self.running += 1
@@ -268,6 +272,16 @@ class FakeNode:
                 node.logins += 1
 
             def begin_auth(self, username: str) -> bool:
+                return True
+
+            def connection_requested(
+                self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+            ) -> bool:
+                node.forwards.append((dest_host, dest_port))
+                if not node.forwarding:  # as OpenSSH's sshd with `AllowTcpForwarding no`
+                    raise asyncssh.ChannelOpenError(
+                        asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "forwarding off"
+                    )
                 return True
 
         self.server = await asyncssh.create_server(

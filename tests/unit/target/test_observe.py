@@ -338,8 +338,18 @@ def _two_nodes(monkeypatch: pytest.MonkeyPatch, store: Store) -> tuple[Any, list
         unit="sglang-qwen.service", nodes=[Node(host="n0"), Node(host="n1")], base_url="http://n0:30000"
     )
     astore = AsyncStore(store)
+
+    async def http_base() -> str:  # the configured URL: reached directly
+        return target.http_base()
+
     ts = SimpleNamespace(
-        name="twin", target=target, nodes=nodes, node0=nodes[0], store=astore, unit=target.unit
+        name="twin",
+        target=target,
+        nodes=nodes,
+        node0=nodes[0],
+        store=astore,
+        unit=target.unit,
+        http_base=http_base,
     )
     return ts, nodes, handler
 
