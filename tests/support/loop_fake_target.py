@@ -128,7 +128,9 @@ class FakeTarget:
         self.restarts.append(self.flags)
         self.invocation += 1
         node = SimpleNamespace(node="node0", old_invocation=None)
-        return SimpleNamespace(nodes=[node], phase="restarted", duration_s=1.5, connection_notes=list)
+        return SimpleNamespace(
+            nodes=[node], phase="restarted", duration_s=1.5, connection_notes=list, drain=None, resumed=None
+        )
 
     async def probe_health(self, client: Any, url: str) -> int:
         return 200
@@ -141,11 +143,15 @@ class FakeTarget:
         self.restarts.append(flags[0])
         self.invocation += 1
         node = SimpleNamespace(node="node0", old_invocation=old)
-        return SimpleNamespace(nodes=[node], phase="restarted", duration_s=1.5, connection_notes=list)
+        return SimpleNamespace(
+            nodes=[node], phase="restarted", duration_s=1.5, connection_notes=list, drain=None, resumed=None
+        )
 
     async def ensure_ready(self, ts: Any, **_: Any) -> SimpleNamespace:
         readiness = SimpleNamespace(timings={"ready_s": 1.0}, failure=None, outcome="ready")
-        return SimpleNamespace(readiness=readiness, observation=self.observation(), rollback=None)
+        return SimpleNamespace(
+            readiness=readiness, observation=self.observation(), rollback=None, traffic=None
+        )
 
     async def preflight(self, ts: Any, *, changes: Sequence[Change], **_: Any) -> PreflightReport:
         new_flags, env = apply_changes(self.flags, {}, changes)

@@ -96,9 +96,7 @@ async def test_the_headless_demo_prints_the_story_and_leaves_nothing_behind(tmp_
     thread = out[out.index("#flagbot-ops, as the Slack stand-in recorded it") :]
     # the regression, parsed vs effective side by side (stacked: the table is wider than a phone;
     # the printed thread puts each reply's continuation lines behind a "│")
-    parsed = (
-        r"max_running_requests \(parsed, server_args\)[\s│]+before: 48 · after: 48 · change: \+0 · verdict: same"
-    )
+    parsed = r"max_running_requests \(parsed, server_args\)[\s│]+before: 48 · after: 48 · change: \+0 · verdict: same"
     assert re.search(parsed, thread), thread
     assert re.search(
         r"max_running_requests \(effective\)[\s│]+before: 48 · after: 26 · change: -22 · verdict: changed",
