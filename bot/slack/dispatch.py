@@ -48,7 +48,7 @@ from bot.slack.render import CardState
 from bot.slack.services import SlackServices
 from bot.slack.thread_commands import run_bench, run_target_change
 from bot.slack.threads import Where, open_thread
-from bot.store.leases import LeaseHeld
+from bot.store.leases import LeaseHeld, WaitCancelled
 from bot.target.evidence import Evidence, JournalExcerpt, TableBlock, TextBlock, evidence_from_json
 
 log = logging.getLogger(__name__)
@@ -221,6 +221,10 @@ async def run_in_thread(
             on_settled=say_settled,
             on_wait=say_waiting,
         )
+    except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
+        await asyncio.gather(*told)
+        await reporter.refuse(str(exc))
+        return None
     except LeaseHeld as exc:
         await asyncio.gather(*told)
         await reporter.refuse(
