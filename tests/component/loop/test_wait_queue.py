@@ -31,6 +31,19 @@ async def store(tmp_path: Path) -> AsyncIterator[AsyncStore]:
     opened.close()
 
 
+async def held_by_bob(store: AsyncStore, released: asyncio.Event) -> asyncio.Task[None]:
+    """Bob holds the lease until `released` is set; returns once he holds it."""
+
+    async def holder() -> None:
+        async with hold_lease(store, TARGET, purpose="try", holder="slack:bob:0123abcd", ttl_s=60):
+            await released.wait()
+
+    holding = asyncio.create_task(holder())
+    while await store.run(current, store.store, TARGET) is None:  # yields to the holder until it holds it
+        await asyncio.sleep(0)
+    return holding
+
+
 async def queued_waiter(
     store: AsyncStore, name: str, order: list[str], queued_as: list[int]
 ) -> tuple[asyncio.Task[None], asyncio.Event]:
@@ -58,13 +71,7 @@ async def test_a_released_lease_goes_to_the_oldest_of_three_waiters(store: Async
     ids: list[int] = []
     released = asyncio.Event()
 
-    async def holder() -> None:
-        async with hold_lease(store, TARGET, purpose="try", holder="slack:bob:0123abcd", ttl_s=60):
-            await released.wait()
-
-    holding = asyncio.create_task(holder())
-    while await store.run(current, store.store, TARGET) is None:  # the holder holds it first
-        await asyncio.sleep(0)
+    holding = await held_by_bob(store, released)
     tasks = [
         (await queued_waiter(store, name, order, ids))[0] for name in ("slack:U1", "slack:U2", "slack:U3")
     ]
@@ -119,13 +126,7 @@ async def test_a_cancelled_waiter_ends_having_taken_nothing(store: AsyncStore) -
     ids: list[int] = []
     released = asyncio.Event()
 
-    async def holder() -> None:
-        async with hold_lease(store, TARGET, purpose="try", holder="slack:bob:0123abcd", ttl_s=60):
-            await released.wait()
-
-    holding = asyncio.create_task(holder())
-    while await store.run(current, store.store, TARGET) is None:
-        await asyncio.sleep(0)
+    holding = await held_by_bob(store, released)
     task, _ = await queued_waiter(store, "slack:U1", order, ids)
     await store.run(cancel_waiter, store.store, ids[0], actor="slack:U9")
     with pytest.raises(WaitCancelled, match=rf"waiter {ids[0]} \(try on lab\) was cancelled by slack:U9"):
