@@ -19,10 +19,11 @@ from bot.app.context import AppContext
 from bot.app.freeze import Freeze, active_freeze, check_not_frozen
 from bot.app.leased import leased
 from bot.app.progress import Progress
-from bot.app.runs import settle_unfinished, settled_text
+from bot.app.runs import settle_unfinished, settled_text, waiting_queue
 from bot.commands import CommandError, Invocation
 from bot.config.schema import parse_duration
 from bot.http import async_client
+from bot.store.lease_queue import WaiterInfo
 from bot.store.models import Snapshot
 from bot.target.errors import HostKeyError, LocalFileError, TargetError
 from bot.target.evidence import Evidence, TextBlock
@@ -77,6 +78,8 @@ class TargetStatus:
     """The change freeze in effect (`bot.app.freeze`), None when the target is not frozen."""
     http_way: str = ""
     """How /health was reached: `direct` or `through an SSH forward on node 0` (`bot.target.http_route`)."""
+    waiting: list[WaiterInfo] = field(default_factory=list)
+    """The commands queued for the target's lease (`wait=`), oldest first: `cancel waiter=ID`."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +96,18 @@ class TargetStatus:
             if self.latest_snapshot is None
             else _snapshot_summary(self.latest_snapshot),
             "freeze": None if self.freeze is None else self.freeze.to_json(),
+            "waiting": [
+                {
+                    "waiter": waiter.id,
+                    "requested_by": waiter.requested_by,
+                    "purpose": waiter.purpose,
+                    "command": waiter.command,
+                    "since": waiter.created_at.isoformat(),
+                    "until": waiter.deadline.isoformat(),
+                    "text": waiter.describe(),
+                }
+                for waiter in self.waiting
+            ],
         }
 
 
@@ -156,10 +171,11 @@ async def status_of(ts: TargetSession) -> TargetStatus:
 
 
 async def status(ctx: AppContext, target: str) -> TargetStatus:
-    """`status`: read-only, no lease; with the target's change freeze, if one holds."""
+    """`status`: read-only, no lease; with the target's change freeze, if one holds, and the
+    commands queued for its lease."""
     async with _session(ctx, target) as ts:
         found = await status_of(ts)
-    return replace(found, freeze=await active_freeze(ctx, target))
+    return replace(found, freeze=await active_freeze(ctx, target), waiting=await waiting_queue(ctx, target))
 
 
 async def observation(ctx: AppContext, target: str) -> Observation:

@@ -49,7 +49,7 @@ from bot.cli.progress import ConsoleProgress, number
 from bot.commands import CommandError, help_text, parse_command
 from bot.loop.console import print_table
 from bot.store.bench_repo import UnknownMeasurementSetError
-from bot.store.leases import LeaseHeld
+from bot.store.leases import LeaseHeld, WaitCancelled
 from bot.store.models import Measurement
 from bot.target.errors import TargetError
 
@@ -126,6 +126,8 @@ def bench(ctx: typer.Context) -> None:
     try:
         with usage_errors():
             request, result = run_in_context(config, work)
+    except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
+        raise fail(f"error: {exc}", code=1) from None
     except LeaseHeld as exc:
         wait = invocation.options.get("wait", "0")
         hint = f" (waited {wait})" if request.wait_s > 0 else "; bench wait=DURATION waits for it"

@@ -24,7 +24,7 @@ from bot.app.context import AppContext, console_actor
 from bot.app.errors import AppError
 from bot.app.freeze import freeze, unfreeze
 from bot.app.records import RecordsAnswer, read_records
-from bot.app.runs import CancelResult, cancel
+from bot.app.runs import CancelResult, cancel, cancel_wait
 from bot.app.targets import target_of
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.cli.families import LOOP_COMMANDS
@@ -74,6 +74,14 @@ def _run_command(name: str, words: list[str], *, json_output: bool) -> None:
 
 async def _cancel(ctx: AppContext, invocation: Invocation, target: str) -> dict[str, Any]:
     given = invocation.positionals.get("experiment")
+    waiter = invocation.options.get("waiter")
+    if waiter is not None:  # a command waiting for the target (wait=): it has no experiment yet
+        if given is not None:
+            raise LookupError("cancel takes an experiment or waiter=ID, not both")
+        stopped = await cancel_wait(ctx, int(waiter), actor=console_actor())
+        if stopped.waiter is None:
+            raise LookupError(stopped.text())
+        return {**stopped.to_json(), "lines": [stopped.text()]}
     result: CancelResult = await cancel(
         ctx, target, None if given is None else int(str(given)), actor=console_actor()
     )

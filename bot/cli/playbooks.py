@@ -27,7 +27,7 @@ from bot.config import Settings
 from bot.loop.console import print_table
 from bot.loop.playbook import Playbook, PlaybookSet
 from bot.loop.report import ConsoleReporter, MemoryReporter, Reporter
-from bot.store.leases import LeaseHeld
+from bot.store.leases import LeaseHeld, WaitCancelled
 
 
 def register_playbooks(app: typer.Typer) -> None:
@@ -125,6 +125,8 @@ def execute_playbook(
 
     try:
         document = run_in_context(config, work)
+    except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
+        raise fail(f"error: {exc}", 1) from None
     except LeaseHeld as exc:
         if call.wait_s > 0:  # `wait=`: the deadline passed with the target still busy
             raise fail(

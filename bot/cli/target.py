@@ -78,6 +78,10 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
     console.print(f"known-good snapshot: {data['known_good_snapshot_id'] or 'none yet (run observe)'}")
     if data.get("freeze"):
         console.print(f"[bold]frozen[/bold]: {data['freeze']['text']}; commands that change it are refused")
+    for waiter in data.get("waiting", []):  # the queue for the lease, oldest first (`wait=`)
+        console.print(
+            f"queued: {waiter['text']}; `flagbot cancel waiter={waiter['waiter']}` stops it", markup=False
+        )
     if data["diverged"]:
         diverged = data["diverged"]
         console.print(

@@ -483,10 +483,17 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "cancel",
         "Stop a running experiment; the target is rolled back to its last known-good flags.",
         "mutating",
-        "cancel [EXPERIMENT] [target=NAME]",
-        ("cancel",),
+        "cancel [EXPERIMENT] [target=NAME] [waiter=ID]",
+        ("cancel", "cancel waiter=3"),
         positionals=(EXPERIMENT,),
-        options=(TARGET,),
+        options=(
+            TARGET,
+            Option(
+                "waiter",
+                "id",
+                "a command waiting for the target (wait=), as `status` lists it: stop its wait",
+            ),
+        ),
     ),
     CommandSpec(
         "keep",

@@ -110,9 +110,12 @@ class Engine:
         *,
         wait_s: float = 0.0,
         on_wait: Callable[[LeaseHeld, float], None] | None = None,
+        command: str = "",
+        queue: bool = True,
     ) -> AbstractAsyncContextManager[HeldLease]:
         """The target's lease for a block, on the Engine's clock: LeaseHeld at once when busy, or
-        after `wait_s` of waiting for it (`on_wait` says whom it waits for, `hold_lease`)."""
+        after `wait_s` of waiting for it (`on_wait` says whom it waits for, `hold_lease`; `command`
+        and `queue`: its place in the waiting queue)."""
         return hold_lease(
             self.store,
             target,
@@ -123,6 +126,8 @@ class Engine:
             host=self.host,
             on_wait=on_wait,
             clock=self._now,
+            command=command,
+            queue=queue,
         )
 
     def _context(
@@ -170,11 +175,13 @@ class Engine:
         wait_s: float = 0.0,
         on_wait: Callable[[LeaseHeld, float], None] | None = None,
         when_leased: Callable[[], Awaitable[None]] | None = None,
+        command: str = "",
     ) -> RunOutcome:
         """Run a playbook to its end; LeaseHeld (nothing written) when the target is busy (and,
         with `wait_s`, stays busy that long: `on_wait(busy, remaining_s)` says so when it starts
         waiting and whenever the lease changes hands). `when_leased` runs once the lease is held,
         before anything is written: what it raises refuses the run (the lease is let go).
+        `command`: the words that asked for it, shown in the waiting queue (`status`).
 
         `params` are in JSON form (see `parse_params`); missing ones get their defaults. `admin`:
         whether `actor` is an admin, for the target's change rules (`StepContext.admin`); a run
@@ -190,7 +197,7 @@ class Engine:
             if book.mutating:
                 holder = self.holder or holder_id(actor)
                 held = await stack.enter_async_context(
-                    self._hold(target, holder, book.name, wait_s=wait_s, on_wait=on_wait)
+                    self._hold(target, holder, book.name, wait_s=wait_s, on_wait=on_wait, command=command)
                 )
                 if when_leased is not None:
                     await when_leased()
@@ -258,7 +265,7 @@ class Engine:
     async def _settle(self, row: Experiment, book: Playbook | None) -> RunOutcome:
         assert row.id is not None
         holder = self.holder or holder_id("reconcile")
-        async with self._hold(row.target, holder, f"reconcile #{row.id}") as held:
+        async with self._hold(row.target, holder, f"reconcile #{row.id}", queue=False) as held:
             await held.attach(row.id)
             await self._db(update_experiment, row.id, status="interrupted", holder=holder)
             await self._db(

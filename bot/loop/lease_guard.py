@@ -17,6 +17,11 @@ every caller keeps it the same way and says "lease lost" in the same words.
   (`POLL_FIRST_S`, x`POLL_GROWTH`, at most `POLL_MAX_S`, never past the deadline) until it is
   free or the wait is over; then `LeaseHeld` (the holder's, naming who, where, for what, since
   when) is raised and nothing was taken.
+- A waiting command is queued (`bot.store.lease_queue`, one `lease_waiter` row, refreshed at
+  each poll) and takes the lease only when it is the oldest live waiter, so a released lease
+  goes first come, first served; a command that does not wait is refused (`QueueAhead`) while
+  live waiters are queued, even when the lease is free. `cancel waiter=ID` marks a waiter
+  cancelled: it ends at its next poll with `WaitCancelled`, having taken nothing.
 - While held, a task renews it every `ttl_s / 3`. When a renewal finds the lease is no longer
   ours (another process took it over after our heartbeats stopped for longer than the ttl),
   `held.lost_reason` says who has it now and `held.lost` is set; the body decides what to do
@@ -35,31 +40,38 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import uuid4
 
 from bot.aio import stop_tasks
 from bot.store import AsyncStore
+from bot.store.lease_queue import join_queue, leave_queue, live_waiters, poll_queue
 from bot.store.leases import (
     Acquired,
     LeaseHeld,
     LeaseInfo,
+    QueueAhead,
+    WaitCancelled,
     acquire,
     attach_experiment,
     current,
     heartbeat,
     release,
 )
+from bot.store.models import utcnow
 from bot.store.records import audit
 
 __all__ = [
     "POLL_FIRST_S",
     "POLL_GROWTH",
     "POLL_MAX_S",
+    "WAITER_STALE_S",
     "Clock",
     "HeldLease",
     "LeaseHeld",
+    "WaitCancelled",
     "hold_lease",
+    "holder_actor",
     "holder_id",
     "lost_message",
 ]
@@ -72,6 +84,9 @@ POLL_GROWTH = 1.5
 """Each further pause is this much longer ..."""
 POLL_MAX_S = 5.0
 """... up to this; a waiter sees a released lease at most this late."""
+WAITER_STALE_S = 3 * POLL_MAX_S
+"""A queued waiter not seen at a poll for this long is taken for dead and skipped: a crashed
+waiter never blocks the queue (three missed polls, not one, so a slow store is no death)."""
 
 Clock = Callable[[], datetime | None]
 """The time lease decisions are made at; None means the store's own `utcnow()` (tests move an
@@ -81,6 +96,13 @@ engine's clock forward to make a lease look stale)."""
 def holder_id(actor: str) -> str:
     """A holder id unique to this run, e.g. `cli:alice@laptop:1f2e3d4c`."""
     return f"{actor}:{uuid4().hex[:8]}"
+
+
+def holder_actor(holder: str) -> str:
+    """The actor of a `holder_id` (`cli:alice@laptop:1f2e3d4c` -> `cli:alice@laptop`); a holder
+    named otherwise is its own actor."""
+    head, _, tail = holder.rpartition(":")
+    return head if head and len(tail) == 8 else holder
 
 
 def lost_message(target: str, now_held: LeaseInfo | None) -> str:
@@ -137,12 +159,20 @@ async def hold_lease(
     pid: int | None = None,
     on_wait: Callable[[LeaseHeld, float], None] | None = None,
     clock: Clock | None = None,
+    command: str = "",
+    queue: bool = True,
 ) -> AsyncIterator[HeldLease]:
     """Hold `target`'s lease for the block; LeaseHeld when it stays busy for `wait_s` seconds.
 
     `on_wait(busy, remaining_s)` is called when the wait starts and whenever the lease changes
     hands while waiting (to say whom we wait for); it is never called with `wait_s == 0`.
     `clock` gives the time the lease is taken and renewed at (None: now).
+
+    `queue`: take part in the target's waiting queue (`bot.store.lease_queue`): without `wait_s`,
+    QueueAhead (a LeaseHeld) when live waiters are queued, even if the lease is free; with
+    `wait_s`, wait as a `lease_waiter` row (`command` is what it shows) and take the lease only
+    when first in line; WaitCancelled when `cancel waiter=ID` cancels it. The engine's reconcile
+    passes False: settling what a dead run left is not a command that jumps the queue.
     """
     if ttl_s <= 0:
         raise ValueError(f"lease ttl must be positive, got {ttl_s}")
@@ -151,22 +181,16 @@ async def hold_lease(
     pid = os.getpid() if pid is None else pid
     loop = asyncio.get_running_loop()
     started = loop.time()
-    deadline = started + max(0.0, wait_s)
-    pause = POLL_FIRST_S
-    told: LeaseInfo | None = None
-    while True:
-        try:
-            got = await _acquire(astore, target, holder, host, pid, purpose, ttl_s, now())
-            break
-        except LeaseHeld as busy:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise
-            if on_wait is not None and (told is None or told.holder != busy.lease.holder):
-                on_wait(busy, remaining)
-            told = busy.lease
-            await asyncio.sleep(min(pause, remaining))
-            pause = min(pause * POLL_GROWTH, POLL_MAX_S)
+    try:
+        if queue:
+            await _refuse_if_queued(astore, target, now())
+        got = await _acquire(astore, target, holder, host, pid, purpose, ttl_s, now())
+    except LeaseHeld:
+        if wait_s <= 0:
+            raise
+        got = await _wait_in_queue(
+            astore, target, holder, host, pid, purpose, ttl_s, wait_s, command, on_wait, now, started
+        )
 
     held = HeldLease(got.lease, got.taken_over, loop.time() - started, astore=astore)
     beating = asyncio.create_task(_heartbeats(astore, held, ttl_s, now), name=f"lease {target}")
@@ -189,6 +213,71 @@ async def hold_lease(
             await astore.run(release, astore.store, target, holder=holder)
         except Exception as exc:  # it expires by itself after ttl_s
             log.warning("releasing the lease of %s failed: %s", target, exc)
+
+
+async def _refuse_if_queued(astore: AsyncStore, target: str, at: datetime | None) -> None:
+    """QueueAhead when live waiters are queued for `target` (nobody jumps the queue)."""
+    ahead = await astore.run(live_waiters, astore.store, target, stale_after_s=WAITER_STALE_S, now=at)
+    if ahead:
+        raise QueueAhead(target, ahead)
+
+
+async def _wait_in_queue(
+    astore: AsyncStore,
+    target: str,
+    holder: str,
+    host: str,
+    pid: int,
+    purpose: str,
+    ttl_s: float,
+    wait_s: float,
+    command: str,
+    on_wait: Callable[[LeaseHeld, float], None] | None,
+    now: Clock,
+    started: float,
+) -> Acquired:
+    """Wait as a queued waiter until first in line with the lease free; the waiter row is gone
+    however this ends (the lease taken, the deadline passed, cancelled, or the task cancelled)."""
+    loop = asyncio.get_running_loop()
+    deadline = started + wait_s
+    at = now() or utcnow()
+    waiter = await astore.run(
+        join_queue,
+        astore.store,
+        target,
+        holder=holder,
+        purpose=purpose,
+        requested_by=holder_actor(holder),
+        command=command,
+        deadline=at + timedelta(seconds=deadline - loop.time()),
+        now=at,
+    )
+    pause = POLL_FIRST_S
+    told: str | None = None
+    try:
+        while True:
+            turn = await astore.run(
+                poll_queue, astore.store, waiter.id, stale_after_s=WAITER_STALE_S, now=now()
+            )
+            if turn.cancelled:
+                raise WaitCancelled(turn.waiter, waiter.id)
+            try:
+                if turn.ahead:
+                    raise QueueAhead(target, turn.ahead)
+                return await _acquire(astore, target, holder, host, pid, purpose, ttl_s, now())
+            except LeaseHeld as busy:
+                busy.queued_as = waiter.id
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise
+                if on_wait is not None and told != busy.lease.holder:
+                    on_wait(busy, remaining)
+                told = busy.lease.holder
+                await asyncio.sleep(min(pause, remaining))
+                pause = min(pause * POLL_GROWTH, POLL_MAX_S)
+    finally:
+        with suppress(Exception):  # a row left behind goes stale by itself (WAITER_STALE_S)
+            await asyncio.shield(astore.run(leave_queue, astore.store, waiter.id))
 
 
 async def _acquire(

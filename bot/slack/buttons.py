@@ -1,5 +1,5 @@
 """The buttons under a card: Revert, Cancel, Isolate, Re-run, Keep, Approve / Deny, a proposed
-hypothesis. Each is authorised like the command it stands for, acted on once (the click's key is
+hypothesis; and Run when free under a refusal for a busy target. Each is authorised like the command it stands for, acted on once (the click's key is
 taken only after it is authorised), on the experiment's own target, and the thread is told who
 clicked it.
 """
@@ -25,6 +25,7 @@ from bot.slack.proposals import record as record_hypothesis
 from bot.slack.rbac import audit_decision, decide_click
 from bot.slack.render import parse_action_value
 from bot.slack.render_tables import context as context_block
+from bot.slack.run_when_free import RUN_WHEN_FREE_ACTION, parse_run_when_free
 from bot.slack.running import decide_for, error_reporter, roles_of_user, start
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where
@@ -65,6 +66,9 @@ async def _clicked(
     where: Where,
 ) -> None:
     channel, root = where.channel, where.thread_ts
+    if action.get("action_id") == RUN_WHEN_FREE_ACTION:  # its value holds words, not an experiment
+        await _run_when_free(services, client, action, user, where)
+        return
     try:
         value = parse_action_value(str(action.get("value", "")))
     except ValueError as exc:
@@ -122,6 +126,48 @@ async def _clicked(
         where=where,
         hypothesis_id=hypothesis_id,
     )
+
+
+async def _run_when_free(
+    services: SlackServices, client: AsyncWebClient, action: dict[str, Any], user: str, where: Where
+) -> None:
+    """ "Run when free" (`bot.slack.run_when_free`): the refused words again with `wait=`, for
+    the requester only, read and authorised again as if typed, and acted on once."""
+    try:
+        value = parse_run_when_free(str(action.get("value", "")))
+    except ValueError as exc:
+        await client.chat_postEphemeral(
+            channel=where.channel,
+            user=user,
+            thread_ts=where.thread_ts,
+            text=f"this button cannot be used: {exc}",
+        )
+        return
+    if user != value.requester:
+        await client.chat_postEphemeral(
+            channel=where.channel,
+            user=user,
+            thread_ts=where.thread_ts,
+            text=f"only <@{value.requester}>, who asked, can use this button; send the command yourself with wait=DURATION",
+        )
+        return
+    invocation = await _read(services, value.words)
+    await check_stored(services, invocation)
+    decision = await decide_for(services, client, invocation, user, where.channel)
+    if not decision.allowed:
+        await client.chat_postEphemeral(
+            channel=where.channel, user=user, thread_ts=where.thread_ts, text=decision.reason
+        )
+        return
+    if not await services.first_time(f"click:{value.nonce}", user):
+        return
+    when = datetime.now(UTC).strftime("%H:%M:%S UTC")
+    await client.chat_postMessage(
+        channel=where.channel,
+        thread_ts=where.thread_ts,
+        text=f"<@{user}> clicked Run when free at {when}: `{value.words}`",
+    )
+    await start(services, client, invocation, decision, text=value.words, user=user, where=where)
 
 
 async def _read(services: SlackServices, text: str) -> Invocation:

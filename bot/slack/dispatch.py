@@ -45,10 +45,12 @@ from bot.slack.digest import digest_answer
 from bot.slack.proposals import post_proposals
 from bot.slack.rbac import groups_of, roles_of
 from bot.slack.render import CardState
+from bot.slack.reporter import SlackThreadReporter
+from bot.slack.run_when_free import RUN_WHEN_FREE_WAIT, run_when_free_blocks
 from bot.slack.services import SlackServices
 from bot.slack.thread_commands import run_bench, run_target_change
 from bot.slack.threads import Where, open_thread
-from bot.store.leases import LeaseHeld
+from bot.store.leases import LeaseHeld, WaitCancelled
 from bot.target.evidence import Evidence, JournalExcerpt, TableBlock, TextBlock, evidence_from_json
 
 log = logging.getLogger(__name__)
@@ -221,6 +223,10 @@ async def run_in_thread(
             on_settled=say_settled,
             on_wait=say_waiting,
         )
+    except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
+        await asyncio.gather(*told)
+        await reporter.refuse(str(exc))
+        return None
     except LeaseHeld as exc:
         await asyncio.gather(*told)
         await reporter.refuse(
@@ -228,12 +234,29 @@ async def run_in_thread(
             if call.wait_s > 0
             else f"{exc}; add wait=DURATION (e.g. wait=30m) to run when it is free"
         )
+        if call.wait_s <= 0:  # one click re-sends the same words with wait= (bot.slack.run_when_free)
+            await offer_run_when_free(reporter, text, user, call.target)
         return None
     await asyncio.gather(*told)
     await post_proposals(
         services, client, done.outcome, channel=where.channel, thread=reporter.thread, reporter=reporter
     )
     return done.outcome
+
+
+async def offer_run_when_free(reporter: SlackThreadReporter, words: str, user: str, target: str) -> None:
+    """Under a refusal for a busy target: a "Run when free" button for the requester."""
+    reason = (
+        f"<@{user}>: {target} is busy. *Run when free* sends the same command with wait={RUN_WHEN_FREE_WAIT}."
+    )
+    blocks = run_when_free_blocks(words, user, reason)
+    if blocks is not None:
+        await reporter.client.chat_postMessage(
+            channel=reporter.channel,
+            thread_ts=reporter.thread,
+            blocks=blocks,
+            text=f"{target} is busy: run when free?",
+        )
 
 
 async def answer(
@@ -267,6 +290,7 @@ async def answer(
             + "; ".join(f"{n['node']} {n.get('active', n.get('error'))}" for n in data["nodes"])
             + ("\n:warning: diverged: " + str(data["diverged"]) if data["diverged"] else "")
             + (f"\n:snowflake: {data['freeze']['text']}" if data.get("freeze") else "")
+            + "".join(f"\n:hourglass: queued: {waiter['text']}" for waiter in data["waiting"])
         )
         return [TextBlock(text, f"Status of {target}")]
     if invocation.name == "keep":

@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.change_rights import invocation_refusal
 from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
-from bot.app.runs import cancel, cancel_candidate
+from bot.app.runs import cancel, cancel_candidate, cancel_wait, waiter_of
 from bot.app.targets import requested_target
 from bot.bench.run import BenchmarkTimeoutError
 from bot.commands import CommandError, Invocation
@@ -57,7 +57,10 @@ async def decide_for(
     target = requested_target(services.settings, invocation)
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     owner = None
-    if invocation.name == "cancel":
+    if invocation.name == "cancel" and "waiter" in invocation.options:  # who asked the waiting command
+        waiter = await waiter_of(services.context, int(invocation.options["waiter"]))
+        owner = None if waiter is None else _owner(waiter.requested_by)
+    elif invocation.name == "cancel":
         given = invocation.positionals.get("experiment")
         row = await cancel_candidate(services.context, target, None if given is None else int(str(given)))
         owner = None if row is None else _owner(row.actor)
@@ -195,6 +198,16 @@ async def _cancel(
 ) -> None:
     target = requested_target(services.settings, invocation)
     given = invocation.positionals.get("experiment")
+    if "waiter" in invocation.options:  # a command waiting for the target (wait=): no experiment yet
+        text = (
+            "cancel takes an experiment or waiter=ID, not both"
+            if given is not None
+            else (
+                await cancel_wait(services.context, int(invocation.options["waiter"]), actor=f"slack:{user}")
+            ).text()
+        )
+        await client.chat_postMessage(channel=where.channel, thread_ts=where.thread_ts, text=text)
+        return
     result = await cancel(
         services.context, target, None if given is None else int(str(given)), actor=f"slack:{user}"
     )

@@ -29,7 +29,7 @@ from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where, open_thread
-from bot.store.leases import LeaseHeld, LeaseInfo
+from bot.store.leases import LeaseHeld, LeaseInfo, WaitCancelled
 from bot.target.errors import TargetError
 from bot.target.evidence import ChartBlock, Evidence, TableBlock, TextBlock
 
@@ -104,6 +104,9 @@ async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[T
             raise
     except (TargetError, LoadError, OSError, LookupError, AppError) as exc:  # the card says it all
         await reporter.conclude("failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return None
+    except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
+        await reporter.refuse(str(exc))
         return None
     except LeaseHeld as exc:
         await reporter.refuse(

@@ -10,6 +10,7 @@ from bot.store.loop_models import (
     Investigation,
     KnowledgeObservation,
     Lease,
+    LeaseWaiter,
 )
 from bot.store.models import Measurement, Snapshot
 from bot.store.redacted_rows import install as _install_row_redaction
@@ -34,6 +35,7 @@ __all__ = [
     "Investigation",
     "KnowledgeObservation",
     "Lease",
+    "LeaseWaiter",
     "Measurement",
     "SeenKey",
     "Snapshot",

@@ -17,6 +17,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from bot.store.lease_queue import WaiterInfo
 from bot.store.loop_models import Lease
 from bot.store.models import utcnow
 from bot.store.store import Store
@@ -25,6 +26,8 @@ __all__ = [
     "Acquired",
     "LeaseHeld",
     "LeaseInfo",
+    "QueueAhead",
+    "WaitCancelled",
     "acquire",
     "attach_experiment",
     "current",
@@ -80,6 +83,46 @@ class LeaseHeld(Exception):  # noqa: N818  (the name is the contract of docs/loo
     def __init__(self, lease: LeaseInfo, now: datetime | None = None) -> None:
         super().__init__(f"{lease.target} is busy: {lease.describe(now)}")
         self.lease = lease
+        self.queued_as: int | None = None
+        """The waiter id of the command that waits for this lease (`wait=`), for `cancel waiter=`."""
+
+
+class QueueAhead(LeaseHeld):
+    """The lease may be free, but commands are queued for it (`wait=`): whoever does not wait is
+    refused like a busy lease, naming the queue, so nobody jumps it. `.lease` is the first
+    waiter's, as a lease (who, for what, since when), so every LeaseHeld reader still reads it."""
+
+    def __init__(self, target: str, queue: list[WaiterInfo]) -> None:
+        first = queue[0]
+        super().__init__(
+            LeaseInfo(
+                target=target,
+                holder=first.holder,
+                host="",
+                pid=0,
+                purpose=first.purpose,
+                experiment_id=None,
+                acquired_at=first.created_at,
+                heartbeat_at=first.seen_at,
+                ttl_s=0.0,
+            )
+        )
+        self.queue = queue
+        names = "; ".join(waiter.describe() for waiter in queue)
+        self.args = (
+            f"{target} has {len(queue)} command(s) waiting for it (first in line goes first): {names}",
+        )
+
+
+class WaitCancelled(Exception):  # noqa: N818  (said beside LeaseHeld, which it ends like)
+    """A command waiting for the lease (`wait=`) was cancelled (`cancel waiter=ID`): it ends
+    without having written anything."""
+
+    def __init__(self, waiter: WaiterInfo | None, waiter_id: int) -> None:
+        by = f" by {waiter.cancelled_by}" if waiter is not None and waiter.cancelled_by else ""
+        what = f" ({waiter.purpose} on {waiter.target})" if waiter is not None else ""
+        super().__init__(f"waiter {waiter_id}{what} was cancelled{by} while it waited; nothing was run")
+        self.waiter_id = waiter_id
 
 
 @dataclass(frozen=True)

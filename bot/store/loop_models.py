@@ -218,3 +218,22 @@ class Lease(SQLModel, table=True):
     acquired_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     heartbeat_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     ttl_s: float = 60.0
+
+
+class LeaseWaiter(SQLModel, table=True):
+    """A command waiting (`wait=`) for a busy target's lease (revision 0009): the queue that
+    gives a released lease to the oldest live waiter, and that `cancel waiter=ID` reaches."""
+
+    __tablename__ = "lease_waiter"
+
+    id: int | None = Field(default=None, primary_key=True)
+    target: str = Field(max_length=200, index=True)
+    holder: str = Field(max_length=200)
+    purpose: str = Field(max_length=200)
+    requested_by: str = Field(max_length=200)
+    command: str = ""
+    created_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    seen_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    deadline: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    cancelled_at: datetime | None = Field(default=None, sa_column=Column(UTCDateTime(), nullable=True))
+    cancelled_by: str | None = Field(default=None, max_length=200)

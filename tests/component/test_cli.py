@@ -128,15 +128,15 @@ def test_config_check_and_malformed_config(tmp_path: Path) -> None:
 def test_db_upgrade_creates_sqlite_in_state(tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "database (sqlite) at revision 0008" in result.stdout
+    assert "database (sqlite) at revision 0009" in result.stdout
     assert (tmp_path / "state" / "flagbot.db").is_file()
-    assert "revision 0008" in flagbot("db", "current", cwd=tmp_path).stdout
+    assert "revision 0009" in flagbot("db", "current", cwd=tmp_path).stdout
 
 
 def test_db_upgrade_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path, env={"FLAGBOT_DATABASE_URL": postgres_url})
     assert result.returncode == 0, result.stderr
-    assert "database (postgresql) at revision 0008" in result.stdout
+    assert "database (postgresql) at revision 0009" in result.stdout
     assert not (tmp_path / "state").exists()
 
 

@@ -6,6 +6,7 @@ held at a gate (tests/support/loop_actions.py), so "busy" and "finished" are eve
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -98,3 +99,67 @@ async def test_a_busy_target_without_wait_is_refused_saying_how_to_wait(
     await standin.slash("run hold", user="U0APPR", channel=CHANNEL)
     refused = await standin.wait_for(lambda: posts(bot, ": refused"), timeout=30)
     assert "add wait=DURATION" in str(refused[-1].blocks) + refused[-1].text
+
+
+def run_when_free_button(bot: RunningBot) -> Message:
+    [offer] = [
+        m for m in bot.standin.workspace.all_messages(CHANNEL) if "flagbot_run_when_free" in str(m.blocks)
+    ]
+    return offer
+
+
+async def test_run_when_free_resends_the_words_with_wait_for_the_requester_once(
+    bot: RunningBot, probe: Probe
+) -> None:
+    standin, store = bot.standin, bot.services.store
+    await standin.slash("run hold", user="U0OPER", channel=CHANNEL)
+    await asyncio.wait_for(probe.arrived("g").wait(), 10)
+    await standin.slash("run hold", user="U0APPR", channel=CHANNEL)
+    await standin.wait_for(lambda: posts(bot, "run when free?"), timeout=30)
+    offer = run_when_free_button(bot)
+    assert "wait=30m" in str(offer.blocks) and "Run when free" in str(offer.blocks)
+
+    await standin.click(CHANNEL, offer.ts, "flagbot_run_when_free", user="U0OPER")  # not the requester
+    refused = await standin.wait_for(
+        lambda: [e for e in standin.ephemerals("U0OPER") if "who asked" in e.text]
+    )
+    assert "only <@U0APPR>" in refused[-1].text
+
+    await asyncio.gather(  # a double click: the nonce is taken once
+        standin.click(CHANNEL, offer.ts, "flagbot_run_when_free", user="U0APPR"),
+        standin.click(CHANNEL, offer.ts, "flagbot_run_when_free", user="U0APPR"),
+    )
+    await standin.wait_for(lambda: posts(bot, "waiting for #"), timeout=30)
+    assert len(posts(bot, "clicked Run when free")) == 1
+    assert "`run hold wait=30m`" in posts(bot, "clicked Run when free")[0].text
+    probe.gate("g").set()
+    await standin.wait_for(lambda: len(posts(bot, ": succeeded")) >= 2 or None, timeout=30)
+    await bot.services.drain()
+    rows = [r for r in await store.run(list_experiments, store.store, "lab") if r.playbook == "hold"]
+    assert sorted((r.actor, r.status) for r in rows) == [
+        ("slack:U0APPR", "succeeded"),
+        ("slack:U0OPER", "succeeded"),
+    ]
+
+
+async def test_cancel_waiter_ends_a_waiting_command_that_then_writes_nothing(
+    bot: RunningBot, probe: Probe
+) -> None:
+    standin, store = bot.standin, bot.services.store
+    await standin.slash("run hold", user="U0OPER", channel=CHANNEL)
+    await asyncio.wait_for(probe.arrived("g").wait(), 10)
+    await standin.slash("run hold wait=30m", user="U0APPR", channel=CHANNEL)
+    [waiting] = await standin.wait_for(lambda: posts(bot, "waiting for #"), timeout=30)
+    found = re.search(r"cancel waiter=(\d+)", waiting.text)
+    assert found is not None, waiting.text
+    waiter = found[1]
+
+    await standin.slash(f"cancel waiter={waiter}", user="U0APPR", channel=CHANNEL)
+    await standin.wait_for(
+        lambda: posts(bot, f"waiter {waiter} (hold on lab) was cancelled by slack:U0APPR"), timeout=30
+    )
+    probe.gate("g").set()
+    await standin.wait_for(lambda: posts(bot, ": succeeded"), timeout=30)
+    await bot.services.drain()
+    rows = [r for r in await store.run(list_experiments, store.store, "lab") if r.playbook == "hold"]
+    assert [r.actor for r in rows] == ["slack:U0OPER"]  # the cancelled waiter wrote nothing

@@ -20,6 +20,7 @@ import pytest
 
 from bot.loop.lease_guard import HeldLease, LeaseHeld, hold_lease, lost_message
 from bot.store import AsyncStore
+from bot.store.lease_queue import QueueTurn, WaiterInfo
 from bot.store.leases import Acquired, LeaseInfo
 
 TARGET = "t1"
@@ -43,6 +44,7 @@ class FakeStore:
         self.heartbeat_answers: list[bool] = []
         """Answers the next heartbeats give, before the dict is asked."""
         self.beat = asyncio.Event()
+        self.waiters: list[WaiterInfo] = []
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -95,6 +97,37 @@ class FakeStore:
     def _audit(self, **_: Any) -> None:
         return None
 
+    # the waiting queue (bot.store.lease_queue): one waiter at a time here, never cancelled
+    def _live_waiters(self, target: str, **_: Any) -> list[WaiterInfo]:
+        return [w for w in self.waiters if w.target == target]
+
+    def _join_queue(
+        self, target: str, *, holder: str, purpose: str, deadline: datetime, **kw: Any
+    ) -> WaiterInfo:
+        at = kw.get("now") or T0
+        waiter = WaiterInfo(
+            len(self.calls),
+            target,
+            holder,
+            purpose,
+            kw["requested_by"],
+            kw["command"],
+            at,
+            at,
+            deadline,
+            None,
+            None,
+        )
+        self.waiters.append(waiter)
+        return waiter
+
+    def _poll_queue(self, waiter_id: int, **_: Any) -> QueueTurn:
+        mine = [w for w in self.waiters if w.id == waiter_id]
+        return QueueTurn(mine[0] if mine else None, [])
+
+    def _leave_queue(self, waiter_id: int) -> None:
+        self.waiters = [w for w in self.waiters if w.id != waiter_id]
+
 
 def holding(fake: FakeStore, **kw: Any) -> Any:
     options: dict[str, Any] = {"purpose": "bench", "holder": ME, "ttl_s": 60.0, "host": "laptop", "pid": 4242}
@@ -135,7 +168,10 @@ async def test_a_busy_target_is_refused_and_nothing_else_is_asked() -> None:
     with pytest.raises(LeaseHeld, match=f"held by {BOB}"):
         async with holding(fake):
             pytest.fail("entered a busy target's block")
-    assert fake.names() == ["acquire"]  # no heartbeat, no release of bob's lease
+    assert fake.names() == [
+        "live_waiters",
+        "acquire",
+    ]  # the queue, then no heartbeat, no release of bob's lease
     assert fake.rows[TARGET].holder == BOB
 
 
