@@ -37,8 +37,15 @@ async def test_bench_and_rollback_run_in_threads_on_the_testbed(bot: RunningBot)
     assert "succeeded" in bench.text and "stored as measurement set #" in bench.text, bench.text
     replies = standin.thread(CHANNEL, bench.ts)[1:]
     table = str([r.blocks for r in replies if "Benchmark: set #" in str(r.blocks)])
-    assert "probe" in table and "out tok/s" in table and " 32 " in table, table[:500]
-    assert any(r.files for r in replies)  # the chart
+    # the levels table, stacked (wider than a phone: `concurrency: 32` then its figures)
+    assert "probe" in table and "out tok/s" in table and "concurrency: 32" in table, table[:1500]
+    charts = [
+        block
+        for reply in replies
+        for block in reply.blocks or []
+        if block.get("type") == "image" and str(block.get("slack_file", {}).get("url", "")).endswith(".png")
+    ]
+    assert charts, replies  # the chart: an image block showing the uploaded file
     assert await store.run(current, store.store, "twin") is None  # the lease was given back
 
     answer = await standin.slash("rollback", user="U0OPER", channel=CHANNEL)
