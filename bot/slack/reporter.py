@@ -349,6 +349,15 @@ class SlackThreadReporter:
         fallback = f"{who} {plain}" if who else plain  # the mention is markup: never escaped
         await self._reply(blocks, fallback, broadcast=outcome.verdict is not None)
 
+    async def tell_requester(self) -> None:
+        """A run with no verdict (rollback, reconcile, bench) ends with one reply too, after its
+        card is concluded: the requester mentioned with the card's line, never broadcast."""
+        who = requester(self.card)
+        if who is None:
+            return
+        line = first_line(self.card)
+        await self._reply([section(f"{who} {line}"[:MAX_SECTION])], f"{who} {summary(line)}")
+
     async def finished(self, outcome: RunOutcome) -> None:
         await self._choose_buttons(outcome.experiment_id)
         self.card.headline = headline_of(outcome, self.run_params, self.verdict_details)

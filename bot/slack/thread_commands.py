@@ -104,6 +104,7 @@ async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[T
             raise
     except (TargetError, LoadError, OSError, LookupError, AppError) as exc:  # the card says it all
         await reporter.conclude("failed", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        await reporter.tell_requester()
         return None
     except WaitCancelled as exc:  # `cancel waiter=ID` while it waited: nothing ran
         await reporter.refuse(str(exc))
@@ -116,6 +117,7 @@ async def _guarded(reporter: SlackThreadReporter, work: Callable[[], Awaitable[T
     except Exception as exc:
         shown = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         await reporter.conclude("failed", shown)
+        await reporter.tell_requester()
         raise
 
 
@@ -147,6 +149,7 @@ async def run_target_change(
         for block in change.evidence:
             await reporter.evidence(block, 0)
         await reporter.conclude("succeeded" if change.ok else "failed", change.summary())
+        await reporter.tell_requester()
         return change
 
     return await _guarded(reporter, work)
@@ -209,6 +212,7 @@ async def run_bench(
         if result.run.set.client_bound:
             summary += "; CLIENT-BOUND levels: those figures are the load generator's limit"
         await reporter.conclude("succeeded", summary)
+        await reporter.tell_requester()
         return result
 
     return await _guarded(reporter, work)

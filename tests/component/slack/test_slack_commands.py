@@ -189,6 +189,11 @@ async def test_reconcile_and_rollback_say_their_outcome_on_the_card(bot: Running
     await bot.standin.slash("rollback", user="U0OPER", channel=CHANNEL)
     failed = await finished_card(bot, "rollback", "failed")  # the host does not answer
     assert "❌ 3. rollback" in str(failed.blocks) and "127.0.0.1" in failed.text, failed.text
+    await bot.services.drain()
+    for finished, name in ((card, "reconcile"), (failed, "rollback")):  # each ends telling who asked
+        last = bot.standin.thread(CHANNEL, finished.ts)[-1]
+        assert last.text.startswith("<@U0OPER> ") and name in last.text, last.text
+        assert not last.reply_broadcast, last  # no verdict: nothing for the channel
 
 
 async def test_bench_runs_in_a_thread_with_the_rows_and_the_chart(
@@ -214,6 +219,7 @@ async def test_bench_runs_in_a_thread_with_the_rows_and_the_chart(
             assert "out tok/s" in shown and "TTFT p99" in shown
             assert any(b.get("type") == "image" for r in replies for b in r.blocks)  # the chart
             assert "stored as measurement set #" in card.text
+            assert replies[-1].text.startswith("<@U0OPER> ") and "bench" in replies[-1].text, replies[-1]
     finally:
         await store.aclose()
 
