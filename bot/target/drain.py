@@ -105,12 +105,6 @@ class DrainTimeoutError(TargetError):
         self.report = report
 
 
-def running_from_metrics(text: str) -> int | None:
-    """Sum of `sglang:num_running_reqs` over its series (one per DP rank); None when absent."""
-    load = load_from_metrics(text)
-    return None if load is None else load[0]
-
-
 def load_from_metrics(text: str) -> tuple[int, int] | None:
     """(running, queued), each summed over its series (one per DP rank); None without the running
     gauge (metrics off, or not SGLang's)."""
@@ -122,12 +116,6 @@ def load_from_metrics(text: str) -> tuple[int, int] | None:
     if "num_running_reqs" not in seen:
         return None
     return int(sums["num_running_reqs"]), int(sums["num_queue_reqs"])
-
-
-def running_from_journal(text: str) -> int:
-    """The `#running-req` of the newest batch line; 0 when the window has none (idle)."""
-    found = _RUNNING.findall(text)
-    return int(found[-1]) if found else 0
 
 
 def load_from_journal(text: str) -> tuple[int, int]:

@@ -20,8 +20,6 @@ from bot.target.drain import (
     load_from_journal,
     load_from_metrics,
     resume_traffic,
-    running_from_journal,
-    running_from_metrics,
 )
 from bot.target.restart import RestartError, apply_and_restart, flags_for_nodes, restart_target
 from bot.target.unit import read_unit
@@ -107,7 +105,6 @@ def test_idle_signals_count_running_and_queued_requests() -> None:
         'sglang:num_queue_reqs{dp_rank="0"} 4.0\nsglang:num_running_reqs_total 9\n'
     )
     assert load_from_metrics(metrics) == (5, 4)
-    assert running_from_metrics(metrics) == 5
     assert load_from_metrics("sglang:num_queue_reqs 3\n") is None  # no running gauge: not SGLang's
     journal = (
         "Prefill batch, #new-seq: 1, #running-req: 4, #queue-req: 2, \n"
@@ -118,7 +115,7 @@ def test_idle_signals_count_running_and_queued_requests() -> None:
     lone = "Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, #running-req: 0, #queue-req: 0, \n"
     assert load_from_journal(lone) == (1, 0)  # the request being admitted is in flight
     assert load_from_journal("Decode batch, #running-req: 7, #token: 1\n") == (7, 0)
-    assert load_from_journal("") == (0, 0) and running_from_journal("") == 0
+    assert load_from_journal("") == (0, 0)
 
 
 def test_a_hook_is_shown_without_its_query_or_credentials() -> None:
