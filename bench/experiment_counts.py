@@ -5,7 +5,7 @@ playbook with its real steps and a real SQLite store on the loop's fake target l
 (tests/support/loop_fake_target.py: no SSH, no server), `--runs` times, and prints per
 experiment: its steps, the Python function calls on the event loop's thread (cProfile), the
 store's SQL statements (SQLAlchemy `before_cursor_execute`, every thread) by kind, and the
-strings and bytes redacted (`bot.config.redaction`, where that module exists). With
+strings and bytes redacted (`bot.redaction`, where that module exists). With
 `--top N` it also prints the N functions called most per experiment and the N most frequent
 statements, to diff between two commits.
 
@@ -126,9 +126,9 @@ def _kind(statement: str) -> str:
 
 
 def _count_redaction(counts: Counts) -> bool:
-    """Count what `bot.config.redaction` is given from now on (False: this checkout has none)."""
+    """Count what `bot.redaction` is given from now on (False: this checkout has none)."""
     try:
-        redaction = importlib.import_module("bot.config.redaction")
+        redaction = importlib.import_module("bot.redaction")
     except ImportError:
         return False
     redactor = redaction.Redactor
@@ -226,7 +226,7 @@ async def measure(runs: int, top: int, callers: list[str], trace: list[str]) -> 
                 f" calls, {redacted.redact_bytes} bytes; redact_data() {redacted.redact_data_calls} calls"
             )
         else:
-            print("no bot.config.redaction in this checkout: nothing redacted")
+            print("no bot.redaction in this checkout: nothing redacted")
         measured = max(runs - 1, 1)
         if top and runs > 1:
             print(f"\nstatements per experiment (mean of runs 2..{runs}):")

@@ -23,11 +23,11 @@ from collections.abc import Callable, Sequence
 
 import typer
 
-from bot.cli.families import LOOP_COMMANDS, TARGET_COMMANDS
+from bot.cli.families import LOOP_COMMANDS, RECORD_COMMANDS, TARGET_COMMANDS
 from bot.cli.plugins import register_plugins
 from bot.cli.root import app as _root_app
-from bot.config.redaction import RedactingStream, install_log_redaction
 from bot.diagnostics import install_dump_on_signal
+from bot.redaction import RedactingStream, install_log_redaction
 
 __all__ = ["ALL_COMMANDS_MODULE", "COMMAND_MODULES", "command_word", "load_commands", "main"]
 
@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, str] = {
     "explain": "bot.cli.explain:register_explain",
     **dict.fromkeys(sorted(TARGET_COMMANDS), "bot.cli.chat:register_target_commands"),
     **dict.fromkeys(LOOP_COMMANDS, "bot.cli.loop:register_loop"),
+    **dict.fromkeys(RECORD_COMMANDS, "bot.cli.records:register_records"),
     "bench": "bot.cli.bench:register_bench",
     "playbooks": "bot.cli.playbooks:register_playbooks",
     "run": "bot.cli.playbooks:register_playbooks",
@@ -107,7 +108,7 @@ def __getattr__(name: str) -> typer.Typer:
 def main() -> None:
     """Console-script entry point."""
     install_dump_on_signal()  # `kill -USR1 <pid>` prints where a stuck command is
-    install_log_redaction()  # secrets never reach the log (bot/config/redaction.py)
+    install_log_redaction()  # secrets never reach the log (bot/redaction.py)
     sys.stdout = RedactingStream(sys.stdout)  # nor the console: every command's output is masked
     sys.stderr = RedactingStream(sys.stderr)
     application = load_commands(command_word(sys.argv[1:]))

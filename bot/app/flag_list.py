@@ -48,8 +48,6 @@ from bot.target.flaglist import (
     remembered_version,
     target_key,
 )
-from bot.target.session import TargetSession
-from bot.target.unit import UnitReadError, read_unit
 
 __all__ = [
     "FlagList",
@@ -175,6 +173,12 @@ async def read_flag_list(
 
 
 async def _ask_host(settings: Settings, words: Sequence[str], name: str, directory: Path) -> FlagList:
+    # the SSH stack (asyncssh, cryptography) is needed only when a host is asked, and `log`,
+    # `explain` of a command naming no flag and every cache hit never ask one
+    # deferred: ~0.3 s of CPU at import
+    from bot.target.session import TargetSession
+    from bot.target.unit import UnitReadError, read_unit  # deferred: with the session, above
+
     config = settings.targets[name]
     try:
         async with TargetSession.open(name, config) as ts:

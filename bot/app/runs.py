@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from bot.app.ask import after_revert, answer_revert_if_pending
 from bot.app.change_rights import check_call
@@ -16,13 +15,10 @@ from bot.app.freeze import check_call_not_frozen
 from bot.app.playbooks import PlaybookCall, effects_of, load_all
 from bot.commands import CommandError
 from bot.loop.engine import Engine, LeaseHeld
-from bot.loop.lease_guard import WAITER_STALE_S
 from bot.loop.playbook import Playbook
 from bot.loop.report import MemoryReporter, Reporter, RunOutcome
 from bot.loop.restart_budget import RestartLimitError, check_restarts
 from bot.store.experiments import get_experiment, unfinished_experiments
-from bot.store.lease_queue import WaiterInfo, cancel_waiter, get_waiter, live_waiters
-from bot.store.leases import QueueAhead
 from bot.store.loop_models import Experiment
 
 
@@ -38,22 +34,6 @@ def build_engine(
         playbooks=books if books is not None else load_all(ctx.settings),
         lease_ttl_s=ctx.lease_ttl_s,
         cache_dir=ctx.cache_dir,
-    )
-
-
-async def settle_unfinished(
-    ctx: AppContext, target: str, *, engine: Engine | None = None
-) -> list[RunOutcome]:
-    """Settle (resume or roll back) the runs a flagbot that stopped left on the target; what
-    became of each. Every mutating command does this first."""
-    return await (engine or build_engine(ctx)).reconcile(target)
-
-
-def settled_text(outcome: RunOutcome) -> str:
-    """What a front end says of a run it settled before its own command."""
-    return (
-        f"experiment #{outcome.experiment_id} ({outcome.playbook}) was left unfinished by a flagbot "
-        f"that stopped; it is now {outcome.status}: {outcome.summary or ''}"
     )
 
 
@@ -212,27 +192,6 @@ def call_words(call: PlaybookCall, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def waiting_text(busy: LeaseHeld, remaining_s: float, *, now: datetime | None = None) -> str:
-    """What a command with `wait=` says when it starts waiting for a busy target (the CLI on
-    stderr, Slack in the thread): whom it waits for and until when at most."""
-    lease = busy.lease
-    head, _, tail = lease.holder.rpartition(":")  # `holder_id`: the actor and a run suffix
-    who = head if head and len(tail) == 8 else lease.holder
-    what = f"{lease.purpose} by {who}"
-    if lease.experiment_id is not None:
-        what = f"#{lease.experiment_id} ({what})"
-    until = (now or datetime.now(UTC)) + timedelta(seconds=remaining_s)
-    if isinstance(busy, QueueAhead):
-        what = f"{len(busy.queue)} command(s) queued before it (first: {what})"
-    text = (
-        f"waiting for {what} to finish on {lease.target}; will start when it does, "
-        f"at most until {until.astimezone(UTC):%H:%M} UTC"
-    )
-    if busy.queued_as is not None:
-        text += f"; `cancel waiter={busy.queued_as}` stops waiting"
-    return text
-
-
 @dataclass(frozen=True)
 class CancelResult:
     """What `cancel` did: the experiment it named (None: nothing runs), and whether it was asked
@@ -264,48 +223,3 @@ async def cancel(ctx: AppContext, target: str, experiment_id: int | None, *, act
         return CancelResult(target, None, experiment_id, False)
     requested = await build_engine(ctx).cancel(row.id, actor)
     return CancelResult(target, row, row.id, requested)
-
-
-@dataclass(frozen=True)
-class WaiterCancelResult:
-    """What `cancel waiter=ID` did: the waiter (None: no such waiter; it already got the lease,
-    gave up or ended), and whether this cancel marked it (False: it was already cancelled)."""
-
-    waiter_id: int
-    waiter: WaiterInfo | None
-    requested: bool
-
-    def to_json(self) -> dict[str, object]:
-        return {"ok": self.requested, "waiter_id": self.waiter_id}
-
-    def text(self) -> str:
-        if self.waiter is None:
-            return f"no command is waiting as waiter {self.waiter_id} (it got the lease, gave up or ended)"
-        if not self.requested:
-            return f"waiter {self.waiter_id} was already cancelled by {self.waiter.cancelled_by}"
-        return (
-            f"waiter {self.waiter_id} ({self.waiter.purpose} by {self.waiter.requested_by} on "
-            f"{self.waiter.target}) cancelled: it stops waiting at its next poll and runs nothing"
-        )
-
-
-async def waiter_of(ctx: AppContext, waiter_id: int) -> WaiterInfo | None:
-    """The waiter a `cancel waiter=ID` names (RBAC asks who requested it before the cancel runs)."""
-    return await ctx.store.run(get_waiter, ctx.store.store, waiter_id)
-
-
-async def cancel_wait(ctx: AppContext, waiter_id: int, *, actor: str) -> WaiterCancelResult:
-    """Cancel a command waiting for a busy target (`wait=`): it has no experiment yet, so this
-    marks its queue row, and the waiter ends at its next poll having written nothing."""
-    before = await waiter_of(ctx, waiter_id)
-    if before is None:
-        return WaiterCancelResult(waiter_id, None, False)
-    if before.cancelled_at is not None:
-        return WaiterCancelResult(waiter_id, before, False)
-    after = await ctx.store.run(cancel_waiter, ctx.store.store, waiter_id, actor=actor)
-    return WaiterCancelResult(waiter_id, after, after is not None and after.cancelled_by == actor)
-
-
-async def waiting_queue(ctx: AppContext, target: str | None = None) -> list[WaiterInfo]:
-    """The live waiters (`wait=`) of `target` (None: every target), oldest first, for `status`."""
-    return await ctx.store.run(live_waiters, ctx.store.store, target, stale_after_s=WAITER_STALE_S)

@@ -19,7 +19,8 @@ from bot.app.context import AppContext
 from bot.app.freeze import Freeze, active_freeze, check_not_frozen
 from bot.app.leased import leased
 from bot.app.progress import Progress
-from bot.app.runs import settle_unfinished, settled_text, waiting_queue
+from bot.app.settle import settle_unfinished, settled_text
+from bot.app.waiters import waiting_queue
 from bot.commands import CommandError, Invocation
 from bot.config.schema import parse_duration
 from bot.http import async_client

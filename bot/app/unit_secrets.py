@@ -2,7 +2,7 @@
 
 A literal `--api-key VALUE` (or any secret flag's value, or an `Environment=` secret) in the
 unit reaches flagbot whenever it reads the unit: flagbot masks it in everything it shows and
-stores (`bot.config.redaction`), but must keep it in the drop-in it writes and in its backup of
+stores (`bot.redaction`), but must keep it in the drop-in it writes and in its backup of
 that drop-in. A `${VAR}` reference to a variable of an `EnvironmentFile=` keeps the value on the
 node only; the warning says how.
 """
@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.config.redaction import REFERENCE, redactor
+from bot.redaction import REFERENCE, redactor
 from bot.target.session import TargetSession
 from bot.target.unit import UnitView, read_unit
 

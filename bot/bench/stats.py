@@ -26,13 +26,13 @@ numpy and scipy only: every quantile and test comes from scipy.stats.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats  # type: ignore[import-untyped]  # no stubs installed; results are cast
 
 __all__ = [
     "BOOTSTRAP_MIN_N",
@@ -43,6 +43,7 @@ __all__ = [
     "Spending",
     "log_ratio_interval",
     "repeat_stats",
+    "scipy_stats",
     "spent",
 ]
 
@@ -50,6 +51,18 @@ Method = Literal["t", "bootstrap"]
 Spending = Literal["obrien-fleming", "pocock", "linear"]
 BOOTSTRAP_MIN_N = 20
 """Below this many values the bootstrap's own error dominates; Student t is used instead."""
+
+
+@functools.cache
+def scipy_stats() -> Any:
+    """`scipy.stats`, imported on the first statistic computed. Why deferred: SciPy costs about
+    0.7 s of CPU to import, and the commands that only read stored verdicts (`status`, `log`,
+    `explain`, a button's card) load this module without computing anything. Cached, so the
+    power simulation's hundreds of thousands of calls pay one dictionary lookup each."""
+    # deferred: SciPy costs ~0.7 s of CPU at import; reading a stored verdict never needs it
+    from scipy import stats  # type: ignore[import-untyped]  # no stubs installed; results are cast
+
+    return stats
 
 
 def _clean(values: Sequence[float | int | None]) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -100,12 +113,12 @@ def repeat_stats(
     if sd == 0.0:
         return RepeatStats(n, mean, 0.0, cv, mean, mean, confidence, "t")
     if method == "bootstrap" and n >= BOOTSTRAP_MIN_N:
-        result = stats.bootstrap(
+        result = scipy_stats().bootstrap(
             (x,), np.mean, confidence_level=confidence, method="BCa", rng=np.random.default_rng(0)
         )
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
         return RepeatStats(n, mean, sd, cv, low, high, confidence, "bootstrap")
-    low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=sd / math.sqrt(n))
+    low, high = scipy_stats().t.interval(confidence, n - 1, loc=mean, scale=sd / math.sqrt(n))
     used = "t" if method == "t" else f"t (bootstrap needs n>={BOOTSTRAP_MIN_N})"
     return RepeatStats(n, mean, sd, cv, float(low), float(high), confidence, used)
 
@@ -155,7 +168,7 @@ def log_ratio_interval(
     # ttest_ind(equal_var=False).confidence_interval (a test checks it), without its per-call overhead,
     # which matters to the power simulation's hundreds of thousands of comparisons.
     df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
-    q = float(stats.t.ppf(1.0 - alpha, df))
+    q = float(scipy_stats().t.ppf(1.0 - alpha, df))
     low, high = d - q * se, d + q * se
     return RatioInterval(_change(d), _change(low), _change(high), d, se, df, alpha)
 
@@ -175,8 +188,9 @@ def spent(fraction: float, alpha: float, kind: Spending = "obrien-fleming") -> f
     if t == 0.0:
         return 0.0
     if kind == "obrien-fleming":
-        z = float(stats.norm.ppf(1.0 - alpha / 2.0))
-        return float(2.0 * stats.norm.sf(z / math.sqrt(t)))
+        norm = scipy_stats().norm
+        z = float(norm.ppf(1.0 - alpha / 2.0))
+        return float(2.0 * norm.sf(z / math.sqrt(t)))
     if kind == "pocock":
         return alpha * math.log1p((math.e - 1.0) * t)
     return alpha * t

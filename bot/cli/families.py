@@ -14,15 +14,15 @@ LOOP_COMMANDS = (
     "isolate",
     "restart",
     "baseline",
-    "hypothesis",
-    "knowledge",
-    "log",
     "cancel",
     "keep",
     "freeze",
     "unfreeze",
 )
 """Registered by `bot.cli.loop`."""
+
+RECORD_COMMANDS = ("hypothesis", "knowledge", "log")
+"""Registered by `bot.cli.records`: read the store only, without the loop's imports."""
 
 TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "reconcile"})
 """Registered by `bot.cli.chat`, run by `bot.cli.target`."""

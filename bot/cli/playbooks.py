@@ -20,7 +20,8 @@ from bot.app.command_loop import command_loop
 from bot.app.context import AppContext, console_actor
 from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookCall, describe, describe_broken, load_set, resolve_playbook
-from bot.app.runs import run_playbook, waiting_text
+from bot.app.runs import run_playbook
+from bot.app.waiters import waiting_text
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, run_in_context, settings, split_json, usage_errors
 from bot.commands import CommandError, Invocation, help_text, parse_command
 from bot.config import Settings

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from bot.commands.registry import COMMANDS, CommandSpec, Option, Positional, Tier, get_command
 from bot.commands.tokens import CommandError, check_words, tokenize
 from bot.commands.values import check_option, check_positional
-from bot.config.redaction import REFERENCE, redactor
+from bot.redaction import REFERENCE, redactor
 from bot.sglang.catalog import (
     AmbiguousFlagError,
     FlagCatalog,

@@ -31,9 +31,9 @@ from bot.config.change_rules import (
     ChangeRules,
     ProtectedMode,
 )
-from bot.config.redaction import DEFAULT_SECRET_FLAGS, DEFAULT_SECRET_NAMES, install_log_redaction
-from bot.config.redaction import configure as configure_redaction
 from bot.config.verdicts import Verdicts
+from bot.redaction import DEFAULT_SECRET_FLAGS, DEFAULT_SECRET_NAMES, install_log_redaction
+from bot.redaction import configure as configure_redaction
 
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -478,7 +478,7 @@ def _secret_patterns(what: str, value: list[str]) -> list[str]:
 
 
 class RedactionSettings(Strict):
-    """What counts as a secret in flagbot's output (`bot/config/redaction.py`, docs/security.md)."""
+    """What counts as a secret in flagbot's output (`bot/redaction.py`, docs/security.md)."""
 
     secret_names: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_NAMES))
     """Environment names (globs, case-sensitive) whose values are secrets: `HF_TOKEN=...`."""

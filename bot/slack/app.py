@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.commands import CommandError
-from bot.config.redaction import redact, redact_data
+from bot.redaction import redact, redact_data
 from bot.slack.buttons import on_action
 from bot.slack.dispatch import preload
 from bot.slack.handlers import on_command, on_mention
@@ -39,7 +39,7 @@ EVENTS_PATH = "/slack/events"
 
 class RedactingWebClient(AsyncWebClient):
     """The Web API client every Slack message and file of flagbot's goes through: the one place
-    secrets are masked on the way to Slack (`bot.config.redaction`, docs/security.md#secrets)."""
+    secrets are masked on the way to Slack (`bot.redaction`, docs/security.md#secrets)."""
 
     async def _send(self, http_verb: str, api_url: str, req_args: dict[str, Any]) -> AsyncSlackResponse:
         """Every Web API call passes here (slack_sdk's `api_call` builds `req_args`, then sends)."""

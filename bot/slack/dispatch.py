@@ -31,11 +31,11 @@ from bot.app.runs import (
     check_experiment_target,
     check_restart_limit,
     run_playbook,
-    settled_text,
-    waiting_text,
 )
+from bot.app.settle import settled_text
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
+from bot.app.waiters import waiting_text
 from bot.commands import CommandError, Invocation, command_words, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError
 from bot.config import Settings

@@ -25,7 +25,7 @@ from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list, re
 from bot.commands import CommandError, Invocation
 from bot.commands.registry import get_command
 from bot.commands.target_catalog import UnknownTargetError
-from bot.config.redaction import redact
+from bot.redaction import redact
 from bot.slack.dispatch import check, check_stored, flag_note, parse, threaded, words_of
 from bot.slack.rbac import Decision
 from bot.slack.running import decide_for, error_reporter, start

@@ -15,8 +15,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.change_rights import invocation_refusal
 from bot.app.errors import AppError
 from bot.app.playbooks import PlaybookEffects, playbook_effects, runs_playbook
-from bot.app.runs import cancel, cancel_candidate, cancel_wait, waiter_of
+from bot.app.runs import cancel, cancel_candidate
 from bot.app.targets import requested_target
+from bot.app.waiters import cancel_wait, waiter_of
 from bot.bench.run import BenchmarkTimeoutError
 from bot.commands import CommandError, Invocation
 from bot.slack.approvals import request_approval

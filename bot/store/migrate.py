@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
@@ -21,10 +20,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     command.upgrade(alembic_config(engine), revision)
 
 
-def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
-
-
 def head_revision(engine: Engine) -> str | None:
+    """The newest migration script's revision, read from the scripts (`SCHEMA_HEAD` is its copy)."""
     return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def known_revisions(engine: Engine) -> set[str]:
+    """Every revision of this flagbot's migration scripts."""
+    return {
+        script.revision for script in ScriptDirectory.from_config(alembic_config(engine)).walk_revisions()
+    }

@@ -3,7 +3,7 @@
 Why a mapper event: evidence, audit events, snapshots (requested flags, environment, SGLang's
 `server_args`), steps' outputs and approvals are written from many places; SQLAlchemy's
 `before_insert`/`before_update` on every mapped class is the one choke point they all pass.
-Text columns go through `bot.config.redaction.redact`, JSON columns through `redact_data`.
+Text columns go through `bot.redaction.redact`, JSON columns through `redact_data`.
 
 One column is kept as written: `dropin_backup.content`, the drop-in to restore byte for byte
 (a literal secret in a unit's `ExecStart=` is there, as it is in the unit on the node: the reason
@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Mapper
 
-from bot.config.redaction import redact, redact_data
+from bot.redaction import redact, redact_data
 
 KEPT_AS_WRITTEN = frozenset({("dropin_backup", "content")})
 """(table, column) pairs not redacted: what flagbot must restore exactly."""

@@ -25,12 +25,14 @@ import json
 import re
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config.schema import Target
 from bot.sglang.catalog import FlagCatalog, FlagSpec
 from bot.target.lines import split_lines
-from bot.target.nodestate import NodeLike
+
+if TYPE_CHECKING:  # the SSH stack is loaded by whoever hands a node in, not by the cache readers
+    from bot.target.nodestate import NodeLike
 
 _OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,40}$")

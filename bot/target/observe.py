@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 
 from bot.aio import gather_all_or_none, stop_tasks
-from bot.config.redaction import redactor
 from bot.http import async_client
+from bot.redaction import redactor
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import chain_text

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bot.config.redaction import MASK, remember_launch
+from bot.redaction import MASK, remember_launch
 from bot.sglang.flagset import FlagSet
 from bot.sglang.launch import (
     LaunchInScriptError,

@@ -14,7 +14,8 @@ import pytest
 from bot.app.context import AppContext
 from bot.app.freeze import FrozenError, freeze
 from bot.app.playbooks import resolve_playbook
-from bot.app.runs import run_playbook, waiting_text
+from bot.app.runs import run_playbook
+from bot.app.waiters import waiting_text
 from bot.commands import parse_command
 from bot.loop.engine import Engine
 from bot.loop.lease_guard import hold_lease

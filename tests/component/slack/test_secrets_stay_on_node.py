@@ -38,8 +38,8 @@ import pytest
 from sqlalchemy import MetaData, select
 
 from bot.config import Settings, load_settings
-from bot.config.redaction import MASK
 from bot.loop.steps import measure_steps
+from bot.redaction import MASK
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import AsyncStore, Store
 from bot.store.redacted_rows import KEPT_AS_WRITTEN

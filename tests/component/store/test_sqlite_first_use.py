@@ -13,7 +13,8 @@ from pathlib import Path
 from sqlalchemy import inspect
 
 from bot.store import Store
-from bot.store.migrate import current_revision, head_revision, upgrade
+from bot.store.migrate import head_revision, upgrade
+from bot.store.schema_revision import current_revision
 
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.bench.run import BenchRun
 from bot.cli.bench import print_levels
-from bot.cli.loop import _print as print_records
 from bot.cli.playbooks import print_playbooks
+from bot.cli.records import print_answer as print_records
 from bot.cli.target import _print_status
 from bot.loop.playbook import load_playbook_set, playbook_dirs
 from bot.store.models import Measurement, MeasurementSet

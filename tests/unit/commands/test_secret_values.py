@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bot.commands import CommandError, parse_command
-from bot.config.redaction import MASK, redact
+from bot.redaction import MASK, redact
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,8 @@ from bot.config.change_rules import (
     flag_refusal,
     plan_refusal,
 )
-from bot.config.redaction import redact
 from bot.config.schema import TargetPolicy
+from bot.redaction import redact
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import Change
 from bot.sglang.flagset import FlagItem, FlagSet

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine
 
+import bot.store.migrate as migrate_module
 import bot.store.store as store_module
 from bot.store import Store, StoreNotReadyError
 
@@ -14,7 +15,7 @@ def test_postgresql_behind_is_refused_not_migrated(monkeypatch: pytest.MonkeyPat
     engine = create_engine("postgresql+psycopg://flagbot@127.0.0.1:1/flagbot")  # never connected
     migrated: list[object] = []
     monkeypatch.setattr(store_module, "current_revision", lambda _engine: None)
-    monkeypatch.setattr(store_module, "upgrade", lambda *args: migrated.append(args))
+    monkeypatch.setattr(migrate_module, "upgrade", lambda *args: migrated.append(args))
     store = Store(engine)
     assert store.sqlite_file() is None
     with pytest.raises(StoreNotReadyError, match=r"schema is at nothing, .*run `flagbot db upgrade`"):

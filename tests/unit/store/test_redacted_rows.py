@@ -7,7 +7,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlmodel import Session
 
-from bot.config.redaction import MASK
+from bot.redaction import MASK
 from bot.store import EvidenceRecord, Snapshot, Store
 from bot.store.models import DropinBackup
 

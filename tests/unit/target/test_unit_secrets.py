@@ -14,7 +14,7 @@ import pytest
 
 from bot.app.unit_secrets import literal_secrets, unit_findings
 from bot.config import Settings
-from bot.config.redaction import MASK, redact
+from bot.redaction import MASK, redact
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.systemd_quote import is_reference_word, quote_exec_word, render_exec

@@ -1,4 +1,4 @@
-"""The redaction rules (bot/config/redaction.py) and the `[redaction]` settings that configure them."""
+"""The redaction rules (bot/redaction.py) and the `[redaction]` settings that configure them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import logging
 
 import pytest
 
-from bot.config import ConfigError, Settings, redaction, settings_from_mapping
-from bot.config.redaction import MASK, RedactingStream, Redactor, install_log_redaction, redact, redactor
+from bot import redaction
+from bot.config import ConfigError, Settings, settings_from_mapping
+from bot.redaction import MASK, RedactingStream, Redactor, install_log_redaction, redact, redactor
 
 
 @pytest.fixture
