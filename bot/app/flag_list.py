@@ -43,11 +43,11 @@ from bot.target.flaglist import (
     host_answered,
     host_catalog,
     host_version,
-    python_of,
     remember_target,
     remembered_version,
     target_key,
 )
+from bot.target.launcher import sglang_invoker
 from bot.target.session import TargetSession
 from bot.target.unit import UnitReadError, read_unit
 
@@ -179,10 +179,12 @@ async def _ask_host(settings: Settings, words: Sequence[str], name: str, directo
     try:
         async with TargetSession.open(name, config) as ts:
             view = await read_unit(ts.node0)
-            python = python_of(view.prefix)
+            python = sglang_invoker(view.prefix, view.launch.kind)
             if python is None:
                 return packaged_flag_list(
-                    settings, words, "the unit does not start SGLang with a python interpreter"
+                    settings,
+                    words,
+                    "the unit does not start SGLang with a python interpreter or a container image",
                 )
             reported = await host_version(ts.node0, python)
             version = reported or config.sglang_version

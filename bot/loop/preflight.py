@@ -32,7 +32,8 @@ from bot.target.dropin import DropinSpec, render_dropin
 from bot.target.dryrun import DryRunResult
 from bot.target.dryrun import dry_run as run_dry
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
+from bot.target.flaglist import host_answered, host_catalog, host_version, remember_target
+from bot.target.launcher import SglangInvoker, sglang_invoker
 from bot.target.observe import read_gpus
 from bot.target.restart import flags_for_nodes
 from bot.target.session import TargetSession
@@ -280,12 +281,12 @@ async def preflight(
 
 async def _resolve(
     ts: TargetSession, report: PreflightReport, changes: Sequence[Change], cache_dir: Path | None
-) -> tuple[UnitView, FlagCatalog, str | None] | None:
+) -> tuple[UnitView, FlagCatalog, SglangInvoker | None] | None:
     """The unit, the host's SGLang version and flag list, and the new flags (into `report`);
     None when the change is refused (`report.refused` says why)."""
     node = ts.node0
     view = await read_unit(node)
-    python = python_of(view.prefix)
+    python = sglang_invoker(view.prefix, view.launch.kind)
     reported = await host_version(node, python)
     version = reported or ts.target.sglang_version
     catalog, source = await host_catalog(node, python=python, version=version, cache_dir=cache_dir)
