@@ -233,7 +233,7 @@ async def _observe(
     report = main.report if main is not None else parse_log_lines([])
     for journal in journals:  # the expanded secrets SGLang printed (e.g. an EnvironmentFile's key)
         redactor().remember_mapping(journal.report.server_args or {})
-    requested, unknown = requested_values(view.flags, catalog)
+    requested, unknown = requested_values(view.expanded_flags(view.flags), catalog)
     defaults = release_defaults(version)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog, defaults)
     cap = capacity(report, info, version)
