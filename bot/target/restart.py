@@ -211,12 +211,15 @@ async def restart_target(ts: TargetSession, *, drain: DrainSettings | None = Non
 def dropin_spec(view: UnitView, flags: FlagSet, env: Mapping[str, str] | None) -> DropinSpec:
     """What the drop-in holds for `flags` and `env` (None: the environment as it is).
 
-    A container launcher's environment is its `docker run -e` options, so a new `env` rewrites
-    them inside the argument list; the unit's own `Environment=` (the runtime's environment)
-    is then left as it is. Otherwise `env` replaces `Environment=`.
+    A container launcher's environment is its `docker run -e` options, so an `env` that differs
+    from them rewrites them inside the argument list (one the same leaves the options as written);
+    the unit's own `Environment=` (the runtime's, not the container's) is left as it is.
+    Otherwise `env` replaces `Environment=`.
     """
-    if env is not None and view.launch.kind == "docker":
-        return DropinSpec(view.argv_with(flags, container_env=dict(env)), _effective_env(view, None))
+    if view.launch.kind == "docker":
+        changed = env is not None and dict(env) != dict(view.launch.env)  # unchanged: options as written
+        container_env = dict(env) if env is not None and changed else None
+        return DropinSpec(view.argv_with(flags, container_env=container_env), _effective_env(view, None))
     return DropinSpec(view.argv_with(flags), _effective_env(view, env))
 
 
