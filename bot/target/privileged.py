@@ -320,8 +320,10 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
         entry(
             "read-env-file",
             "cat",
+            "--",
             "{env_file}",
-            doc="an EnvironmentFile= the unit names, read as the login (a file it cannot read stays unread)",
+            doc="an EnvironmentFile= the unit names, read as the login (a file it cannot read stays unread); "
+            "`--` keeps its rendering apart from `read-dropin`'s",
         ),
         entry(
             "journal-follow",
