@@ -50,6 +50,8 @@ class DockerRun:
     env: dict[str, str]
     gpus: str | None = None
     """`--gpus` as the command gives it (the dry run passes the same, so post-init sees the GPUs)."""
+    program_word: str = ""
+    """The runtime as written (`/usr/bin/docker`): the one flagbot runs for the flag list and dry run."""
 
 
 def find_docker_run(words: list[str]) -> int | None:
@@ -118,7 +120,12 @@ def parse_docker_run(words: list[str], run_index: int, line: int) -> DockerRun:
         index += 1
     if index >= len(words):
         raise LaunchParseError(f"line {line}: docker run has no image name")
-    return DockerRun(program=basename(words[run_index - 1]), image_index=index, env=env, gpus=gpus)
+    program = (
+        run_index - 2 if words[run_index - 1] == "container" else run_index - 1
+    )  # `docker container run`
+    return DockerRun(
+        program=basename(words[program]), image_index=index, env=env, gpus=gpus, program_word=words[program]
+    )
 
 
 ENV_OPTIONS = ("-e", "--env")

@@ -62,9 +62,24 @@ class SglangInvoker:
         return f"{self.python} in {self.image} ({basename(self.runtime)} run)"
 
 
+_SGLANG_SCRIPT = re.compile(r"^(/\S*/)sglang$")
+
+
 def host_invoker(prefix: list[str]) -> SglangInvoker | None:
-    """The host interpreter of a launch prefix (`/usr/bin/python3 -m sglang.launch_server`)."""
-    return SglangInvoker(prefix[0]) if prefix and _PYTHON_WORD.match(prefix[0]) else None
+    """The host interpreter of a launch prefix: `/usr/bin/python3 -m sglang.launch_server` names
+    it; `/opt/venv/bin/sglang serve` is pip's console script of a venv or conda env, whose own
+    `python3` sits beside it in the same `bin/` (a venv and a conda env both have one)."""
+    python: str | None = None
+    if prefix and _PYTHON_WORD.match(prefix[0]):
+        python = prefix[0]
+    elif prefix and (script := _SGLANG_SCRIPT.match(prefix[0])) is not None and prefix[1:2] == ["serve"]:
+        python = f"{script[1]}python3"
+    if python is None:
+        return None
+    try:
+        return SglangInvoker(PARAMS["python"](python))
+    except ParamError:  # a path the table would refuse: nothing is guessed
+        return None
 
 
 def container_invoker(prefix: list[str]) -> SglangInvoker | None:
@@ -80,7 +95,7 @@ def container_invoker(prefix: list[str]) -> SglangInvoker | None:
     command = prefix[run.image_index + 1 :]
     python = command[0] if command and _PYTHON_NAME.match(basename(command[0])) else IMAGE_PYTHON
     invoker = SglangInvoker(
-        python=python, runtime=prefix[run_index - 1], image=prefix[run.image_index], gpus=run.gpus
+        python=python, runtime=run.program_word, image=prefix[run.image_index], gpus=run.gpus
     )
     try:
         PARAMS["runtime"](invoker.runtime)

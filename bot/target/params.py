@@ -106,7 +106,8 @@ def _switch(value: object) -> str:
     return ""
 
 
-_PYTHON_PATH = re.compile(r"^/(?:[A-Za-z0-9_+-][A-Za-z0-9._+-]*/)*python[0-9.]*$")
+_PYTHON_PATH = re.compile(r"^/(?:[A-Za-z0-9_.+-]+/)*python[0-9.]*$")
+"""A segment may start with a dot (`/opt/sglang/.venv/bin/python`); `/./` and `/../` are refused."""
 
 
 def _python(value: object) -> str:
@@ -196,11 +197,11 @@ def _argv_words(value: object) -> list[str]:
 # the container launcher (`docker run ... IMAGE python3 -m sglang.launch_server ...`): the unit's
 # own runtime and image, run by the login itself (never through sudo: docs/security.md)
 
-_RUNTIME = re.compile(r"^(?:/(?:[A-Za-z0-9_+-][A-Za-z0-9._+-]*/)*)?(?:docker|podman|nerdctl)$")
+_RUNTIME = re.compile(r"^(?:/(?:[A-Za-z0-9_.+-]+/)*)?(?:docker|podman|nerdctl)$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
 """An image reference as `docker run` takes it (`lmsysorg/sglang:v0.5.10`, `repo@sha256:...`); never
 starting with `-` (it would read as an option)."""
-_CONTAINER_PYTHON = re.compile(r"^(?:/(?:[A-Za-z0-9_+-][A-Za-z0-9._+-]*/)*)?python[0-9.]*$")
+_CONTAINER_PYTHON = re.compile(r"^(?:/(?:[A-Za-z0-9_.+-]+/)*)?python[0-9.]*$")
 _GPUS = re.compile(r'^[A-Za-z0-9"=,:._-]{1,200}$')
 _ENV_FILE = re.compile(r"^/(?:[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*/)*[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*$")
 

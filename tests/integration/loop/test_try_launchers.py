@@ -106,7 +106,9 @@ async def test_a_try_on_a_docker_launcher_edits_the_container_arguments(testbed:
             dropins = [await read_dropin(node) or "" for node in ts.nodes]
             views = [await read_unit(node) for node in ts.nodes]
         for k, text in enumerate(dropins):
-            exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart=/"))
+            exec_lines = [line for line in text.splitlines() if line.startswith("ExecStart=/")]
+            assert len(exec_lines) == 1, (text, tried, err)
+            exec_line = exec_lines[0]
             assert exec_line.startswith("ExecStart=/usr/local/bin/docker run -e PYTHONUNBUFFERED=1 -e SGLANG_TWIN_MARK=tried --rm --gpus all"), exec_line
             assert f"{IMAGE} python3 -m sglang.launch_server " in exec_line
             assert exec_line.endswith("--served-model-name qwen-in-docker"), exec_line
