@@ -7,6 +7,7 @@ Each test rewrites `sglang-qwen.service` on both nodes, restarts both ranks on i
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -84,34 +85,55 @@ def _in_docker(k: int, text: str) -> str:
     return text.replace(HOST_LAUNCH, DOCKER_LAUNCH)
 
 
-async def test_a_try_on_a_docker_launcher_edits_the_container_arguments(testbed: Testbed, tmp_path: Path) -> None:
+async def test_a_try_on_a_docker_launcher_edits_the_container_arguments(
+    testbed: Testbed, tmp_path: Path
+) -> None:
     async with units_rewritten(testbed, _in_docker):
         async with session_for(testbed) as ts:
             view = await read_unit(ts.node0)
-            assert view.launch.kind == "docker" and view.prefix[-3:] == ["python3", "-m", "sglang.launch_server"]
+            assert view.launch.kind == "docker" and view.prefix[-3:] == [
+                "python3",
+                "-m",
+                "sglang.launch_server",
+            ]
             assert view.env == {"PYTHONUNBUFFERED": "1", "SGLANG_TWIN_MARK": "container"}
             invoker = sglang_invoker(view.prefix, view.launch.kind)
-            assert invoker is not None and invoker.image == IMAGE and invoker.runtime == "/usr/local/bin/docker"
+            assert (
+                invoker is not None and invoker.image == IMAGE and invoker.runtime == "/usr/local/bin/docker"
+            )
             assert await host_version(ts.node0, invoker) == "0.5.10"  # asked inside the "image"
             resolved = await dry_run(ts.node0, python=invoker, argv=view.flags.argv())
             assert resolved.ok, resolved
-            assert resolved.command.startswith(f"env /usr/local/bin/docker run --rm --pull never --network none --gpus all --entrypoint python3 {IMAGE} -c ")
+            assert resolved.command.startswith(
+                f"env /usr/local/bin/docker run --rm --pull never --network none --gpus all --entrypoint python3 {IMAGE} -c "
+            )
         config = write_config(testbed, tmp_path)
         assert (await flagbot(config, "db", "upgrade"))[0] == 0
         _, tried, err = await flagbot_json(
-            config, "try", "add", "--served-model-name", "qwen-in-docker", "env", "set", "SGLANG_TWIN_MARK=tried", "keep=always"
+            config,
+            "try",
+            "set",
+            "--served-model-name=qwen-in-docker",
+            "env",
+            "set",
+            "SGLANG_TWIN_MARK=tried",
+            "keep=always",
         )
-        assert tried["verdict"] != "failed-to-start", (tried, err)
+        assert tried["ok"] and tried["verdict"] != "failed-to-start", json.dumps(
+            {"tried": tried, "stderr": err}, indent=1
+        )
         async with session_for(testbed) as ts:
             dropins = [await read_dropin(node) or "" for node in ts.nodes]
             views = [await read_unit(node) for node in ts.nodes]
         for k, text in enumerate(dropins):
             exec_lines = [line for line in text.splitlines() if line.startswith("ExecStart=/")]
-            assert len(exec_lines) == 1, (text, tried, err)
+            assert len(exec_lines) == 1, json.dumps({"dropin": text, "tried": tried, "stderr": err}, indent=1)
             exec_line = exec_lines[0]
-            assert exec_line.startswith("ExecStart=/usr/local/bin/docker run -e PYTHONUNBUFFERED=1 -e SGLANG_TWIN_MARK=tried --rm --gpus all"), exec_line
+            assert exec_line.startswith(
+                "ExecStart=/usr/local/bin/docker run -e PYTHONUNBUFFERED=1 -e SGLANG_TWIN_MARK=tried --rm --gpus all"
+            ), exec_line
             assert f"{IMAGE} python3 -m sglang.launch_server " in exec_line
-            assert exec_line.endswith("--served-model-name qwen-in-docker"), exec_line
+            assert " --served-model-name qwen-in-docker " in f"{exec_line} ", exec_line
             assert "\nEnvironment=" not in text  # the container's environment is its -e options
             assert views[k].launch.kind == "docker" and views[k].env["SGLANG_TWIN_MARK"] == "tried"
         assert await _served_names(testbed) == ["qwen-in-docker"]  # restarted with the edited argument list
@@ -127,15 +149,21 @@ def _node_env(k: int) -> dict[Path, str]:
     return {ENV_FILE: f"# written by the test\nNODE_RANK={k}\nHF_TOKEN=hf_testbed_secret_value\n"}
 
 
-async def test_a_try_keeps_node_rank_from_an_environment_file_as_written(testbed: Testbed, tmp_path: Path) -> None:
+async def test_a_try_keeps_node_rank_from_an_environment_file_as_written(
+    testbed: Testbed, tmp_path: Path
+) -> None:
     async with units_rewritten(testbed, _rank_from_file, _node_env):
         config = write_config(testbed, tmp_path)
         assert (await flagbot(config, "db", "upgrade"))[0] == 0
         _, status, _ = await flagbot_json(config, "status")
         assert status["references"] == {"${NODE_RANK}": "0"}
         assert {"flag": "--node-rank", "value": "${NODE_RANK}"} in status["flags"]
-        _, tried, err = await flagbot_json(config, "try", "add", "--served-model-name", "qwen-env-file", "keep=always")
-        assert tried["verdict"] != "failed-to-start", (tried, err)
+        _, tried, err = await flagbot_json(
+            config, "try", "set", "--served-model-name=qwen-env-file", "keep=always"
+        )
+        assert tried["ok"] and tried["verdict"] != "failed-to-start", json.dumps(
+            {"tried": tried, "stderr": err}, indent=1
+        )
         async with session_for(testbed) as ts:
             dropins = [await read_dropin(node) or "" for node in ts.nodes]
             views = [await read_unit(node) for node in ts.nodes]
@@ -143,5 +171,7 @@ async def test_a_try_keeps_node_rank_from_an_environment_file_as_written(testbed
             assert "--node-rank ${NODE_RANK}" in text and f"--node-rank {k}" not in text, text
             assert view.file_env["NODE_RANK"] == str(k)
             assert view.shown_references(view.flags) == {"${NODE_RANK}": str(k)}
-        assert await _served_names(testbed) == ["qwen-env-file"]  # both ranks rendezvoused with their own rank
+        assert await _served_names(testbed) == [
+            "qwen-env-file"
+        ]  # both ranks rendezvoused with their own rank
         assert "hf_testbed_secret_value" not in str(tried) + err
