@@ -7,10 +7,11 @@ target's host reported is remembered, so:
 
 - `cached_flag_list` answers without SSH (what Slack's acknowledgement may use: it has 3 s), or
   says it cannot (None: the target's host was never read, or its version's list never fetched);
-- `read_flag_list` asks the host (its unit's interpreter: the version, then the list, cached per
-  version), and records the version it reported, so a host upgraded to another version is judged
-  by that version's list from then on; when the host cannot answer (unreachable, no python in
-  the unit's launch line, `--help` fails) the packaged list stands in
+- `read_flag_list` asks the host (its unit's interpreter, or its container runtime and image:
+  `bot.target.launcher`; the version, then the list, cached per version), and records the
+  version it reported, so a host upgraded to another version is judged by that version's list
+  from then on; when the host cannot answer (unreachable, neither a python nor an image in the
+  unit's launch line, `--help` fails) the packaged list stands in
   (`bot.commands.target_catalog.catalog_for`), and its note says so and why.
 
 `FlagList.note` names the list used (the host's list for SGLang X, or the packaged list and why);
