@@ -105,6 +105,12 @@ then `ServerArgs.__post_init__`), printed as the startup line prints it. Bad fla
 argparse's message; post-init warnings go to stderr. No braces: the text is a table literal."""
 
 
+CONTAINER_RUN: Final = ("{runtime}", "run", "--rm", "--pull", "never", "--network", "none")
+"""How flagbot starts the unit's image for a question: removed afterwards, never pulled (the image the
+unit runs is already there, and flagbot must not fetch another), no network (a flag list and a dry run
+need none)."""
+
+
 COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
     [
         # privileged: each renders to exactly one sudoers line
@@ -265,13 +271,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
         entry(
             "container-sglang-help",
             "env",
-            "{runtime}",
-            "run",
-            "--rm",
-            "--pull",
-            "never",
-            "--network",
-            "none",
+            *CONTAINER_RUN,
             "--entrypoint",
             "{container_python}",
             "{image}",
@@ -283,13 +283,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
         entry(
             "container-sglang-version",
             "env",
-            "{runtime}",
-            "run",
-            "--rm",
-            "--pull",
-            "never",
-            "--network",
-            "none",
+            *CONTAINER_RUN,
             "--entrypoint",
             "{container_python}",
             "{image}",
@@ -300,13 +294,7 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
         entry(
             "container-sglang-dry-run",
             "env",
-            "{runtime}",
-            "run",
-            "--rm",
-            "--pull",
-            "never",
-            "--network",
-            "none",
+            *CONTAINER_RUN,
             Opt("--gpus", "container_gpus"),
             "--entrypoint",
             "{container_python}",

@@ -22,7 +22,7 @@ from bot.target.launcher import SglangInvoker, sglang_invoker
 from bot.target.ssh import NodeSession
 from bot.target.unit import read_unit
 from flagbot_lab.testbed import Testbed
-from tests.integration.target.support_control import session_for
+from tests.integration.target.support_control import units_on_node
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -69,17 +69,8 @@ async def launcher_units(testbed: Testbed) -> AsyncIterator[NodeSession]:
     secret.write_text("SGLANG_API_KEY=sk-rootOnlySecret9876\n")
     secret.chmod(0o600)
     made += [script, secret]
-    for name, text in UNITS.items():
-        (root / "etc/systemd/system" / name).write_text(text)
-        made.append(root / "etc/systemd/system" / name)
-    async with session_for(testbed) as ts:
-        await ts.nodes[1].run("daemon-reload")
-        try:
-            yield ts.nodes[1]
-        finally:
-            for path in made:
-                path.unlink(missing_ok=True)
-            await ts.nodes[1].run("daemon-reload")
+    async with units_on_node(testbed, 1, UNITS, made) as node:
+        yield node
 
 
 @pytest.mark.parametrize("unit", sorted(EXPECTED))
