@@ -187,7 +187,7 @@ def _check_changes(changes: Sequence[Change], catalog: FlagCatalog) -> str | Non
     return None
 
 
-def _dropin_spec_env(view: UnitView, env: dict[str, str], changes: Sequence[Change]) -> dict[str, str] | None:
+def _dropin_spec_env(env: dict[str, str], changes: Sequence[Change]) -> dict[str, str] | None:
     """The environment change the drop-in would carry (None: none; `dropin_spec` keeps what is
     there), as `apply_and_restart` is given it."""
     if any(change.op in ("env-set", "env-unset") for change in changes):
@@ -269,10 +269,10 @@ async def preflight(
             )
         elif dry_runs is not None:
             report.dry_run, report.dry_run_current = await dry_runs
-            _dry_run_findings(report, catalog, node_flags, changes, node.name)
+            _dry_run_findings(report, catalog, view.expanded_flags(node_flags), changes, node.name)
         report.downtime_s, report.downtime_starts = await expected_downtime(ts)
         try:
-            report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(view, report.env, changes))
+            report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(report.env, changes))
         except ValueError as exc:  # e.g. a container's `-e` that cannot be rewritten in place
             report.refused = str(exc)
             return report
