@@ -419,8 +419,8 @@ def _launch_text(files: list[UnitFile], *, without: str | None = None) -> str:
 def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
     """The words the process receives: `$$` -> `$`, `Environment=` references replaced.
 
-    A reference to a variable `Environment=` does not set (one from `EnvironmentFile=`, which
-    flagbot does not read) is kept as written when the word is a reference word (`${NAME}` or
+    A reference to a variable `Environment=` does not set (one from `EnvironmentFile=`, whose
+    value flagbot may know but never writes in its place) is kept as written when the word is a reference word (`${NAME}` or
     `--flag=${NAME}`: systemd expands it at start, and flagbot writes it back unchanged); in any
     other word it is refused, as is a literal word that would read back as a reference.
     """
@@ -435,7 +435,7 @@ def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
             name = exc.args[0]
             raise UnitReadError(
                 f"{node}: ExecStart word {word!r} uses ${name}, which is not set by Environment= "
-                "(EnvironmentFile= is not read by flagbot): flagbot keeps a reference only as a whole word, "
+                "(flagbot never writes an EnvironmentFile= value in its place): flagbot keeps a reference only as a whole word, "
                 f"${{{name}}} or --flag=${{{name}}}; write it so in the unit, or set {name} with Environment="
             ) from None
         if is_reference_word(literal):
