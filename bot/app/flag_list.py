@@ -7,10 +7,11 @@ target's host reported is remembered, so:
 
 - `cached_flag_list` answers without SSH (what Slack's acknowledgement may use: it has 3 s), or
   says it cannot (None: the target's host was never read, or its version's list never fetched);
-- `read_flag_list` asks the host (its unit's interpreter: the version, then the list, cached per
-  version), and records the version it reported, so a host upgraded to another version is judged
-  by that version's list from then on; when the host cannot answer (unreachable, no python in
-  the unit's launch line, `--help` fails) the packaged list stands in
+- `read_flag_list` asks the host (its unit's interpreter, or its container runtime and image:
+  `bot.target.launcher`; the version, then the list, cached per version), and records the
+  version it reported, so a host upgraded to another version is judged by that version's list
+  from then on; when the host cannot answer (unreachable, neither a python nor an image in the
+  unit's launch line, `--help` fails) the packaged list stands in
   (`bot.commands.target_catalog.catalog_for`), and its note says so and why.
 
 `FlagList.note` names the list used (the host's list for SGLang X, or the packaged list and why);
@@ -43,11 +44,11 @@ from bot.target.flaglist import (
     host_answered,
     host_catalog,
     host_version,
-    python_of,
     remember_target,
     remembered_version,
     target_key,
 )
+from bot.target.launcher import sglang_invoker
 
 __all__ = [
     "FlagList",
@@ -183,10 +184,12 @@ async def _ask_host(settings: Settings, words: Sequence[str], name: str, directo
     try:
         async with TargetSession.open(name, config) as ts:
             view = await read_unit(ts.node0)
-            python = python_of(view.prefix)
+            python = sglang_invoker(view.prefix, view.launch.kind)
             if python is None:
                 return packaged_flag_list(
-                    settings, words, "the unit does not start SGLang with a python interpreter"
+                    settings,
+                    words,
+                    "the unit does not start SGLang with a python interpreter or a container image",
                 )
             reported = await host_version(ts.node0, python)
             version = reported or config.sglang_version

@@ -81,6 +81,9 @@ class TargetStatus:
     """How /health was reached: `direct` or `through an SSH forward on node 0` (`bot.target.http_route`)."""
     waiting: list[WaiterInfo] = field(default_factory=list)
     """The commands queued for the target's lease (`wait=`), oldest first: `cancel waiter=ID`."""
+    references: dict[str, str] = field(default_factory=dict)
+    """Each `${NAME}` in node 0's flags -> its value from the unit's `EnvironmentFile=` (secrets
+    masked), or why it is not known; the flags themselves show the reference as written."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class TargetStatus:
             "nodes": [node.to_json() for node in self.nodes],
             "flags": self.flags,
             "environment": self.environment,
+            "references": self.references,
             "diverged": None if self.diverged is None else self.diverged.__dict__,
             "known_good_snapshot_id": self.known_good_snapshot_id,
             "latest_snapshot": None
@@ -165,6 +169,7 @@ async def status_of(ts: TargetSession) -> TargetStatus:
         nodes=nodes,
         flags=view.flags.to_json(),
         environment=dict(view.env),
+        references=view.shown_references(view.flags),
         diverged=diverged,
         known_good_snapshot_id=good.id if good else None,
         latest_snapshot=latest,

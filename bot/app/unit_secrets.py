@@ -51,7 +51,7 @@ def literal_secrets(view: UnitView) -> list[str]:
         if names.is_secret_name(name):
             found.append(
                 f"the environment variable {name} is a secret written into {view.unit} (Environment=): move "
-                "it to a root-only file named by EnvironmentFile= (flagbot does not read that file)"
+                "it to a root-only file named by EnvironmentFile= (flagbot's login cannot read that file)"
             )
     return found
 

@@ -65,6 +65,9 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
         for f in data["flags"]
     )
     console.print(f"flags (node 0): {flags}", markup=False, soft_wrap=True)
+    if data.get("references"):  # `${NAME}` from an EnvironmentFile=, expanded (secrets masked)
+        shown = ", ".join(f"{name} = {value}" for name, value in data["references"].items())
+        console.print(f"references (EnvironmentFile=): {shown}", markup=False, soft_wrap=True)
     if data.get("http_way"):
         console.print(f"HTTP endpoint: {data['http_way']}", markup=False, soft_wrap=True)
     latest = data["latest_snapshot"]

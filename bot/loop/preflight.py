@@ -28,13 +28,14 @@ from bot.loop.knowledge import FlagContext, Gate, ImpliedFlag, KnowledgeBase, Ob
 from bot.sglang.catalog import AmbiguousFlagError, FlagCatalog, FlagValueError, UnknownFlagError
 from bot.sglang.change import Change, ChangeConflictError, apply_changes
 from bot.sglang.flagset import FlagSet
-from bot.target.dropin import DropinSpec, render_dropin
+from bot.target.dropin import render_dropin
 from bot.target.dryrun import DryRunResult
 from bot.target.dryrun import dry_run as run_dry
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
+from bot.target.flaglist import host_answered, host_catalog, host_version, remember_target
+from bot.target.launcher import SglangInvoker, sglang_invoker
 from bot.target.observe import read_gpus
-from bot.target.restart import flags_for_nodes
+from bot.target.restart import dropin_spec, flags_for_nodes
 from bot.target.session import TargetSession
 from bot.target.snapshot_facts import ALWAYS_DERIVED, implied_flags, release_defaults, requested_values
 from bot.target.unit import UnitView, read_unit
@@ -186,18 +187,17 @@ def _check_changes(changes: Sequence[Change], catalog: FlagCatalog) -> str | Non
     return None
 
 
-def _dropin_spec_env(view: UnitView, env: dict[str, str], changes: Sequence[Change]) -> dict[str, str] | None:
-    """The environment the drop-in would carry: as `apply_and_restart` decides it."""
+def _dropin_spec_env(env: dict[str, str], changes: Sequence[Change]) -> dict[str, str] | None:
+    """The environment change the drop-in would carry (None: none; `dropin_spec` keeps what is
+    there), as `apply_and_restart` is given it."""
     if any(change.op in ("env-set", "env-unset") for change in changes):
         return env
-    dropin = view.flagbot_dropin
-    managed = dropin is not None and "\nEnvironment=\n" in f"\n{dropin.text}"
-    return dict(view.environment) if managed else None
+    return None
 
 
 def _drop_in_diff(view: UnitView, flags: FlagSet, env: dict[str, str] | None) -> str:
     current = view.flagbot_dropin.text if view.flagbot_dropin is not None else ""
-    would = render_dropin(DropinSpec(view.argv_with(flags), env))
+    would = render_dropin(dropin_spec(view, flags, env))
     lines = difflib.unified_diff(
         current.splitlines(keepends=True),
         would.splitlines(keepends=True),
@@ -243,9 +243,9 @@ async def preflight(
         node_flags = flags_for_nodes(report.new_flags, len(ts.nodes))[0]
         if dry_run and python is not None:
             current_flags = flags_for_nodes(view.flags, len(ts.nodes))[0]
-            dry_runs = asyncio.gather(
-                run_dry(node, python=python, argv=node_flags.argv(), timeout=dry_run_timeout),
-                run_dry(node, python=python, argv=current_flags.argv(), timeout=dry_run_timeout),
+            dry_runs = asyncio.gather(  # `${NAME}` from an EnvironmentFile= as the process gets it
+                run_dry(node, python=python, argv=view.expand(node_flags.argv()), timeout=dry_run_timeout),
+                run_dry(node, python=python, argv=view.expand(current_flags.argv()), timeout=dry_run_timeout),
             )
         report.gpus = await gpus
         report.gpus_read_at = time.time()
@@ -269,9 +269,13 @@ async def preflight(
             )
         elif dry_runs is not None:
             report.dry_run, report.dry_run_current = await dry_runs
-            _dry_run_findings(report, catalog, node_flags, changes, node.name)
+            _dry_run_findings(report, catalog, view.expanded_flags(node_flags), changes, node.name)
         report.downtime_s, report.downtime_starts = await expected_downtime(ts)
-        report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(view, report.env, changes))
+        try:
+            report.dropin_diff = _drop_in_diff(view, node_flags, _dropin_spec_env(report.env, changes))
+        except ValueError as exc:  # e.g. a container's `-e` that cannot be rewritten in place
+            report.refused = str(exc)
+            return report
         _observed_findings(report, changes, observations)
         return report
     finally:  # refused, or failed, before a read started ahead was needed
@@ -280,12 +284,12 @@ async def preflight(
 
 async def _resolve(
     ts: TargetSession, report: PreflightReport, changes: Sequence[Change], cache_dir: Path | None
-) -> tuple[UnitView, FlagCatalog, str | None] | None:
+) -> tuple[UnitView, FlagCatalog, SglangInvoker | None] | None:
     """The unit, the host's SGLang version and flag list, and the new flags (into `report`);
     None when the change is refused (`report.refused` says why)."""
     node = ts.node0
     view = await read_unit(node)
-    python = python_of(view.prefix)
+    python = sglang_invoker(view.prefix, view.launch.kind)
     reported = await host_version(node, python)
     version = reported or ts.target.sglang_version
     catalog, source = await host_catalog(node, python=python, version=version, cache_dir=cache_dir)

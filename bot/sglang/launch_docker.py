@@ -48,6 +48,10 @@ class DockerRun:
     program: str
     image_index: int
     env: dict[str, str]
+    gpus: str | None = None
+    """`--gpus` as the command gives it (the dry run passes the same, so post-init sees the GPUs)."""
+    program_word: str = ""
+    """The runtime as written (`/usr/bin/docker`): the one flagbot runs for the flag list and dry run."""
 
 
 def find_docker_run(words: list[str]) -> int | None:
@@ -66,6 +70,7 @@ def find_docker_run(words: list[str]) -> int | None:
 def parse_docker_run(words: list[str], run_index: int, line: int) -> DockerRun:
     """Walk the `docker run` options to the image name, collecting `-e/--env` on the way."""
     env: dict[str, str] = {}
+    gpus: str | None = None
 
     def take_env(value: str) -> None:
         name, eq, rest = value.partition("=")
@@ -87,6 +92,8 @@ def parse_docker_run(words: list[str], run_index: int, line: int) -> DockerRun:
                     value = words[index]
                 if name == "--env":
                     take_env(value)
+                elif name == "--gpus":
+                    gpus = value
             elif name not in DOCKER_BOOL_LONG:
                 raise LaunchParseError(
                     f"line {line}: unknown docker run option {name}: cannot tell where the image name is"
@@ -113,4 +120,60 @@ def parse_docker_run(words: list[str], run_index: int, line: int) -> DockerRun:
         index += 1
     if index >= len(words):
         raise LaunchParseError(f"line {line}: docker run has no image name")
-    return DockerRun(program=basename(words[run_index - 1]), image_index=index, env=env)
+    program = (
+        run_index - 2 if words[run_index - 1] == "container" else run_index - 1
+    )  # `docker container run`
+    return DockerRun(
+        program=basename(words[program]), image_index=index, env=env, gpus=gpus, program_word=words[program]
+    )
+
+
+ENV_OPTIONS = ("-e", "--env")
+
+
+def with_container_env(words: list[str], env: dict[str, str]) -> list[str]:
+    """`words` (a `docker run ... IMAGE ...` command) with its `-e/--env` options replaced by `env`.
+
+    Why edit the argument list: a container does not inherit the unit's `Environment=`, so an
+    `env set` on a container launcher is an `-e NAME=VALUE` of `docker run`. The new options go
+    right after `run`, one `-e` per variable in order; every other option and the image's
+    arguments stay exactly as they were. A value written `$NAME` (how `-e NAME`, passing the
+    host's value through, reads back) is written as `-e NAME` again. A cluster of short options
+    holding `e` (`-ite X`) is refused: rewriting it would also rewrite the options around it.
+    """
+    run_index = find_docker_run(words)
+    if run_index is None:
+        raise LaunchParseError("the command does not run docker, podman or nerdctl")
+    run = parse_docker_run(words, run_index, 0)
+    kept: list[str] = []
+    index = run_index + 1
+    while index < run.image_index:
+        word = words[index]
+        name = word.partition("=")[0] if word.startswith("--") else word
+        if word in ENV_OPTIONS:
+            index += 2
+            continue
+        if name == "--env" or (word.startswith("-e") and not word.startswith("--")):
+            index += 1
+            continue
+        if word.startswith("-") and not word.startswith("--") and "e" in word[1:]:
+            letters = word[1:]
+            first_value = next((i for i, c in enumerate(letters) if c in DOCKER_VALUE_SHORT), len(letters))
+            if "e" in letters[: first_value + 1]:
+                raise LaunchParseError(
+                    f"docker option {word}: -e inside a cluster of short options; write it as its own -e"
+                )
+        kept.append(word)
+        if (word.startswith("--") and "=" not in word and word in DOCKER_VALUE_LONG) or (
+            word.startswith("-")
+            and not word.startswith("--")
+            and len(word) == 2
+            and word[1] in DOCKER_VALUE_SHORT
+        ):
+            kept.append(words[index + 1])
+            index += 1
+        index += 1
+    options: list[str] = []
+    for name, value in env.items():
+        options += ["-e", name if value == f"${name}" else f"{name}={value}"]
+    return [*words[: run_index + 1], *options, *kept, *words[run.image_index :]]

@@ -7,7 +7,8 @@ lines inside a backslash continuation are skipped, and an empty `ExecStart=` res
 
 Deliberate limits, documented in docs/parsers/launch.md: specifiers other than `%%` (`%i`, `%h`,
 ...) and `$VAR`/`${VAR}`/`$$` are kept as written, because flagbot neither knows their values nor
-may change them when it writes the line back; `EnvironmentFile=` is not read.
+may change them when it writes the line back. `EnvironmentFile=` is read by the target layer
+(the files are on the node); `parse_environment_file` reads one file's text as systemd does.
 """
 
 from __future__ import annotations
@@ -219,3 +220,55 @@ def parse_unit(text: str) -> UnitService:
             else:
                 service.env = {}
     return service
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _env_file_value(raw: str) -> str:
+    """One value of an environment file: quotes removed (a quoted part may span spaces), in
+    double quotes `\\`, `\"`, `\\$` and `` \\` `` unescaped, outside quotes a backslash keeps the
+    next character; trailing blanks of an unquoted value are dropped (systemd's env-file rules)."""
+    out: list[str] = []
+    pos, quote = 0, ""
+    raw = raw.strip(_WHITESPACE)
+    while pos < len(raw):
+        char = raw[pos]
+        if quote == "'":
+            if char == "'":
+                quote = ""
+            else:
+                out.append(char)
+        elif quote == '"':
+            if char == '"':
+                quote = ""
+            elif char == "\\" and raw[pos + 1 : pos + 2] in ('"', "\\", "`", "$"):
+                pos += 1
+                out.append(raw[pos])
+            else:
+                out.append(char)
+        elif char in "'\"":
+            quote = char
+        elif char == "\\" and pos + 1 < len(raw):
+            pos += 1
+            out.append(raw[pos])
+        else:
+            out.append(char)
+        pos += 1
+    return "".join(out)
+
+
+def parse_environment_file(text: str) -> dict[str, str]:
+    """`NAME=VALUE` lines of an `EnvironmentFile=` (systemd.exec(5)): `#` and `;` lines are
+    comments, a trailing backslash continues a line, a line without `=` or with a bad name is
+    skipped (systemd warns and skips it too); a later line wins."""
+    env: dict[str, str] = {}
+    for _, body in _logical_lines(text):
+        line = body.strip(_WHITESPACE)
+        if not line:
+            continue
+        name, eq, value = line.partition("=")
+        name = name.strip(_WHITESPACE)
+        if eq and _ENV_NAME.fullmatch(name):
+            env[name] = _env_file_value(value)
+    return env

@@ -26,6 +26,7 @@ from typing import Any
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.server_args import parse_server_args
 from bot.target.errors import TargetError
+from bot.target.launcher import SglangInvoker
 from bot.target.lines import split_lines
 from bot.target.nodestate import NodeLike
 from bot.target.privileged import LIST_PARAMS, render_params
@@ -121,23 +122,26 @@ def interpret(
 async def dry_run(
     node: NodeLike,
     *,
-    python: str,
+    python: str | SglangInvoker,
     argv: Sequence[str],
     timeout: float = 60,
     catalog: FlagCatalog | None = None,
 ) -> DryRunResult:
-    """Resolve `argv` with SGLang's `prepare_server_args` on `node`, using interpreter `python`.
+    """Resolve `argv` with SGLang's `prepare_server_args` on `node`, using interpreter `python`
+    (a path on the host, or an `SglangInvoker` naming the unit's container runtime and image).
 
     `argv` is the flag part of the launch line (node 0's). With `catalog` (the host's flag list)
     an unknown flag is refused here, before anything runs.
     """
+    invoker = SglangInvoker(python) if isinstance(python, str) else python
     words = LIST_PARAMS["argv"](list(argv))
     if catalog is not None:
         check_flag_names(words, catalog)
-    command = render_params("sglang-dry-run", {"python": python, "argv": words}, sudo=False).shell
+    name, params = invoker.command("sglang-dry-run")
+    command = render_params(name, {**params, "argv": words}, sudo=False).shell
     started = time.monotonic()
     try:
-        result = await node.run("sglang-dry-run", python=python, argv=words, check=False, timeout=timeout)
+        result = await node.run(name, argv=words, check=False, timeout=timeout, **params)
     except TargetError as exc:  # timeout, unreachable: the host gave no answer
         return DryRunResult(
             available=False, command=command, reason=str(exc), duration_s=time.monotonic() - started
@@ -147,6 +151,6 @@ async def dry_run(
         int(result.exit_status),
         bytes(result.stdout),
         bytes(getattr(result, "stderr", b"") or b""),
-        python=python,
+        python=str(invoker),
         duration_s=time.monotonic() - started,
     )

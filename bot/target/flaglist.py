@@ -3,10 +3,11 @@
 Why ask the host: SGLang adds and drops flags every minor release (0.5.9 has 331, 0.5.10 354,
 0.5.13 406), and a flag judged against the wrong list is either refused wrongly or accepted and
 then kills the restart with argparse's exit 2. The host's interpreter (the one its unit's
-ExecStart names) prints the list with `-m sglang.launch_server --help`; on a real host that
+ExecStart names, or for `docker run`/`podman run` the unit's runtime and image, as the login:
+`bot.target.launcher`) prints the list with `-m sglang.launch_server --help`; on a real host that
 imports torch and takes ~10 s, so the parsed list is cached per version (in memory and as JSON
-under the cache directory). A bundled list is used only when the host cannot answer (a docker
-wrapper, a broken venv): the one of the host's version, else the nearest packaged one
+under the cache directory). A bundled list is used only when the host cannot answer (an image
+the login's runtime cannot run, a broken venv): the one of the host's version, else the nearest packaged one
 (`FlagCatalog.nearest`), and the result says which list was used.
 
 Which version a target runs is remembered too (`remember_target`, `remembered_version`: in
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.config.schema import Target
 from bot.sglang.catalog import FlagCatalog, FlagSpec
+from bot.target.launcher import SglangInvoker, host_invoker
 from bot.target.lines import split_lines
 
 if TYPE_CHECKING:  # the SSH stack is loaded by whoever hands a node in, not by the cache readers
@@ -36,7 +38,6 @@ if TYPE_CHECKING:  # the SSH stack is loaded by whoever hands a node in, not by 
 
 _OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(.*))?$")
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,40}$")
-_PYTHON_WORD = re.compile(r"^/\S*/python[0-9.]*$")
 _memory: dict[tuple[str, str], tuple[FlagCatalog, str]] = {}
 """(cache directory, version) -> the list and where it came from."""
 _targets: dict[tuple[str, str, str], str] = {}
@@ -136,15 +137,23 @@ def bundled_catalog(version: str | None) -> FlagCatalog:
 
 def python_of(prefix: list[str]) -> str | None:
     """The interpreter of a launch prefix (`/usr/bin/python3 -m sglang.launch_server`), if any."""
-    return prefix[0] if prefix and _PYTHON_WORD.match(prefix[0]) else None
+    invoker = host_invoker(prefix)
+    return invoker.python if invoker is not None else None
 
 
-async def host_version(node: NodeLike, python: str | None) -> str | None:
-    """`sglang.__version__` from the host's interpreter (None when it cannot tell)."""
-    if python is None:
+def _invoker(python: str | SglangInvoker | None) -> SglangInvoker | None:
+    """A bare interpreter path is the host's own (the form callers used before containers)."""
+    return SglangInvoker(python) if isinstance(python, str) else python
+
+
+async def host_version(node: NodeLike, python: str | SglangInvoker | None) -> str | None:
+    """`sglang.__version__` from the host's interpreter or the unit's image (None when it cannot tell)."""
+    invoker = _invoker(python)
+    if invoker is None:
         return None
+    name, params = invoker.command("sglang-version")
     try:
-        result = await node.run("sglang-version", python=python, check=False, timeout=120)
+        result = await node.run(name, check=False, timeout=120, **params)
     except Exception:
         return None
     lines = split_lines(result.stdout.decode("utf-8", "replace").strip())
@@ -175,7 +184,7 @@ def cached_catalog(version: str | None, cache_dir: Path | None) -> FlagCatalog |
 
 
 async def host_catalog(
-    node: NodeLike, *, python: str | None, version: str | None, cache_dir: Path | None
+    node: NodeLike, *, python: str | SglangInvoker | None, version: str | None, cache_dir: Path | None
 ) -> tuple[FlagCatalog, str]:
     """(catalog, source) for the SGLang on `node`; source is `host --help`, `cache` or `bundled ...`.
 
@@ -186,9 +195,11 @@ async def host_catalog(
         cached = cached_catalog(version, cache_dir)
         if cached is not None:
             return cached, "cache"
-        if python is not None:
+        invoker = _invoker(python)
+        if invoker is not None:
+            name, params = invoker.command("sglang-help")
             try:
-                result = await node.run("sglang-help", python=python, check=False, timeout=300)
+                result = await node.run(name, check=False, timeout=300, **params)
             except Exception:
                 result = None
             parsed = (

@@ -34,9 +34,10 @@ from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import chain_text
 from bot.store.models import Snapshot
 from bot.target.evidence import Evidence, TableBlock, TextBlock
-from bot.target.flaglist import host_answered, host_catalog, host_version, python_of, remember_target
+from bot.target.flaglist import host_answered, host_catalog, host_version, remember_target
 from bot.target.invocation_journal import journal_with_ready, ready_line_into
 from bot.target.known_good import store_snapshot
+from bot.target.launcher import sglang_invoker
 from bot.target.nodestate import NodeLike, node_state, probe_health
 from bot.target.readiness_result import Readiness
 from bot.target.session import TargetSession
@@ -202,7 +203,7 @@ async def _observe(
         _server_info(http, base),
     )
     invocation = view.state.invocation_id
-    python = python_of(view.prefix)
+    python = sglang_invoker(view.prefix, view.launch.kind)
 
     async def read_flag_list() -> tuple[str | None, FlagCatalog, str]:
         reported = (info or {}).get("version") or await host_version(ts.node0, python)
@@ -232,7 +233,7 @@ async def _observe(
     report = main.report if main is not None else parse_log_lines([])
     for journal in journals:  # the expanded secrets SGLang printed (e.g. an EnvironmentFile's key)
         redactor().remember_mapping(journal.report.server_args or {})
-    requested, unknown = requested_values(view.flags, catalog)
+    requested, unknown = requested_values(view.expanded_flags(view.flags), catalog)
     defaults = release_defaults(version)
     implied, derived = implied_flags(report.server_args or {}, requested, catalog, defaults)
     cap = capacity(report, info, version)

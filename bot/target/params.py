@@ -106,7 +106,8 @@ def _switch(value: object) -> str:
     return ""
 
 
-_PYTHON_PATH = re.compile(r"^/(?:[A-Za-z0-9_+-][A-Za-z0-9._+-]*/)*python[0-9.]*$")
+_PYTHON_PATH = re.compile(r"^/(?:[A-Za-z0-9_.+-]+/)*python[0-9.]*$")
+"""A segment may start with a dot (`/opt/sglang/.venv/bin/python`); `/./` and `/../` are refused."""
 
 
 def _python(value: object) -> str:
@@ -193,6 +194,18 @@ def _argv_words(value: object) -> list[str]:
     return words
 
 
+# the container launcher (`docker run ... IMAGE python3 -m sglang.launch_server ...`): the unit's
+# own runtime and image, run by the login itself (never through sudo: docs/security.md)
+
+_RUNTIME = re.compile(r"^(?:/(?:[A-Za-z0-9_.+-]+/)*)?(?:docker|podman|nerdctl)$")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$")
+"""An image reference as `docker run` takes it (`lmsysorg/sglang:v0.5.10`, `repo@sha256:...`); never
+starting with `-` (it would read as an option)."""
+_CONTAINER_PYTHON = re.compile(r"^(?:/(?:[A-Za-z0-9_.+-]+/)*)?python[0-9.]*$")
+_GPUS = re.compile(r'^[A-Za-z0-9"=,:._-]{1,200}$')
+_ENV_FILE = re.compile(r"^/(?:[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*/)*[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*$")
+
+
 PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "unit": unit_name,
     "properties": _names(r"^[A-Z][A-Za-z0-9]{0,63}$", "properties"),
@@ -205,7 +218,14 @@ PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "gpu_fields": _names(r"^[a-z][a-z0-9_.]{0,63}$", "gpu_fields"),
     "python": _python,
     "pattern": _pattern,
-    "bus_property": _choice("ExecStart", "Environment"),
+    "bus_property": _choice("ExecStart", "Environment", "EnvironmentFiles"),
+    "runtime": _matching("runtime", _RUNTIME, "docker, podman or nerdctl (by name or absolute path)"),
+    "image": _matching("image", _IMAGE, "a container image reference"),
+    "container_python": _matching(
+        "container_python", _CONTAINER_PYTHON, "a python interpreter (a name or an absolute path)"
+    ),
+    "container_gpus": _matching("container_gpus", _GPUS, "a `--gpus` value such as all or device=0,1"),
+    "env_file": _matching("env_file", _ENV_FILE, "an absolute path to an EnvironmentFile="),
     "timestamp": _choice("us+utc", "utc", "unix", "pretty"),
     "bench_module": _choice("sglang.bench_serving", "sglang.benchmark.serving"),
     "bench_backend": _choice("sglang-oai", "sglang-oai-chat", "vllm", "vllm-chat", "sglang"),

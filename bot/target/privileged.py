@@ -105,6 +105,12 @@ then `ServerArgs.__post_init__`), printed as the startup line prints it. Bad fla
 argparse's message; post-init warnings go to stderr. No braces: the text is a table literal."""
 
 
+CONTAINER_RUN: Final = ("{runtime}", "run", "--rm", "--pull", "never", "--network", "none")
+"""How flagbot starts the unit's image for a question: removed afterwards, never pulled (the image the
+unit runs is already there, and flagbot must not fetch another), no network (a flag list and a dry run
+need none)."""
+
+
 COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
     [
         # privileged: each renders to exactly one sudoers line
@@ -259,6 +265,53 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             Rest("argv"),
             doc="SGLang's own argument resolution (argparse, then post-init) for a flag argv, printed "
             "as `server_args=...`; loads no model, binds no port",
+        ),
+        # the same three through the unit's container runtime and image, as the login itself (its
+        # own docker-group or rootless access; never sudo: sudoers grants no runtime)
+        entry(
+            "container-sglang-help",
+            "env",
+            *CONTAINER_RUN,
+            "--entrypoint",
+            "{container_python}",
+            "{image}",
+            "-m",
+            "sglang.launch_server",
+            "--help",
+            doc="SGLang's own flag list, from the image and interpreter the unit's `docker run` names",
+        ),
+        entry(
+            "container-sglang-version",
+            "env",
+            *CONTAINER_RUN,
+            "--entrypoint",
+            "{container_python}",
+            "{image}",
+            "-c",
+            "import sglang; print(sglang.__version__)",
+            doc="the SGLang version of the unit's image",
+        ),
+        entry(
+            "container-sglang-dry-run",
+            "env",
+            *CONTAINER_RUN,
+            Opt("--gpus", "container_gpus"),
+            "--entrypoint",
+            "{container_python}",
+            "{image}",
+            "-c",
+            DRY_RUN_PROGRAM,
+            Rest("argv"),
+            doc="SGLang's argument resolution inside the unit's image (`--gpus` as the unit gives it, so "
+            "post-init sees the GPUs); no network, loads no model",
+        ),
+        entry(
+            "read-env-file",
+            "cat",
+            "--",
+            "{env_file}",
+            doc="an EnvironmentFile= the unit names, read as the login (a file it cannot read stays unread); "
+            "`--` keeps its rendering apart from `read-dropin`'s",
         ),
         entry(
             "journal-follow",

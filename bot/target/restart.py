@@ -31,6 +31,7 @@ from bot.target.errors import CommandFailed, DivergedError, TargetError
 from bot.target.session import TargetSession
 from bot.target.ssh import NodeSession
 from bot.target.ssh_reconnect import Reconnect
+from bot.target.systemd_quote import is_reference_word
 from bot.target.unit import UnitView, read_state, read_unit
 
 NODE_RANK = "--node-rank"
@@ -87,7 +88,11 @@ class RestartError(TargetError):
 
 
 def flags_for_nodes(flags: FlagSet, nodes: int) -> list[FlagSet]:
-    """The same flags for every rank, `--node-rank k` set on node k (kept in place when present)."""
+    """The same flags for every rank, `--node-rank k` set on node k (kept in place when present).
+
+    `--node-rank ${NODE_RANK}` is kept as written on every node: each node's `EnvironmentFile=`
+    says its rank, and writing a number in its place would undo that layout.
+    """
     out = []
     for rank in range(nodes):
         items = list(flags.items)
@@ -96,7 +101,9 @@ def flags_for_nodes(flags: FlagSet, nodes: int) -> list[FlagSet]:
             if nodes > 1:
                 items.append(FlagItem(NODE_RANK, str(rank)))
         else:
-            items[position] = FlagItem(NODE_RANK, str(rank))
+            value = items[position].value
+            if not (isinstance(value, str) and is_reference_word(value)):
+                items[position] = FlagItem(NODE_RANK, str(rank))
         out.append(FlagSet(tuple(items)))
     return out
 
@@ -178,8 +185,7 @@ async def apply_and_restart(
             "them all with one line. Keep only the SGLang command in ExecStart= on the host"
         )
     specs: list[DropinSpec | None] = [
-        DropinSpec(view.argv_with(flags), _effective_env(view, env))
-        for view, flags in zip(views, new_flags_per_node, strict=True)
+        dropin_spec(view, flags, env) for view, flags in zip(views, new_flags_per_node, strict=True)
     ]
     return await _apply(ts, specs, drain=drain, force=force, reason=reason or "apply", views=views)
 
@@ -202,16 +208,26 @@ async def restart_target(ts: TargetSession, *, drain: DrainSettings | None = Non
         return await _restart_phase(ts, report, started)
 
 
+def dropin_spec(view: UnitView, flags: FlagSet, env: Mapping[str, str] | None) -> DropinSpec:
+    """What the drop-in holds for `flags` and `env` (None: the environment as it is).
+
+    A container launcher's environment is its `docker run -e` options, so an `env` that differs
+    from them rewrites them inside the argument list (one the same leaves the options as written);
+    the unit's own `Environment=` (the runtime's, not the container's) is left as it is.
+    Otherwise `env` replaces `Environment=`.
+    """
+    if view.launch.kind == "docker":
+        changed = env is not None and dict(env) != dict(view.launch.env)  # unchanged: options as written
+        container_env = dict(env) if env is not None and changed else None
+        return DropinSpec(view.argv_with(flags, container_env=container_env), _effective_env(view, None))
+    return DropinSpec(view.argv_with(flags), _effective_env(view, env))
+
+
 def _effective_env(view: UnitView, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
     if env is None:
         dropin = view.flagbot_dropin
         managed = dropin is not None and "\nEnvironment=\n" in f"\n{dropin.text}"
         return dict(view.environment) if managed else None
-    if view.launch.kind == "docker":
-        raise ValueError(
-            f"{view.node}: the container's environment is set by `docker run -e`, which flagbot does not "
-            "edit; change it in the unit on the host"
-        )
     return view.unmask_env(dict(env))
 
 

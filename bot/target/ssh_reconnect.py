@@ -40,6 +40,10 @@ RETRY_SAFE: Final = frozenset(
         "sglang-help",
         "sglang-version",
         "sglang-dry-run",
+        "container-sglang-help",
+        "container-sglang-version",
+        "container-sglang-dry-run",
+        "read-env-file",
     }
 )
 """Table commands re-run once on a fresh connection when the connection is lost under them,

@@ -67,7 +67,7 @@ def is_reference_word(word: str) -> bool:
     """A word flagbot keeps as a reference: exactly `${NAME}`, or `--flag=${NAME}`.
 
     systemd replaces `${NAME}` at start with the variable's value as one word (from `Environment=`
-    or an `EnvironmentFile=` flagbot does not read), so a secret such as an API key can stay in a
+    or an `EnvironmentFile=`, whose value flagbot never writes), so a secret such as an API key can stay in a
     root-only file on the node. Every other `$` is a literal and is written as `$$`.
     """
     return _REFERENCE_WORD.fullmatch(word) is not None
@@ -126,8 +126,8 @@ def stored_exec_word(word: str) -> str:
 def substitute_env(word: str, env: Mapping[str, str]) -> str:
     """A word as the process receives it: references replaced from `env`, `$$` -> `$`.
 
-    Raises `KeyError` naming a variable `env` does not hold (e.g. set by `EnvironmentFile=`,
-    which flagbot does not read).
+    Raises `KeyError` naming a variable `env` does not hold (e.g. one an `EnvironmentFile=` sets
+    when `env` is only the unit's `Environment=`).
     """
     parts = []
     for part in word.split("$$"):

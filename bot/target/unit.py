@@ -12,9 +12,13 @@ Three views are combined, each for what it is exact at:
 
 The flags flagbot reports and edits are the words the process receives: `$$` is a `$`, and a
 `$VAR` reference is replaced by the unit's `Environment=` value. A reference to a variable
-flagbot cannot see (from `EnvironmentFile=`) is kept as written when it is a whole word,
-`${NAME}` or `--flag=${NAME}` (how a secret such as `--api-key` stays on the node), and refused
-with its name in any other form (docs/security.md#secrets).
+`Environment=` does not set (one from `EnvironmentFile=`) is kept as written when it is a whole
+word, `${NAME}` or `--flag=${NAME}` (how a secret such as `--api-key` stays on the node, and how
+`--node-rank ${NODE_RANK}` differs per node), and refused with its name in any other form
+(docs/security.md#secrets). The `EnvironmentFile=` files the login can read are read too
+(`file_env`): what a reference stands for is then known for validation (the dry run, the
+requested values) and display (`shown_references`, secrets masked), while the drop-in keeps the
+reference as written.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bot.redaction import MASK, remember_launch
+from bot.redaction import MASK, redactor, remember_launch
 from bot.sglang.flagset import FlagSet
 from bot.sglang.launch import (
     LaunchInScriptError,
@@ -35,11 +39,15 @@ from bot.sglang.launch import (
     parse_flags,
     parse_launch_text,
 )
-from bot.sglang.launch_docker import find_docker_run
+from bot.sglang.launch_docker import find_docker_run, with_container_env
+from bot.sglang.launch_unit import parse_environment_file
 from bot.target.lines import split_lines
 from bot.target.privileged import dropin_path
 from bot.target.ssh import NodeSession
 from bot.target.systemd_quote import env_references, is_reference_word, substitute_env
+
+MAX_ENV_FILES = 8
+"""`EnvironmentFile=` files read per unit (a unit naming more is read up to this many)."""
 
 SHOW_PROPERTIES = (
     "ExecStart",
@@ -127,6 +135,10 @@ class UnitView:
     """The words before the flags (interpreter and module, or `docker run ... image`)."""
     vendor: LaunchLine | None
     """The launch line without flagbot's drop-in; None when flagbot's drop-in holds the only ExecStart."""
+    file_env: dict[str, str] = field(default_factory=dict)
+    """The variables of the unit's `EnvironmentFile=` files the login could read (later files win)."""
+    file_env_unread: tuple[str, ...] = ()
+    """`path: why` for each `EnvironmentFile=` the login could not read (its references stay unknown)."""
 
     @property
     def sha256(self) -> str:
@@ -140,19 +152,68 @@ class UnitView:
     def env(self) -> dict[str, str]:
         return self.launch.env
 
+    def expand(self, argv: list[str]) -> list[str]:
+        """`argv` with each reference word (`${NAME}`, `--flag=${NAME}`) whose variable an
+        `EnvironmentFile=` sets replaced by its value: what the process will receive, for the dry
+        run and for judging values. Never written back (the drop-in keeps the reference)."""
+        return expand_references(argv, self.file_env)
+
+    def expanded_flags(self, flags: FlagSet) -> FlagSet:
+        """`flags` as the process will receive them (see `expand`)."""
+        return parse_flags(self.expand(flags.argv())) if self.file_env else flags
+
+    def shown_references(self, flags: FlagSet) -> dict[str, str]:
+        """`${NAME}` -> what it stands for, for display: its value with secrets masked (a secret
+        name, or the value of a secret flag), or why it is not known."""
+        secret = redactor()
+        shown: dict[str, str] = {}
+        argv = flags.argv()
+        for index, word in enumerate(argv):
+            if not is_reference_word(word):
+                continue
+            name = env_references(word)[0]
+            flag = word.partition("=")[0] if word.startswith("--") else (argv[index - 1] if index else "")
+            if name not in self.file_env:
+                why = "; ".join(self.file_env_unread) or "set by no EnvironmentFile= the login can read"
+                shown[f"${{{name}}}"] = f"not known ({why})"
+            elif secret.is_secret_name(name) or (flag.startswith("--") and secret.is_secret_flag(flag)):
+                shown[f"${{{name}}}"] = MASK
+            else:
+                shown[f"${{{name}}}"] = secret.redact(self.file_env[name])
+        return shown
+
     @property
     def flagbot_dropin(self) -> UnitFile | None:
         """flagbot's drop-in as systemd sees it on disk, if there is one."""
         wanted = str(dropin_path(self.unit))
         return next((item for item in self.files if item.path == wanted), None)
 
-    def argv_with(self, flags: FlagSet) -> list[str]:
+    def argv_with(self, flags: FlagSet, container_env: dict[str, str] | None = None) -> list[str]:
         """The full argv that runs `flags` with this unit's interpreter/wrapper.
 
         A secret flag whose value is the redaction mask (flags read back from the store, where
         secrets are masked) keeps the value this unit has now: flagbot never writes the mask.
+        `container_env` (a container launcher only) replaces the `docker run -e` options: a
+        container's environment is part of its argument list, not the unit's `Environment=`.
         """
-        return [*self.prefix, *unmask_flags(flags, self.flags, self.node).argv()]
+        prefix = self.prefix
+        if container_env is not None:
+            if self.launch.kind != "docker":
+                raise ValueError(
+                    f"{self.node}: the unit does not run a container; its environment is Environment="
+                )
+            prefix = with_container_env(prefix, self.unmask_container_env(container_env))
+        return [*prefix, *unmask_flags(flags, self.flags, self.node).argv()]
+
+    def unmask_container_env(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` with each masked value replaced by the container's current one (see `argv_with`)."""
+        out = dict(env)
+        for name, value in env.items():
+            if value == MASK:
+                if name not in self.launch.env or self.launch.env[name] == MASK:
+                    raise UnitReadError(_masked_gone(self.node, name))
+                out[name] = self.launch.env[name]
+        return out
 
     def unmask_env(self, env: dict[str, str]) -> dict[str, str]:
         """`env` with each masked value replaced by this unit's current one (see `argv_with`)."""
@@ -163,6 +224,16 @@ class UnitView:
                     raise UnitReadError(_masked_gone(self.node, name))
                 out[name] = self.environment[name]
         return out
+
+
+def expand_references(argv: list[str], file_env: dict[str, str]) -> list[str]:
+    """`argv` with each reference word whose variable `file_env` sets replaced by its value."""
+    return [
+        substitute_env(word, file_env)
+        if is_reference_word(word) and env_references(word)[0] in file_env
+        else word
+        for word in argv
+    ]
 
 
 def _masked_gone(node: str, what: str) -> str:
@@ -298,6 +369,34 @@ def parse_bus_exec(text: str) -> list[list[str]]:
     return [list(entry[1]) for entry in data["data"]]
 
 
+def parse_bus_environment_files(text: str) -> list[str]:
+    """`busctl --json=short get-property ... EnvironmentFiles` (`a(sb)`: path, ignore-errors) -> the paths."""
+    return [str(item[0]) for item in json.loads(text)["data"]]
+
+
+async def read_environment_files(session: NodeSession, paths: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(variables, `path: why` for each file not read) of the unit's `EnvironmentFile=` files, read
+    as the login (`read-env-file`, never sudo: a root-only secrets file stays unread, and its
+    references stay unknown). The secret values read are masked wherever they show up."""
+    env: dict[str, str] = {}
+    unread: list[str] = []
+    usable = [path for path in paths[:MAX_ENV_FILES] if "*" not in path]
+    results = await asyncio.gather(
+        *(session.run("read-env-file", env_file=path, check=False) for path in usable), return_exceptions=True
+    )
+    for path, result in zip(usable, results, strict=True):
+        if isinstance(result, BaseException):
+            unread.append(f"{path}: {result}")
+        elif result.exit_status != 0:
+            error = result.stderr.decode("utf-8", "replace").strip().splitlines()
+            unread.append(f"{path}: {error[-1] if error else f'cat exited {result.exit_status}'}")
+        else:
+            env.update(parse_environment_file(result.text))
+    unread.extend(f"{path}: not read (more than {MAX_ENV_FILES} files)" for path in paths[MAX_ENV_FILES:])
+    redactor().remember_mapping(env)
+    return env, unread
+
+
 def parse_bus_environment(text: str) -> dict[str, str]:
     env: dict[str, str] = {}
     for item in json.loads(text)["data"]:
@@ -320,8 +419,8 @@ def _launch_text(files: list[UnitFile], *, without: str | None = None) -> str:
 def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
     """The words the process receives: `$$` -> `$`, `Environment=` references replaced.
 
-    A reference to a variable `Environment=` does not set (one from `EnvironmentFile=`, which
-    flagbot does not read) is kept as written when the word is a reference word (`${NAME}` or
+    A reference to a variable `Environment=` does not set (one from `EnvironmentFile=`, whose
+    value flagbot may know but never writes in its place) is kept as written when the word is a reference word (`${NAME}` or
     `--flag=${NAME}`: systemd expands it at start, and flagbot writes it back unchanged); in any
     other word it is refused, as is a literal word that would read back as a reference.
     """
@@ -336,7 +435,7 @@ def _literal(argv: list[str], env: dict[str, str], node: str) -> list[str]:
             name = exc.args[0]
             raise UnitReadError(
                 f"{node}: ExecStart word {word!r} uses ${name}, which is not set by Environment= "
-                "(EnvironmentFile= is not read by flagbot): flagbot keeps a reference only as a whole word, "
+                "(flagbot never writes an EnvironmentFile= value in its place): flagbot keeps a reference only as a whole word, "
                 f"${{{name}}} or --flag=${{{name}}}; write it so in the unit, or set {name} with Environment="
             ) from None
         if is_reference_word(literal):
@@ -354,11 +453,12 @@ async def read_unit(session: NodeSession) -> UnitView:
     Raises `LaunchInScriptError` when ExecStart runs a script (with what to change on the host),
     `LaunchParseError` when there is no SGLang launch line, `UnitReadError` for odd output.
     """
-    cat, show, bus_exec, bus_env = await asyncio.gather(
+    cat, show, bus_exec, bus_env, bus_files = await asyncio.gather(
         session.run("cat"),
         session.run("show", properties=list(SHOW_PROPERTIES), timestamp="us+utc"),
         session.run("unit-property", bus_property="ExecStart"),
         session.run("unit-property", bus_property="Environment"),
+        session.run("unit-property", bus_property="EnvironmentFiles"),
     )
     state = parse_state(show.text)
     files = split_cat(cat.text, [state.fragment_path, *state.dropin_paths] if state.fragment_path else None)
@@ -375,8 +475,11 @@ async def read_unit(session: NodeSession) -> UnitView:
     if not commands:
         raise UnitReadError(f"{session.name}: the loaded unit has no ExecStart (is a daemon-reload pending?)")
     exec_argv = commands[-1]
+    env_files = parse_bus_environment_files(bus_files.text)
+    file_env, unread = await read_environment_files(session, env_files) if env_files else ({}, [])
     literal = _literal(exec_argv, environment, session.name)
-    remember_launch(literal, environment)  # these secret values are masked wherever they show up
+    # these secret values are masked wherever they show up (a secret flag's `${NAME}` too)
+    remember_launch(expand_references(literal, file_env), environment)
     count = len(cat_line.flags.argv())
     if count > len(literal) - 1:
         raise UnitReadError(
@@ -411,4 +514,6 @@ async def read_unit(session: NodeSession) -> UnitView:
         launch=launch,
         prefix=literal[:split],
         vendor=vendor,
+        file_env=file_env,
+        file_env_unread=tuple(unread),
     )

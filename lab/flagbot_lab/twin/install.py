@@ -12,6 +12,9 @@ in the project's own environment:
   `dry_run`, and the benchmark client modules the scenario's release has: `bench_serving`, and
   from 0.5.15 `benchmark.serving`), with `_version.py` saying the scenario's `sglang_version`;
 * `lab/flagbot_lab/twin/shim/nvidia-smi` -> `<root>/usr/local/bin/nvidia-smi` (0755);
+* `lab/flagbot_lab/twin/shim/container-runtime` -> `<root>/usr/local/bin/docker` and `.../podman`
+  (0755): a stand-in for the container runtime a node does not have, which takes `docker run`'s
+  argument contract and execs the container's command on the node (docs/twin.md);
 * the compiled scenario -> `<root>/etc/sglang-twin/scenario.json` (0644);
 * `<root>/var/lib/sglang-twin/` for the runtime's ground-truth file.
 
@@ -38,6 +41,7 @@ ENGINE_PACKAGE = "sglang_twin"
 SCENARIO_FILE = Path("etc/sglang-twin/scenario.json")
 TRUTH_DIR = Path("var/lib/sglang-twin")
 NVIDIA_SMI = Path("usr/local/bin/nvidia-smi")
+CONTAINER_RUNTIMES = (Path("usr/local/bin/docker"), Path("usr/local/bin/podman"))
 PYTHON = "/usr/bin/python3"
 
 _HERE = Path(__file__).resolve().parent
@@ -82,6 +86,9 @@ def install_into(root: Path, *, scenario: str | Path | Mapping[str, Any]) -> Non
     smi.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_SHIM / "nvidia-smi", smi)
     smi.chmod(0o755)
+    for runtime in CONTAINER_RUNTIMES:
+        shutil.copyfile(_SHIM / "container-runtime", root / runtime)
+        (root / runtime).chmod(0o755)
 
     target = root / SCENARIO_FILE
     target.parent.mkdir(parents=True, exist_ok=True)

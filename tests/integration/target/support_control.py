@@ -8,9 +8,10 @@ ranks are restarted together, then node 0 must answer `/health` 200 again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -20,7 +21,7 @@ from bot.config.schema import Target
 from bot.target.dropin import read_dropin
 from bot.target.restart import restore_vendor_and_restart
 from bot.target.session import TargetSession
-from bot.target.ssh import Auditor
+from bot.target.ssh import Auditor, NodeSession
 from bot.target.unit import read_state, read_unit
 from flagbot_lab.testbed import Testbed
 
@@ -41,6 +42,25 @@ def target_for(bed: Testbed, **ssh: Any) -> Target:
     )
     timeouts = target.timeouts.model_copy(update={"stop": timedelta(seconds=STOP_S)})
     return target.model_copy(update={"ssh": settings, "timeouts": timeouts})
+
+
+@asynccontextmanager
+async def units_on_node(
+    bed: Testbed, k: int, units: Mapping[str, str], files: Sequence[Path] = ()
+) -> AsyncIterator[NodeSession]:
+    """Extra units on node `k` (loaded, never started), removed afterwards with `files` (paths
+    under the node's root the caller wrote for them), and systemd reloaded both times."""
+    directory = bed.layout.root(k) / "etc/systemd/system"
+    for name, text in units.items():
+        (directory / name).write_text(text)
+    async with session_for(bed) as ts:
+        await ts.nodes[k].run("daemon-reload")
+        try:
+            yield ts.nodes[k]
+        finally:
+            for path in [*(directory / name for name in units), *files]:
+                path.unlink(missing_ok=True)
+            await ts.nodes[k].run("daemon-reload")
 
 
 @asynccontextmanager

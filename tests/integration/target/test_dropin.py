@@ -62,7 +62,7 @@ async def test_odd_values_round_trip_through_systemd(testbed: Testbed) -> None:
 
 @pytest.mark.usefixtures("on_baseline")
 async def test_a_reference_word_is_written_as_written_for_systemd_to_expand(testbed: Testbed) -> None:
-    """`--api-key ${SGLANG_API_KEY}` (a variable of an EnvironmentFile= flagbot does not read) goes
+    """`--api-key ${SGLANG_API_KEY}` (a variable `Environment=` does not set) goes
     into the drop-in unescaped; systemd loads it as written (the write's round-trip check reads
     the loaded argv over D-Bus), and the unit reads back with the reference, not refused."""
     async with TargetSession.open("twin", target_for(testbed)) as ts:

@@ -16,7 +16,7 @@ from bot.target.unit import read_unit
 from flagbot_lab.testbed import Testbed
 from flagbot_lab.twin.install import node_flags
 from flagbot_lab.twin.schema import compile_scenario
-from tests.integration.target.support_control import session_for
+from tests.integration.target.support_control import session_for, units_on_node
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -58,17 +58,8 @@ async def test_both_nodes_flags_and_state(testbed: Testbed) -> None:
 @pytest_asyncio.fixture(loop_scope="session")
 async def extra_units(testbed: Testbed) -> AsyncIterator[NodeSession]:
     """Units in other launch forms on node 1 (loaded, never started), removed afterwards."""
-    root = testbed.layout.root(1) / "etc/systemd/system"
-    for name, text in EXTRA_UNITS.items():
-        (root / name).write_text(text)
-    async with session_for(testbed) as ts:
-        await ts.nodes[1].run("daemon-reload")
-        try:
-            yield ts.nodes[1]
-        finally:
-            for name in EXTRA_UNITS:
-                (root / name).unlink(missing_ok=True)
-            await ts.nodes[1].run("daemon-reload")
+    async with units_on_node(testbed, 1, EXTRA_UNITS) as node:
+        yield node
 
 
 async def test_docker_wrapper_edits_the_arguments_after_the_image(extra_units: NodeSession) -> None:

@@ -77,6 +77,14 @@ def test_the_status_table_reads_at_80_columns_with_an_unreachable_node() -> None
     out = console()
     _print_status(out, data)
     assert_readable(lines_of(out), TERMINAL, [error])
+    references = {"${NODE_RANK}": "0", "${SGLANG_API_KEY}": "********"}
+    out = console()
+    _print_status(
+        out, {**data, "flags": [{"flag": "--node-rank", "value": "${NODE_RANK}"}], "references": references}
+    )
+    text = " ".join(lines_of(out))
+    assert "flags (node 0): --node-rank ${NODE_RANK}" in text
+    assert "references (EnvironmentFile=): ${NODE_RANK} = 0, ${SGLANG_API_KEY} = ********" in text
 
 
 def test_the_playbooks_table_reads_at_80_columns_with_a_broken_file(tmp_path: Path) -> None:

@@ -68,11 +68,11 @@ class GpuNode(FakeNode):
         if name == "gpu-query":
             gpu = f"0, NVIDIA GB10, GPU-{self.systemd.rank}, {self.capability}, 580.95.05, 122573, 3891\n"
             return 0, gpu.encode(), b""
-        if name == "sglang-version":
+        if name in ("sglang-version", "container-sglang-version"):
             return 0, b"0.5.10\n", b""
-        if name == "sglang-help":
+        if name in ("sglang-help", "container-sglang-help"):
             return 1, b"", b"no --help on this fake\n"
-        if name == "sglang-dry-run":
+        if name in ("sglang-dry-run", "container-sglang-dry-run"):
             argv = [str(word) for word in params["argv"]]  # type: ignore[attr-defined]
             self.dry_runs.append(argv)
             return resolve(argv)
@@ -267,3 +267,50 @@ async def test_a_flag_the_hosts_list_dropped_is_removed_from_the_unit(
     assert absent.refused == "remove --no-such-flag: not in the current flags"
     # the preflight read the host's version and list: the next command is judged by them
     assert remembered_version(tmp_path, "fake", ts.target) == "0.5.10"
+
+
+DOCKER_UNIT = (
+    "[Service]\nExecStart=/usr/bin/docker run --rm --gpus all --network host -e NCCL_DEBUG=WARN "
+    "lmsysorg/sglang:v0.5.10 python3 -m sglang.launch_server --model-path /models/qwen --tp 2 "
+    "--nnodes 2 --node-rank {rank} --port 30000\n"
+)
+
+
+async def test_a_docker_unit_is_asked_through_its_image_and_env_set_edits_the_e_options(
+    bed: Bed, kb: KnowledgeBase
+) -> None:
+    for node in bed.nodes:
+        node.systemd.files[node.systemd.vendor] = DOCKER_UNIT.format(rank=node.systemd.rank)
+        node.systemd.reload()
+    changes = [Change("add", MOE), Change("env-set", env_name="NCCL_DEBUG", env_value="INFO")]
+    report = await preflight(bed.ts, changes=changes, kb=kb, observations=[], cache_dir=None)
+    assert report.ok, report.refused
+    assert report.sglang_version == "0.5.10" and report.env == {"NCCL_DEBUG": "INFO"}
+    assert report.dry_run is not None and report.dry_run.ok and bed.nodes[0].dry_runs[0][-1] == MOE
+    asked = [text for text in bed.received if " run --rm --pull never --network none " in text]
+    assert {text.split(" --entrypoint ")[0] for text in asked} == {
+        "env /usr/bin/docker run --rm --pull never --network none",
+        "env /usr/bin/docker run --rm --pull never --network none --gpus all",  # the dry run
+    }
+    assert all("lmsysorg/sglang:v0.5.10" in text for text in asked)
+    assert not any(text.startswith("sudo") and "docker" in text for text in bed.received)
+    assert (
+        "+ExecStart=/usr/bin/docker run -e NCCL_DEBUG=INFO --rm --gpus all --network host "
+        "lmsysorg/sglang:v0.5.10 python3 -m sglang.launch_server" in report.dropin_diff
+    )
+    assert "Environment=" not in report.dropin_diff
+
+
+async def test_a_node_rank_from_an_environment_file_is_expanded_for_the_dry_run_only(
+    bed: Bed, kb: KnowledgeBase
+) -> None:
+    for node in bed.nodes:
+        node.systemd.files[node.systemd.vendor] = VENDOR_TEXT.format(rank="${NODE_RANK}").replace(
+            "[Service]\n", "[Service]\nEnvironmentFile=/etc/sglang/node.env\n"
+        )
+        node.systemd.environment_files = {"/etc/sglang/node.env": f"NODE_RANK={node.systemd.rank}\n"}
+        node.systemd.reload()
+    report = await preflight(bed.ts, changes=[Change("add", MOE)], kb=kb, observations=[], cache_dir=None)
+    assert report.ok, report.refused
+    assert all(run[run.index("--node-rank") + 1] == "0" for run in bed.nodes[0].dry_runs)
+    assert "--node-rank ${NODE_RANK} --port 30000 " + MOE in report.dropin_diff

@@ -57,6 +57,8 @@ class FakeSystemd:
     n_restarts: int = 0
     starts: int = 0
     journal: list[str] = field(default_factory=list)
+    environment_files: dict[str, str | None] = field(default_factory=dict)
+    """The unit's `EnvironmentFile=` paths and their text (None: the login may not read it)."""
 
     def __post_init__(self) -> None:
         self.vendor = f"/etc/systemd/system/{self.unit}"
@@ -224,6 +226,9 @@ class FakeNode:
             if params["bus_property"] == "ExecStart":
                 data: Any = [[a[0], a, False, 0, 0, 0, 0, 0, 0, 0] for a in node.exec_argv()]
                 return 0, json.dumps({"type": "a(sasbttttuii)", "data": data}).encode(), b""
+            if params["bus_property"] == "EnvironmentFiles":
+                files = [[path, False] for path in node.environment_files]
+                return 0, json.dumps({"type": "a(sb)", "data": files}).encode(), b""
             env = [f"{k}={v}" for k, v in service.env.items()]
             return 0, json.dumps({"type": "as", "data": env}).encode(), b""
         if name in ("read-dropin", "read-dropin-backup"):
@@ -249,8 +254,13 @@ class FakeNode:
         if name == "reset-failed":
             node.result, node.active = "success", "inactive"
             return 0, b"", b""
-        if name in ("sglang-version", "sglang-help"):
-            said = self.sglang_version if name == "sglang-version" else self.help_text
+        if name == "read-env-file":
+            text = node.environment_files.get(str(params["env_file"]))
+            if text is None:
+                return 1, b"", f"cat: {params['env_file']}: Permission denied\n".encode()
+            return 0, text.encode(), b""
+        if name in ("sglang-version", "sglang-help", "container-sglang-version", "container-sglang-help"):
+            said = self.sglang_version if name.endswith("sglang-version") else self.help_text
             if said is None:
                 return 1, b"", b"ModuleNotFoundError: No module named 'sglang'\n"
             return 0, (said.rstrip("\n") + "\n").encode(), b""

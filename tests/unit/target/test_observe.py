@@ -318,6 +318,8 @@ def _two_nodes(monkeypatch: pytest.MonkeyPatch, store: Store) -> tuple[Any, list
         prefix=["/usr/bin/python3", "-m", "sglang.launch_server"],
         flags=FLAGS,
         env={"PYTHONUNBUFFERED": "1"},
+        launch=SimpleNamespace(kind="unit"),
+        expanded_flags=lambda flags: flags,  # no EnvironmentFile= references
     )
 
     async def fake_read_unit(node: object) -> SimpleNamespace:

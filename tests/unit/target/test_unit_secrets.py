@@ -1,7 +1,7 @@
 """`${VAR}` references to an `EnvironmentFile=` are kept as written; masked secrets are never written.
 
 Two fake nodes whose unit takes `--api-key ${SGLANG_API_KEY}` from an `EnvironmentFile=` (which
-flagbot does not read), and a literal `--admin-api-key`: the unit reads (it was refused before),
+the fake node does not let flagbot's login read), and a literal `--admin-api-key`: the unit reads (it was refused before),
 a change writes the reference back unescaped and verifies by round trip, and flags read back
 from the store (where secrets are masked) restore the literal value the unit has, not the mask.
 """

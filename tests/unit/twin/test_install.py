@@ -193,3 +193,52 @@ def test_the_installed_engine_needs_nothing_of_the_project(tmp_path: Path) -> No
     done = _node(moved, NODE_PYTHON, "-m", "sglang.dry_run", "--model-path", "/m", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "server_args=ServerArgs(model_path='/m'" in done.stdout
+
+
+@needs_node_python
+@pytest.mark.parametrize("runtime", install.CONTAINER_RUNTIMES)
+def test_the_stand_in_runtime_runs_the_container_command_on_the_node(root: Path, runtime: Path) -> None:
+    """`docker run`'s contract: the options a unit and flagbot use, `-e` into the environment,
+    `--entrypoint` in front of the command; the image is only recorded."""
+    program = root / runtime
+    assert stat.S_IMODE(program.stat().st_mode) == 0o755
+    done = _node(
+        root,
+        str(program),
+        "run",
+        "--rm",
+        "--pull",
+        "never",
+        "--gpus",
+        "all",
+        "--network=host",
+        "-v",
+        "/models:/models",
+        "-e",
+        "NCCL_DEBUG=INFO",
+        "--env",
+        "A=b c",
+        "--entrypoint",
+        NODE_PYTHON,
+        "lmsysorg/sglang:v0.5.10",
+        "-c",
+        "import os, sglang; print(os.environ['NCCL_DEBUG'], os.environ['A'], os.environ['FLAGBOT_STANDIN_IMAGE'], sglang.__version__)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "INFO b c lmsysorg/sglang:v0.5.10 0.5.10"
+
+
+@needs_node_python
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ps"], "only `run` is supported"),
+        (["run", "--cap-drop", "ALL", "img:1"], "unknown flag: --cap-drop"),
+        (["run", "--rm"], "requires at least 1 argument"),
+    ],
+)
+def test_the_stand_in_runtime_refuses_what_is_outside_its_contract(
+    root: Path, argv: list[str], message: str
+) -> None:
+    done = _node(root, str(root / install.CONTAINER_RUNTIMES[0]), *argv)
+    assert done.returncode == 125 and message in done.stderr
