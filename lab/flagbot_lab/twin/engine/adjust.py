@@ -62,7 +62,7 @@ from .defaults import (
 )
 from .hybrid import (
     RADIX_CACHE_ARCHITECTURES,
-    ServerArgsRefused,
+    ServerArgsRefusedError,
     adjust_mem_fraction_for_vlm,
     handle_mamba_radix_cache,
 )
@@ -564,7 +564,7 @@ def post_init(
             run = _Run(dict(start), scenario, env, seed)
             run.run()
             run.a.update(implied)
-    except ServerArgsRefused as refusal:
+    except ServerArgsRefusedError as refusal:
         return PostInit(
             server_args=run.a,
             warnings=[*parsed.warnings, *run.warnings],

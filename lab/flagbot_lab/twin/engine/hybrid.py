@@ -56,14 +56,14 @@ E_EXTRA_BUFFER_NO_RADIX_0_5_10 = (
 )
 
 
-class ServerArgsRefused(ValueError):
+class ServerArgsRefusedError(ValueError):
     """`ServerArgs.__post_init__` raised: the launch line is refused before `server_args=` is
     printed. `str()` is SGLang's message; the exception class shown is `ValueError`."""
 
 
 def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: str) -> list[str]:
     """`ServerArgs._handle_mamba_radix_cache` for the extra-buffer-capable architectures; returns
-    the WARNINGs it prints, raises `ServerArgsRefused` where 0.5.10 raises ValueError.
+    the WARNINGs it prints, raises `ServerArgsRefusedError` where 0.5.10 raises ValueError.
 
     Both releases: `extra_buffer` keeps the radix cache (0.5.10 refuses it with
     `--disable-radix-cache`); `no_buffer` with the radix cache on and no speculative decoding
@@ -74,7 +74,7 @@ def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: st
     warnings: list[str] = []
     if a.get("mamba_scheduler_strategy") == "extra_buffer":
         if version != "0.5.9" and a.get("disable_radix_cache"):
-            raise ServerArgsRefused(E_EXTRA_BUFFER_NO_RADIX_0_5_10)
+            raise ServerArgsRefusedError(E_EXTRA_BUFFER_NO_RADIX_0_5_10)
         return warnings
     if a.get("disable_radix_cache"):
         return warnings
@@ -90,7 +90,7 @@ def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: st
         warnings.append(W_MAMBA_SPEC_RADIX_0_5_9.format(arch=arch))
         a["disable_radix_cache"] = True
         return warnings
-    raise ServerArgsRefused(E_SPEC_RADIX_0_5_10.format(arch=arch))
+    raise ServerArgsRefusedError(E_SPEC_RADIX_0_5_10.format(arch=arch))
 
 
 def mamba_ratio(a: Mapping[str, Any], version: str) -> int:
@@ -109,7 +109,9 @@ def mamba_ratio(a: Mapping[str, Any], version: str) -> int:
         if version == "0.5.9":
             speculative = a.get("speculative_algorithm") is not None
             additional = (
-                MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP if speculative else MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP
+                MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP
+                if speculative
+                else MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP
             )
         elif a.get("disable_overlap_schedule"):
             additional = MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP
