@@ -141,6 +141,22 @@ def test_prepare_server_args_under_the_node_python(root: Path) -> None:
 
 
 @needs_node_python
+def test_a_refused_launch_line_raises_sglangs_value_error_under_the_node_python(root: Path) -> None:
+    """seed-gb10 is 0.5.10 with a hybrid model: EAGLE with the radix cache and `no_buffer` is refused."""
+    argv = ("-m", "sglang.dry_run", "--model-path", "/m", "--tp", "2", "--speculative-algorithm", "EAGLE")
+    done = _node(root, NODE_PYTHON, *argv)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        done.stderr.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            "ValueError: Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache"
+        )
+    )
+
+
+@needs_node_python
 def test_nvidia_smi_under_the_node_python(root: Path) -> None:
     done = _node(root, NODE_PYTHON, str(root / install.NVIDIA_SMI), *(
         "--query-gpu=name,compute_cap,memory.total,memory.used", "--format=csv,noheader,nounits"
