@@ -222,3 +222,17 @@ def test_an_explicit_mem_fraction_static_is_not_adjusted_and_a_text_model_is_not
     vlm = resolve_args(_gb10(), scenario, seed=1, env={}).server_args["mem_fraction_static"]
     plain = resolve_args(_gb10(), text_only, seed=1, env={}).server_args["mem_fraction_static"]
     assert plain == 0.856 and vlm == pytest.approx(adjust_mem_fraction_for_vlm(0.856, 27, 1152))
+
+
+def test_0_5_9_caps_speculative_requests_per_dp_rank_under_dp_attention() -> None:
+    """0.5.9 `init_memory_pool`: `min(max_num_reqs, max_running_requests // dp_size)` for a hybrid
+    model with speculative decoding and DP attention (0.5.10 divides the explicit value anyway)."""
+    scenario = _scenario("seed-gb10-0.5.9")
+    flags = ("--mamba-scheduler-strategy", "extra_buffer", "--enable-dp-attention", "--dp-size", "2")
+    argv = _gb10(*flags, "--max-running-requests", "40", name="seed-gb10-0.5.9")
+    resolved = resolve(argv, scenario, start_seed=1)
+    assert resolved.failure is None
+    plan = resolved.memory
+    assert plan.mamba_ratio == 4 and plan.max_mamba_cache_size is not None
+    assert plan.max_mamba_cache_size // 4 > 40  # the state cache alone would allow all 40
+    assert plan.max_running_requests == 20

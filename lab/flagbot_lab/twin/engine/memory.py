@@ -59,8 +59,9 @@ class MemoryPlan:
 
     The `*_gib` avail figures are what the startup lines print as `avail mem=`. `failure` is
     the final exception line when the start cannot complete, with `failure_phase` one of
-    "weights" (CUDA OOM while loading), "kv" (not enough memory for the pool) or
-    "cuda_graph" (capture ran out of memory); the figures after that phase are then zero.
+    "args" (post-init refused the launch line: nothing was measured), "weights" (CUDA OOM while
+    loading), "kv" (not enough memory for the pool) or "cuda_graph" (capture ran out of memory);
+    the figures after that phase are then zero.
     """
 
     total_gib: float
@@ -377,6 +378,15 @@ def plan_memory(
             mamba_ratio=mamba_ratio or 3,
             version=scenario.sglang_version,
         )
+        if (
+            scenario.sglang_version == "0.5.9"
+            and mamba_size is not None
+            and a.get("speculative_algorithm") is not None
+            and a.get("enable_dp_attention")
+            and a.get("max_running_requests") is not None
+        ):
+            # 0.5.9 `init_memory_pool`: the speculative state space is per DP rank
+            mrr = min(mrr, int(a["max_running_requests"]) // dp)
         values["pool_warnings"] = _pool_warnings(
             scenario.sglang_version, tokens, values["context_len"], a.get("max_running_requests"),
             dp if a.get("enable_dp_attention") else 1,
