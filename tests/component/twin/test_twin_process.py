@@ -279,8 +279,12 @@ def test_a_launch_line_post_init_refuses_exits_1_with_sglangs_value_error(twins:
     twin = twins.start("--speculative-algorithm", "EAGLE", scenario=hybrid)
     assert twin.wait_exit() == 1
     err = twin.stderr()
-    assert err.rstrip().splitlines()[-1].startswith(
-        "ValueError: Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache"
+    assert (
+        err.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            "ValueError: Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache"
+        )
     )
     assert "server_args=" not in err and "Received sigquit" not in err
     assert parse_log_text(err).startup_error == err.rstrip().splitlines()[-1]
