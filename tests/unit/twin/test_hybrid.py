@@ -24,6 +24,7 @@ from flagbot_lab.twin.engine.hybrid import (
     mamba_ratio,
     size_state_cache,
 )
+from flagbot_lab.twin.engine.releases import release
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import Resolved, resolve, resolve_args
 from flagbot_lab.twin.schema import compile_scenario
@@ -172,7 +173,7 @@ def test_an_explicit_max_mamba_cache_size_is_divided_by_dp_under_dp_attention_on
     ],
 )
 def test_the_extra_buffer_ratio_per_release(version: str, args: dict[str, object], ratio: int) -> None:
-    assert mamba_ratio(args, version) == ratio
+    assert mamba_ratio(args, release(version)) == ratio
 
 
 def test_spec_v2_keeps_the_overlap_scheduler_so_the_seed_needs_five_slots_per_request() -> None:

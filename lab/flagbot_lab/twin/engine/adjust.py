@@ -375,7 +375,7 @@ class _Run:
             and arch in RADIX_CACHE_ARCHITECTURES
             and not self.r.deferred_resolution
         ):
-            for text in handle_mamba_radix_cache(a, arch, self.r.version):
+            for text in handle_mamba_radix_cache(a, arch, self.r):
                 self.warn(text)
         family = arch.split("For", 1)[0]
         if (

@@ -17,6 +17,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from .releases import Release
+
 GIB = 1 << 30
 
 RADIX_CACHE_ARCHITECTURES = frozenset(
@@ -61,7 +63,7 @@ class ServerArgsRefusedError(ValueError):
     printed. `str()` is SGLang's message; the exception class shown is `ValueError`."""
 
 
-def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: str) -> list[str]:
+def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, r: Release) -> list[str]:
     """`ServerArgs._handle_mamba_radix_cache` for the extra-buffer-capable architectures; returns
     the WARNINGs it prints, raises `ServerArgsRefusedError` where 0.5.10 raises ValueError.
 
@@ -73,7 +75,7 @@ def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: st
     """
     warnings: list[str] = []
     if a.get("mamba_scheduler_strategy") == "extra_buffer":
-        if version != "0.5.9" and a.get("disable_radix_cache"):
+        if r.mamba_refuses_spec_radix and a.get("disable_radix_cache"):
             raise ServerArgsRefusedError(E_EXTRA_BUFFER_NO_RADIX_0_5_10)
         return warnings
     if a.get("disable_radix_cache"):
@@ -86,14 +88,14 @@ def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, version: st
             a["disable_radix_cache"] = True
             a["disable_overlap_schedule"] = False
         return warnings
-    if version == "0.5.9":
+    if not r.mamba_refuses_spec_radix:
         warnings.append(W_MAMBA_SPEC_RADIX_0_5_9.format(arch=arch))
         a["disable_radix_cache"] = True
         return warnings
     raise ServerArgsRefusedError(E_SPEC_RADIX_0_5_10.format(arch=arch))
 
 
-def mamba_ratio(a: Mapping[str, Any], version: str) -> int:
+def mamba_ratio(a: Mapping[str, Any], r: Release) -> int:
     """How many state slots one running request needs: `max_num_reqs` is capped by
     `max_mamba_cache_size // ratio`.
 
@@ -106,7 +108,7 @@ def mamba_ratio(a: Mapping[str, Any], version: str) -> int:
         return 1
     additional = 0
     if a.get("mamba_scheduler_strategy") == "extra_buffer":
-        if version == "0.5.9":
+        if not r.mamba_extra_ratio_by_overlap:
             speculative = a.get("speculative_algorithm") is not None
             additional = (
                 MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP

@@ -79,8 +79,8 @@ class MemoryPlan:
     mamba_state_gib: float
     speculative_reservation_gib: float
     """What `handle_max_mamba_cache` set aside for speculative decoding's intermediate states
-    before sizing the state cache (0.5.9 / 0.5.10; 0 otherwise). It is not allocated there: the
-    intermediate caches are part of the Mamba pool's speculative form."""
+    before sizing the state cache (0.5.9 / 0.5.10; 0 otherwise); the Mamba pool allocates it as
+    its speculative intermediate caches, so it leaves the free memory with the pool."""
     mamba_ratio: int | None
     cell_size_bytes: int
     profiled_tokens: int
@@ -330,7 +330,7 @@ def plan_memory(
         )
         mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.state_gib
         reservation = cache.speculative_reservation_gib
-        mamba_ratio = hybrid_mamba_ratio(a, scenario.sglang_version)
+        mamba_ratio = hybrid_mamba_ratio(a, release(scenario.sglang_version))
         kv_rest = cache.kv_rest_gib
     elif model.hybrid is not None:  # 0.5.23: the twin's older rule, not re-based on its sources
         ratio = float(a.get("mamba_full_memory_ratio") or 0.9)
@@ -379,7 +379,7 @@ def plan_memory(
             version=scenario.sglang_version,
         )
         if (
-            scenario.sglang_version == "0.5.9"
+            release(scenario.sglang_version).mamba_spec_dp_cap
             and mamba_size is not None
             and a.get("speculative_algorithm") is not None
             and a.get("enable_dp_attention")
