@@ -75,6 +75,11 @@ class Hybrid(_Strict):
     state_bytes_per_request: int = Field(ge=1)
 
 
+class Vision(_Strict):
+    num_layers: int = Field(ge=1)
+    hidden_size: int = Field(ge=1)
+
+
 class Quantization(_Strict):
     method: str
     fmt: str | None = None
@@ -102,6 +107,7 @@ class Model(_Strict):
     checkpoint_shards: int = Field(default=1, ge=1)
     draft: Draft | None = None
     multimodal: bool = False
+    vision: Vision | None = None
     piecewise_unsupported: bool = False
 
 

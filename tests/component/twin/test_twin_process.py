@@ -268,6 +268,29 @@ def test_a_failed_start_dies_of_sigkill_after_the_sigquit_line(twins: TwinFactor
     assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "killed_by": "SIGKILL"}
 
 
+def test_a_launch_line_post_init_refuses_exits_1_with_sglangs_value_error(twins: TwinFactory) -> None:
+    """0.5.10 `_handle_mamba_radix_cache` raises in the main process before `server_args=`: no
+    scheduler ran, so no SIGQUIT handler kills anything; Python exits 1 (`code=exited`)."""
+    hybrid = tiny()
+    hybrid["model"].update(
+        architecture="Qwen3_5MoeForConditionalGeneration",
+        hybrid={"full_attention_layers": 7, "state_bytes_per_request": 1 << 20},
+    )
+    twin = twins.start("--speculative-algorithm", "EAGLE", scenario=hybrid)
+    assert twin.wait_exit() == 1
+    err = twin.stderr()
+    assert (
+        err.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            "ValueError: Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache"
+        )
+    )
+    assert "server_args=" not in err and "Received sigquit" not in err
+    assert parse_log_text(err).startup_error == err.rstrip().splitlines()[-1]
+    assert twin.truth()[-1] == {**twin.truth()[-1], "kind": "exit", "exit_code": 1, "killed_by": None}
+
+
 def test_crash_after_n_seconds_is_a_sigkill_after_its_line(twins: TwinFactory) -> None:
     twin = twins.start(scenario=tiny(crash_after_s=0.3))
     twin.wait_ready()

@@ -9,7 +9,12 @@ import pytest
 from bot.sglang.server_args import parse_server_args
 from flagbot_lab.twin.engine import args
 from flagbot_lab.twin.engine.adjust import post_init, render_server_args
-from flagbot_lab.twin.engine.defaults import W_DP_CHUNKED, W_SPEC_MAX_RUNNING, W_SPEC_OVERLAP
+from flagbot_lab.twin.engine.defaults import (
+    W_DP_CHUNKED,
+    W_SPEC_MAX_RUNNING,
+    W_SPEC_OVERLAP,
+    W_SPEC_V2_OVERLAP,
+)
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import dry_run, resolve_args
 from flagbot_lab.twin.schema import compile_scenario
@@ -206,7 +211,7 @@ def test_spec_v2_keeps_the_overlap_scheduler() -> None:
         argv, emulated_h200("Qwen3MoeForCausalLM"), seed=1, env={"SGLANG_ENABLE_SPEC_V2": "True"}
     )
     assert post.server_args["disable_overlap_schedule"] is False
-    assert post.warnings == [W_SPEC_MAX_RUNNING]
+    assert post.warnings == [W_SPEC_MAX_RUNNING, W_SPEC_V2_OVERLAP]
 
 
 def test_an_explicit_max_running_requests_survives_speculative_decoding() -> None:
@@ -295,7 +300,11 @@ def test_seed_gb10_parsed_max_running_requests_is_48_from_speculative_decoding()
     assert a["disable_piecewise_cuda_graph"] is True  # EAGLE, 0.5.10 only
     assert a["enable_flashinfer_allreduce_fusion"] is False  # SM 12.1, and nnodes > 1
     assert a["attention_backend"] == "flashinfer"
-    assert a["mem_fraction_static"] == 0.856
+    # 0.856 lowered by `adjust_mem_fraction_for_vlm` (27 x 1152^2 vision tower: x 0.9097)
+    assert a["mem_fraction_static"] == pytest.approx(
+        0.856 * 0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))
+    )
+    assert a["mamba_scheduler_strategy"] == "extra_buffer" and a["disable_radix_cache"] is False
     assert post.implied["max_running_requests"] == 48
     assert "tp_size" not in post.implied  # requested, not implied
 

@@ -16,6 +16,7 @@ import pytest
 from bot.sglang.launch import parse_launch_text
 from bot.sglang.server_args import parse_server_args
 from flagbot_lab.twin import install
+from flagbot_lab.twin.engine.hybrid import adjust_mem_fraction_for_vlm
 from flagbot_lab.twin.engine.scenario import load_scenario
 from flagbot_lab.twin.schema import compile_scenario
 
@@ -133,7 +134,26 @@ def test_prepare_server_args_under_the_node_python(root: Path) -> None:
     )
     done = _node(root, NODE_PYTHON, "-c", code)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["2 0.886 349", "ServerArgs(model_path='/m', toke"]
+    # seed-gb10's model is a VLM: no piecewise graphs to reserve for (0.889), and the estimate is
+    # lowered by `adjust_mem_fraction_for_vlm`
+    fraction = adjust_mem_fraction_for_vlm(0.889, 27, 1152)
+    assert done.stdout.splitlines() == [f"2 {fraction!r} 349", "ServerArgs(model_path='/m', toke"]
+
+
+@needs_node_python
+def test_a_refused_launch_line_raises_sglangs_value_error_under_the_node_python(root: Path) -> None:
+    """seed-gb10 is 0.5.10 with a hybrid model: EAGLE with the radix cache and `no_buffer` is refused."""
+    argv = ("-m", "sglang.dry_run", "--model-path", "/m", "--tp", "2", "--speculative-algorithm", "EAGLE")
+    done = _node(root, NODE_PYTHON, *argv)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert (
+        done.stderr.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            "ValueError: Speculative decoding for Qwen3_5MoeForConditionalGeneration is not compatible with radix cache"
+        )
+    )
 
 
 @needs_node_python

@@ -42,7 +42,8 @@ def test_seed_gb10_holds_the_hardware_truth_of_the_seeds() -> None:
     assert scenario.gpu.memory_gib == pytest.approx(119.7)
     assert scenario.nodes == 2
     assert scenario.gpu.gpus_per_node == 1
-    assert scenario.model.architecture == "Qwen3_5MoeForCausalLM"
+    assert scenario.model.architecture == "Qwen3_5MoeForConditionalGeneration"  # SGLang's class
+    assert scenario.model.multimodal and scenario.model.vision is not None
     assert scenario.model.hybrid is not None
     launch = " ".join(scenario.launch)
     assert "--tp 2" in launch

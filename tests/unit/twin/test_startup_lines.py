@@ -342,7 +342,7 @@ def test_server_info_and_model_info_shapes() -> None:
     assert state["last_gen_throughput"] == 12.5
     assert set(state["memory_usage"]) == {"weight", "kvcache", "token_capacity", "graph"}
     model = resolved.model_info()
-    assert model["architectures"] == ["Qwen3_5MoeForCausalLM"]
+    assert model["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
     assert model["model_path"] == "/shared/models/Qwen3.5-122B-A10B"
 
 

@@ -46,6 +46,7 @@ from .defaults import (
     W_SPEC_MAX_RUNNING,
     W_SPEC_MIXED_0_5_23,
     W_SPEC_OVERLAP,
+    W_SPEC_V2_OVERLAP,
     W_SPEC_V2_SYNC,
     W_TOPK1_DRAFT,
     W_TORCH_NATIVE,
@@ -58,6 +59,12 @@ from .defaults import (
     piecewise_token_sizes,
     prefill_cuda_graph_batch_sizes,
     sm90_or_sm100,
+)
+from .hybrid import (
+    RADIX_CACHE_ARCHITECTURES,
+    ServerArgsRefusedError,
+    adjust_mem_fraction_for_vlm,
+    handle_mamba_radix_cache,
 )
 from .releases import release
 from .scenario import Scenario
@@ -80,6 +87,10 @@ class PostInit:
     info: list[str] = field(default_factory=list)
     implied: dict[str, Any] = field(default_factory=dict)
     requested: set[str] = field(default_factory=set)
+    refused: str | None = None
+    """SGLang's ValueError message when post-init refuses the launch line (0.5.10
+    `_handle_mamba_radix_cache`); `server_args` then holds the fields as they were at the raise,
+    and nothing after post-init happens."""
 
 
 class _Run:
@@ -267,7 +278,11 @@ class _Run:
         if a["piecewise_cuda_graph_tokens"] is None:
             a["piecewise_cuda_graph_tokens"] = piecewise_token_sizes(a["piecewise_cuda_graph_max_tokens"])
         if a["mem_fraction_static"] is None:
-            a["mem_fraction_static"] = self.auto_mem_fraction(gpu_mem)
+            fraction = self.auto_mem_fraction(gpu_mem)
+            vision = self.s.model.vision
+            if self.s.model.multimodal and vision is not None:  # `adjust_mem_fraction_for_vlm`
+                fraction = adjust_mem_fraction_for_vlm(fraction, vision.num_layers, vision.hidden_size)
+            a["mem_fraction_static"] = fraction
 
     def auto_mem_fraction(self, gpu_mem: float) -> float:
         """`_handle_gpu_memory_settings`' estimate; 0.5.9 counts piecewise graphs only when
@@ -349,10 +364,19 @@ class _Run:
             a["mem_fraction_static"] = round((gpu_mem - reserved) / gpu_mem, 3)
 
     def model_specific(self) -> None:
-        """§3.4 #8/#9: FlashInfer AllReduce fusion is auto-enabled on SM90/SM10X only."""
+        """§3.4 #8/#9: FlashInfer AllReduce fusion is auto-enabled on SM90/SM10X only; a hybrid
+        model of `RADIX_CACHE_ARCHITECTURES` goes through `_handle_mamba_radix_cache` first
+        (`hybrid.py`; 0.5.23's rules are not modelled), which may refuse the launch line."""
         a = self.a
         gpu = self.s.gpu
         arch = self.s.model.architecture
+        if (
+            self.s.model.hybrid is not None
+            and arch in RADIX_CACHE_ARCHITECTURES
+            and not self.r.deferred_resolution
+        ):
+            for text in handle_mamba_radix_cache(a, arch, self.r):
+                self.warn(text)
         family = arch.split("For", 1)[0]
         if (
             family in AR_FUSION_FAMILIES
@@ -448,9 +472,12 @@ class _Run:
                 self.warn(W_SPEC_MIXED_0_5_23.format(algorithm=algorithm))
         else:
             spec_v2 = self.env.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes")
-            if not spec_v2 or algorithm not in ("EAGLE", "EAGLE3"):
+            if not spec_v2 or algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
                 a["disable_overlap_schedule"] = True
                 self.warn(W_SPEC_OVERLAP)
+            else:
+                a["disable_overlap_schedule"] = False
+                self.warn(W_SPEC_V2_OVERLAP)
             if a["enable_mixed_chunk"]:
                 a["enable_mixed_chunk"] = False
                 self.warn(W_EAGLE_MIXED)
@@ -526,16 +553,25 @@ def post_init(
     env = {} if env is None else env
     start = dict(parsed.values)
     run = _Run(dict(start), scenario, env, seed)
-    run.run()
-    for _ in range(3):  # the scenario's implied flags, then post-init again until stable
-        implied = _implied_by_scenario(scenario, run.a)
-        changed = {k: v for k, v in implied.items() if run.a.get(k) != v}
-        if not changed:
-            break
-        start.update(changed)
-        run = _Run(dict(start), scenario, env, seed)
+    try:
         run.run()
-        run.a.update(implied)
+        for _ in range(3):  # the scenario's implied flags, then post-init again until stable
+            implied = _implied_by_scenario(scenario, run.a)
+            changed = {k: v for k, v in implied.items() if run.a.get(k) != v}
+            if not changed:
+                break
+            start.update(changed)
+            run = _Run(dict(start), scenario, env, seed)
+            run.run()
+            run.a.update(implied)
+    except ServerArgsRefusedError as refusal:
+        return PostInit(
+            server_args=run.a,
+            warnings=[*parsed.warnings, *run.warnings],
+            info=run.info,
+            requested=set(parsed.requested),
+            refused=str(refusal),
+        )
     result = run.a
     diff = {name: value for name, value in result.items() if parsed.values.get(name) != value}
     if run.r.deferred_resolution:  # resolve_once runs after prepare_server_args configured logging

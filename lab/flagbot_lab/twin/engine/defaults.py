@@ -21,6 +21,10 @@ W_SPEC_MAX_RUNNING = (
     "Max running requests is reset to 48 for speculative decoding. "
     "You can override this by explicitly setting --max-running-requests."
 )
+W_SPEC_V2_OVERLAP = (
+    "Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on."
+)
+"""0.5.9 / 0.5.10 `_handle_speculative_decoding` with `SGLANG_ENABLE_SPEC_V2` set."""
 W_SPEC_OVERLAP = (
     "Overlap scheduler is disabled when spec v2 is off or using unsupported speculative algorithm. "
     "You can set env SGLANG_ENABLE_SPEC_V2=True to enable the experimental overlap scheduler. "

@@ -8,15 +8,17 @@ arguments, which is the seeds' incident. The formulas are SGLang's:
 
 * `rest = post_model_load - pre_model_load * (1 - mem_fraction_static)` (GiB), where the two
   are the free memory after torch.distributed init and after loading the weights;
-* hybrid linear-attention models first set aside the state cache: a share
-  `ratio / (1 + ratio)` of `rest` (`--mamba-full-memory-ratio`, default 0.9), minus any flag
-  workspace carved from it, in slots of `state_bytes_per_request` -> `max_mamba_cache_size`
-  (the twin's sizing; SGLang's exact rule is not in the reference);
+* hybrid linear-attention models first set aside the state cache: on 0.5.9 / 0.5.10 by
+  SGLang's `handle_max_mamba_cache` (`hybrid.py`: the speculative reservation, then an explicit
+  size, `max_running_requests` without radix cache, or a `ratio / (1 + ratio)` share of what is
+  left); on 0.5.23 by the twin's older rule (a share of `rest` minus any flag workspace carved
+  from it), in slots of `state_bytes_per_request` -> `max_mamba_cache_size`;
 * `max_total_num_tokens = int(kv_rest * 2**30) // cell_size`, capped by `--max-total-tokens`,
   rounded down to `page_size`; MHA `cell_size = kv_heads_per_rank * (head_dim + v_head_dim) *
   kv_layers * dtype_bytes` where a hybrid model's kv_layers are its full-attention layers;
 * `_resolve_max_num_reqs` exactly as §2.3, including `min(.., max_mamba_cache_size // ratio)`
-  with ratio 3 (radix cache on) or 1 (`--disable-radix-cache`).
+  with the release's ratio (`hybrid.mamba_ratio`: 1 without radix cache, 3, plus the
+  extra-buffer slots).
 
 Free memory is measured with a small seeded jitter per start (`noise.restart_memory_jitter_gib`,
 uniform, bounded), as real GPUs never report the same free memory twice.
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .graphs import decode_batch_sizes, prefill_token_sizes
+from .hybrid import mamba_ratio as hybrid_mamba_ratio
+from .hybrid import size_state_cache
 from .releases import DEFAULT_RELEASE, release
 from .scenario import Effect, Scenario
 
@@ -55,8 +59,9 @@ class MemoryPlan:
 
     The `*_gib` avail figures are what the startup lines print as `avail mem=`. `failure` is
     the final exception line when the start cannot complete, with `failure_phase` one of
-    "weights" (CUDA OOM while loading), "kv" (not enough memory for the pool) or
-    "cuda_graph" (capture ran out of memory); the figures after that phase are then zero.
+    "args" (post-init refused the launch line: nothing was measured), "weights" (CUDA OOM while
+    loading), "kv" (not enough memory for the pool) or "cuda_graph" (capture ran out of memory);
+    the figures after that phase are then zero.
     """
 
     total_gib: float
@@ -72,6 +77,10 @@ class MemoryPlan:
     hybrid_state_workspace_gib: float
     max_mamba_cache_size: int | None
     mamba_state_gib: float
+    speculative_reservation_gib: float
+    """What `handle_max_mamba_cache` set aside for speculative decoding's intermediate states
+    before sizing the state cache (0.5.9 / 0.5.10; 0 otherwise); the Mamba pool allocates it as
+    its speculative intermediate caches, so it leaves the free memory with the pool."""
     mamba_ratio: int | None
     cell_size_bytes: int
     profiled_tokens: int
@@ -279,7 +288,9 @@ def plan_memory(
     pre = free_start - ov.dist_init_gib
     weights = model.weight_gib / (tp * pp)
     flag_mem = _sum(effects, "memory_gib")
-    workspace = _sum(effects, "hybrid_state_workspace_gib") if model.hybrid else 0.0
+    rebased = not release(scenario.sglang_version).deferred_resolution
+    # a workspace carved out of the state cache is the twin's older rule, kept for 0.5.23 only
+    workspace = _sum(effects, "hybrid_state_workspace_gib") if model.hybrid and not rebased else 0.0
     post = pre - weights
     values: dict[str, Any] = {
         "total_gib": total,
@@ -307,7 +318,21 @@ def plan_memory(
     mamba_gib = 0.0
     mamba_ratio: int | None = None
     kv_rest = rest
-    if model.hybrid is not None:
+    reservation = 0.0
+    if model.hybrid is not None and rebased:
+        # 0.5.9 / 0.5.10: SGLang's own rule (`hybrid.py`): the speculative reservation, then an
+        # explicit size, `max_running_requests` without radix cache, or the ratio split
+        cache = size_state_cache(
+            rest,
+            a,
+            state_bytes_per_request=model.hybrid.state_bytes_per_request,
+            dp_size=dp,
+        )
+        mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.state_gib
+        reservation = cache.speculative_reservation_gib
+        mamba_ratio = hybrid_mamba_ratio(a, release(scenario.sglang_version))
+        kv_rest = cache.kv_rest_gib
+    elif model.hybrid is not None:  # 0.5.23: the twin's older rule, not re-based on its sources
         ratio = float(a.get("mamba_full_memory_ratio") or 0.9)
         per_req = model.hybrid.state_bytes_per_request
         if a.get("max_mamba_cache_size") is not None:
@@ -320,6 +345,7 @@ def plan_memory(
         if a.get("mamba_scheduler_strategy") == "extra_buffer":
             mamba_ratio += 1
         kv_rest = rest - mamba_gib - workspace
+    values["speculative_reservation_gib"] = reservation
     values.update(max_mamba_cache_size=mamba_size, mamba_state_gib=mamba_gib, mamba_ratio=mamba_ratio)
 
     heads = kv_heads_per_rank(a, model.num_kv_heads)
@@ -352,6 +378,15 @@ def plan_memory(
             mamba_ratio=mamba_ratio or 3,
             version=scenario.sglang_version,
         )
+        if (
+            release(scenario.sglang_version).mamba_spec_dp_cap
+            and mamba_size is not None
+            and a.get("speculative_algorithm") is not None
+            and a.get("enable_dp_attention")
+            and a.get("max_running_requests") is not None
+        ):
+            # 0.5.9 `init_memory_pool`: the speculative state space is per DP rank
+            mrr = min(mrr, int(a["max_running_requests"]) // dp)
         values["pool_warnings"] = _pool_warnings(
             scenario.sglang_version, tokens, values["context_len"], a.get("max_running_requests"),
             dp if a.get("enable_dp_attention") else 1,
@@ -364,7 +399,7 @@ def plan_memory(
     v_gib = tokens * heads * model.value_head_dim * model.kv_layers * dtype_bytes / GIB
     drafts = int(a.get("speculative_num_draft_tokens") or 0)
     req_to_token = mrr * (values["context_len"] + 4 + drafts) * 4 / GIB
-    pool_end = post - flag_mem - k_gib - v_gib - mamba_gib - workspace - req_to_token
+    pool_end = post - flag_mem - k_gib - v_gib - mamba_gib - reservation - workspace - req_to_token
     values.update(
         max_total_num_tokens=tokens,
         k_size_gib=k_gib,
@@ -426,6 +461,7 @@ _ZERO_FIELDS: dict[str, Any] = {
     "rest_memory_gib": 0.0,
     "max_mamba_cache_size": None,
     "mamba_state_gib": 0.0,
+    "speculative_reservation_gib": 0.0,
     "mamba_ratio": None,
     "cell_size_bytes": 0,
     "profiled_tokens": 0,
@@ -457,3 +493,22 @@ def _failed(values: dict[str, Any], failure: str, phase: str) -> MemoryPlan:
     merged["failure"] = failure
     merged["failure_phase"] = phase
     return MemoryPlan(**merged)
+
+
+def refused_plan(scenario: Scenario, failure: str) -> MemoryPlan:
+    """The plan of a start refused in post-init: nothing was measured or allocated."""
+    gpu = scenario.gpu
+    values: dict[str, Any] = {
+        "total_gib": gpu.memory_gib,
+        "jitter_gib": 0.0,
+        "free_at_start_gib": gpu.memory_gib - gpu.idle_used_gib,
+        "dist_init_usage_gib": 0.0,
+        "pre_model_load_gib": 0.0,
+        "weight_usage_gib": 0.0,
+        "post_model_load_gib": 0.0,
+        "mem_fraction_static": 0.0,
+        "flag_memory_gib": 0.0,
+        "hybrid_state_workspace_gib": 0.0,
+        "context_len": scenario.model.context_length,
+    }
+    return _failed(values, failure, "args")

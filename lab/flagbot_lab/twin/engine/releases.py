@@ -62,6 +62,15 @@ class Release:
     bench_modules: tuple[str, ...]
     """Modules `python -m` can run as the benchmark client; the first is the one to use
     (0.5.15+ moved it to `sglang.benchmark.serving`, `sglang.bench_serving` warns)."""
+    mamba_refuses_spec_radix: bool = True
+    """A hybrid model with speculative decoding, the radix cache on and `no_buffer` is refused
+    with a ValueError (0.5.10 `_handle_mamba_radix_cache`); 0.5.9 turns the radix cache off."""
+    mamba_extra_ratio_by_overlap: bool = True
+    """The extra buffer's state slots follow the overlap scheduler (0.5.10
+    `_calculate_mamba_ratio`); 0.5.9 `init_memory_pool` follows speculative decoding instead."""
+    mamba_spec_dp_cap: bool = False
+    """Speculative hybrid models under DP attention are also capped at `max_running_requests //
+    dp_size` (0.5.9 `init_memory_pool`)."""
 
     @property
     def bench_module(self) -> str:
@@ -86,6 +95,9 @@ _TABLE = {
         cli_max_running_capped=False,
         benchmark_package=False,
         bench_modules=("sglang.bench_serving",),
+        mamba_refuses_spec_radix=False,
+        mamba_extra_ratio_by_overlap=False,
+        mamba_spec_dp_cap=True,
     ),
     "0.5.10": Release(
         version="0.5.10",

@@ -53,10 +53,20 @@ class Gpu:
 class Hybrid:
     """A hybrid linear-attention (mamba-like) model: only `full_attention_layers` hold KV cache;
     every running request also needs one slot of recurrent state of `state_bytes_per_request`
-    bytes per rank (all linear layers, speculative intermediate state included)."""
+    bytes per rank (SGLang's `mamba_cache_per_req`: conv + ssm state of all linear layers; the
+    speculative intermediate states are reserved apart, `hybrid.size_state_cache`)."""
 
     full_attention_layers: int
     state_bytes_per_request: int
+
+
+@dataclass(frozen=True)
+class Vision:
+    """A multimodal model's vision tower, as `config.json`'s `vision_config` gives it: what
+    SGLang's `adjust_mem_fraction_for_vlm` weighs to lower an automatic `mem_fraction_static`."""
+
+    num_layers: int
+    hidden_size: int
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,7 @@ class Model:
     checkpoint_shards: int = 1
     draft: Draft | None = None
     multimodal: bool = False
+    vision: Vision | None = None
     piecewise_unsupported: bool = False
 
     @property
@@ -226,7 +237,8 @@ class Effect:
 
     `memory_gib`: taken before the KV pool is sized (fewer tokens); `lazy_memory_gib`: taken
     after startup (only the free memory shown drops); `hybrid_state_workspace_gib`: carved out of
-    the hybrid state-cache budget (fewer state slots, so a lower effective max_running_requests);
+    the hybrid state-cache budget (fewer state slots, so a lower effective max_running_requests),
+    honoured on 0.5.23 only, where the twin's sizing is not SGLang's (`memory.py`);
     `implies`: ServerArgs fields set as if by SGLang's post-init; `throughput_factor` multiplies
     decode speed; `crash`: the start fails with this exception line; `startup_extra_s` is added
     to CUDA graph capture; `hang_during_warmup`: uvicorn comes up (so `/health` answers 503) but

@@ -26,9 +26,9 @@ from typing import Any
 from .adjust import PostInit, post_init, server_args_line
 from .args import parse
 from .defaults import sm90_or_sm100
-from .memory import MemoryPlan, plan_memory
+from .memory import MemoryPlan, plan_memory, refused_plan
 from .scenario import Scenario
-from .steps import LogStep, build_steps
+from .steps import LogStep, build_steps, refusal_steps
 
 __all__ = ["FAILURE_SIGNAL", "LogStep", "MemoryPlan", "Resolved", "dry_run", "resolve", "resolve_args"]
 
@@ -141,6 +141,8 @@ def resolve(
     """Resolve one start: raises SystemExit(2) (argparse) for a bad command line, before any
     line of the startup is produced; `start_seed` seeds `random_seed` and the memory jitter."""
     post = resolve_args(argv, scenario, seed=start_seed, env=env)
+    if post.refused is not None:
+        return _refused(post, scenario)
     a = post.server_args
     active = scenario.active_effects(a)
     effects = [effect for _rule, effect in active]
@@ -201,9 +203,45 @@ def resolve(
     )
 
 
+def _refused(post: PostInit, scenario: Scenario) -> Resolved:
+    """A launch line post-init refuses: the main process prints its bare warnings and Python's
+    traceback of the ValueError, and exits 1 (`code=exited, status=1/FAILURE`): no scheduler was
+    started, so no SIGQUIT handler kills anything."""
+    a = post.server_args
+    failure = f"ValueError: {post.refused}"
+    plan = refused_plan(scenario, failure)
+    node = int(a.get("node_rank") or 0)
+    return Resolved(
+        server_args=a,
+        warnings=post.warnings,
+        implied=post.implied,
+        memory=plan,
+        steps=refusal_steps(post.warnings, failure),
+        failure=failure,
+        exit_code=1,
+        killed_by=None,
+        throughput_factor=1.0,
+        node_rank=node,
+        effective={
+            "max_running_requests": 0,
+            "max_total_num_tokens": 0,
+            "context_len": plan.context_len,
+            "chunked_prefill_size": a.get("chunked_prefill_size"),
+            "max_prefill_tokens": a.get("max_prefill_tokens"),
+            "available_gpu_mem_gb": 0.0,
+            "max_mamba_cache_size": None,
+            "max_req_input_len": 0,
+        },
+        scenario=scenario,
+        requested=post.requested,
+    )
+
+
 def dry_run(argv: list[str], scenario: Scenario) -> str:
     """The `server_args=` text a start with `argv` would print (`ServerArgs(...)`, or the
     resolved dict from 0.5.19), nothing loaded (random_seed is random per call, as on a real
     server)."""
     post = resolve_args(argv, scenario, seed=random.randrange(1 << 31))  # noqa: S311 - not crypto
+    if post.refused is not None:
+        return f"ValueError: {post.refused}"
     return server_args_line(post.server_args, scenario.sglang_version)

@@ -170,6 +170,39 @@ class _Builder:
         self.main(self.g(0.2), logfmt.SIGQUIT_MESSAGE, "failure")
 
 
+_REFUSAL_FRAMES = (
+    "Traceback (most recent call last):",
+    '  File "<frozen runpy>", line 198, in _run_module_as_main',
+    '  File "<frozen runpy>", line 88, in _run_code',
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/launch_server.py", line 59, in <module>',
+    "    server_args = prepare_server_args(sys.argv[1:])",
+    "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/server_args.py", line 6539, in '
+    "prepare_server_args",
+    "    return ServerArgs.from_cli_args(raw_args)",
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/server_args.py", line 5975, in from_cli_args',
+    "    return cls(**{attr: getattr(args, attr) for attr in attrs})",
+    '  File "<string>", line 366, in __init__',
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/server_args.py", line 787, in __post_init__',
+    "    self._handle_model_specific_adjustments()",
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/server_args.py", line 2000, in '
+    "_handle_model_specific_adjustments",
+    "    self._handle_mamba_radix_cache(",
+    '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/server_args.py", line 2206, in '
+    "_handle_mamba_radix_cache",
+    "    raise ValueError(",
+)
+"""0.5.10's frames for a ValueError out of `_handle_mamba_radix_cache` (line numbers of the wheel)."""
+
+
+def refusal_steps(warnings: Sequence[str], failure: str) -> list[LogStep]:
+    """A launch line post-init refuses: the bare warnings printed so far, then the main
+    process's uncaught traceback (bare: `prepare_server_args` runs before logging exists)."""
+    steps = [LogStep(0.0, text, bare=True, phase="warnings") for text in warnings]
+    steps.extend(LogStep(0.0, text, bare=True, phase="failure") for text in (*_REFUSAL_FRAMES, failure))
+    return steps
+
+
 CHAIN_DURING = "During handling of the above exception, another exception occurred:"
 _CAPTURE_FRAMES = (
     '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", '

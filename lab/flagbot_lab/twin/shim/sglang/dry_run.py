@@ -4,7 +4,8 @@ Why: flagbot's preflight asks "what would SGLang make of these flags?" before re
 server. On a real host it runs `sglang.srt.server_args.prepare_server_args` in a Python one-liner;
 on a twin node that works too (see `sglang.srt.server_args`), and this module is the same call
 as a command: bare post-init WARNINGs on stderr, then one line `server_args=ServerArgs(...)` on
-stdout (from 0.5.23 the resolved dict, `server_args={...}`, as the startup line prints it), exit 0; a bad command line exits 2 with argparse's message (`sglang serve: error: ...`).
+stdout (from 0.5.23 the resolved dict, `server_args={...}`, as the startup line prints it), exit 0; a bad command line exits 2 with argparse's message (`sglang serve: error: ...`); a
+line post-init refuses raises SGLang's ValueError (traceback, exit 1), as the real function does.
 This entry point is the twin's own; real SGLang has no `sglang.dry_run`.
 """
 

@@ -105,4 +105,6 @@ def prepare_server_args(argv: list[str]) -> Any:
     post = _post_init(argv)
     for line in post.warnings:
         print(line, file=sys.stderr, flush=True)
+    if post.refused is not None:  # `ServerArgs.__post_init__` raised (0.5.10 `_handle_mamba_radix_cache`)
+        raise ValueError(post.refused)
     return _server_args_class()(**post.server_args)
