@@ -107,12 +107,10 @@ def test_close_from_another_thread_ends_a_run_in_progress(twins: TwinFactory) ->
         time.sleep(0.05)  # polls the twin's record of a measured request: the run is under way
     pids = workers.pids
     assert pids, "the run never started"
-    started = time.monotonic()
     workers.close()
     thread.join(timeout=20)
     assert not thread.is_alive()
-    assert time.monotonic() - started < 10  # not the 30 s the run asked for
-    assert isinstance(outcome[0], LoadError), outcome
+    assert isinstance(outcome[0], LoadError), outcome  # closed mid-run: not the 30 s run completing
     assert workers.pids == [] and not any(alive(pid) for pid in pids)
     with pytest.raises(LoadError, match="closed"):
         workers.run(spec(twin.base, concurrency=1, num_requests=1))

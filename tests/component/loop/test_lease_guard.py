@@ -41,7 +41,7 @@ async def test_a_free_target_is_held_for_the_block_and_released(store: AsyncStor
         assert lease is not None
         assert (lease.holder, lease.purpose, lease.ttl_s) == (ME, "bench", 60.0)
         assert held.lease.holder == ME and held.taken_over is None
-        assert held.waited_s < 5 and not held.lost.is_set()
+        assert not held.lost.is_set()
     assert await store.run(current, store.store, TARGET) is None
 
 

@@ -4,7 +4,6 @@ a server that dies while loading under Restart=on-failure."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -37,20 +36,24 @@ async def test_a_restart_is_followed_to_ready_through_loading_and_warming(
     assert list(result.phases) == ["loading", "warming", "ready"]
     assert result.health_ready_at is not None and result.ready_line_at is not None
     assert result.stage == "capacity"
-    assert 1 < result.timings["loading_s"] < 60 and result.timings["warming_s"] < 10
+    assert (
+        result.timings["loading_s"] > 1 and result.timings["warming_s"] >= 0
+    )  # how long: bench/readiness_lag.py
     pid = next(entry.pid for entry in result.lines if entry.pid and not entry.systemd)
     truth = await await_truth_ready(testbed, pid)
     assert truth is not None
     lag = result.noticed_at - truth  # type: ignore[operator]
-    assert -0.05 < lag < 1.0, (lag, result.to_json())
+    assert lag > -0.05, (
+        lag,
+        result.to_json(),
+    )  # never before it was ready; how soon after: bench/readiness_lag.py
     assert abs(result.ready_line_at - truth) < 0.5
 
 
 async def test_the_server_already_up_is_ready_at_once(ts: TargetSession) -> None:
-    started = time.monotonic()
     result = await wait_ready(ts.nodes, base_url=ts.target.http_base(), timeout=30, confirm_s=0.1)
     assert result.ready and result.health_ready_at is not None
-    assert time.monotonic() - started < 2.0
+    assert list(result.phases) == ["ready"], result.to_json()  # no loading or warming was waited out
 
 
 async def test_a_short_timeout_while_loading_is_a_timeout(ts: TargetSession, testbed: Testbed) -> None:

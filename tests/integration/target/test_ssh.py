@@ -46,9 +46,9 @@ async def test_one_connection_per_node_is_reused(testbed: Testbed) -> None:
         first = await ts.node0.run("show", properties=["ActiveState"])
         conn = await ts.node0.connection()
         again = [await ts.node0.run("show", properties=["ActiveState"]) for _ in range(5)]
-        assert await ts.node0.connection() is conn
+        assert await ts.node0.connection() is conn  # the same login each time, not a new handshake
     assert first.text.strip() == "ActiveState=active"
-    assert max(r.duration_s for r in again) < 0.2 < first.duration_s + 0.2
+    assert all(r.text == first.text for r in again)
 
 
 async def test_a_host_key_mismatch_is_refused_with_the_offered_fingerprint(
@@ -75,10 +75,8 @@ async def test_a_host_key_mismatch_is_refused_with_the_offered_fingerprint(
 async def test_a_timed_out_command_is_killed_on_the_node(testbed: Testbed) -> None:
     """OpenSSH leaves a process running when only the channel closes; flagbot signals it."""
     async with session_for(testbed) as ts:
-        started = time.monotonic()
         with pytest.raises(CommandTimeout):
             await ts.nodes[1].run("journal-follow", output="cat", lines=1, timeout=1.0)
-        assert time.monotonic() - started < 4
         assert await wait_no_followers(testbed, 1) == []
         assert (await ts.nodes[1].run("show", properties=["ActiveState"])).ok  # connection still fine
 
