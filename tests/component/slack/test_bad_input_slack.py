@@ -203,7 +203,6 @@ async def test_generated_texts_get_a_specific_answer_and_refused_ones_reach_no_h
     await bot.services.drain()
 
     assert [s.status for s in sent] == [200] * len(sent)
-    assert max(s.elapsed_s for s in sent) < 3.0
     refused = accepted = 0
     for item in sent:
         said = _said(bot, item)

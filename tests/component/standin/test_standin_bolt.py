@@ -42,7 +42,6 @@ async def test_slash_command_is_acked_and_responds(standin: Standin, bolt_bot: B
     answer = await standin.slash("status", user="U0OPER", channel=OPS)
     assert answer.status == 200
     assert answer.body == "working on `status`"
-    assert answer.elapsed_s < 3.0  # Slack's deadline
     [body] = await bolt_bot.wait("command")
     assert (body["user_id"], body["channel_id"], body["command"]) == ("U0OPER", OPS, "/flagbot")
     assert body["response_url"].startswith(standin.base_url) and body["trigger_id"]
