@@ -77,8 +77,9 @@ def test_the_status_table_reads_at_80_columns_with_an_unreachable_node() -> None
     }
     out = console()
     _print_status(out, data)
-    assert_readable(lines_of(out), TERMINAL, [error])
-    assert "unit: sglang-worker.service" in " ".join(lines_of(out))  # each node's own unit
+    shown = lines_of(out)
+    assert_readable(shown, TERMINAL, [error])
+    assert "unit: sglang-worker.service" in " ".join(shown)  # each node's own unit
     references = {"${NODE_RANK}": "0", "${SGLANG_API_KEY}": "********"}
     out = console()
     _print_status(
