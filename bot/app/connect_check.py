@@ -144,7 +144,7 @@ async def _sudoers(name: str, target: Target, node: NodeSession, timeout_s: floa
         return ConnectCheck(name, where, "sudoers", "fail", f"`sudo -l -n` did not run: {_said(exc)}")
     listing = result.stdout.decode("utf-8", "replace")
     missing = missing_grants(listing, node.unit)
-    fix = f"install `flagbot sudoers target={name}` as /etc/sudoers.d/flagbot"
+    fix = f"install `flagbot sudoers target={name} node={node.index}` on it as /etc/sudoers.d/flagbot"
     if result.exit_status != 0 and missing:
         said = result.stderr.decode("utf-8", "replace").strip().splitlines()
         why = said[0] if said else f"exit {result.exit_status}"

@@ -78,7 +78,7 @@ async def _hand_edits(ts: TargetSession, reference: dict[str, Any]) -> list[dict
         try:
             text = await check_unedited(node, ts.ledger)
         except HandEditError as edit:
-            found.append(_edit(node.name, ts.unit, edit.diff))
+            found.append(_edit(node.name, node.unit, edit.diff))
             continue
         checksum, _ = await ts.ledger.unit_as_left(node.name)
         if checksum is not None:
@@ -87,7 +87,7 @@ async def _hand_edits(ts: TargetSession, reference: dict[str, Any]) -> list[dict
         if seen is None:
             units[node.name] = text  # first look at a unit flagbot never changed: the reference
         elif sha256_text(seen) != sha256_text(text):
-            found.append(_edit(node.name, ts.unit, unit_diff(seen, text, node.name)))
+            found.append(_edit(node.name, node.unit, unit_diff(seen, text, node.name)))
     reference["units"] = units
     return found
 

@@ -50,11 +50,13 @@ class NodeStatus:
     kind: str = "unreachable"
     """What the error is: `unreachable`, or `not connected` (a key file, known_hosts or host key
     problem: flagbot did not connect, the node may well be up)."""
+    unit: str = ""
+    """The service this node runs (`Target.unit_of`): head and worker may differ."""
 
     def to_json(self) -> dict[str, Any]:
         if self.state is None:
-            return {"node": self.node, "error": self.error, "kind": self.kind}
-        return {"node": self.node, **self.state.__dict__}
+            return {"node": self.node, "unit": self.unit, "error": self.error, "kind": self.kind}
+        return {"node": self.node, "unit": self.unit, **self.state.__dict__}
 
 
 def _error_kind(exc: BaseException) -> str:
@@ -156,9 +158,9 @@ async def status_of(ts: TargetSession) -> TargetStatus:
     latest = await store.run(store.store.latest_snapshot, ts.name) if store else None
     diverged = await ts.ledger.divergence()
     nodes = [
-        NodeStatus(node.name, error=str(state), kind=_error_kind(state))
+        NodeStatus(node.name, error=str(state), kind=_error_kind(state), unit=node.unit)
         if isinstance(state, BaseException)
-        else NodeStatus(node.name, state)
+        else NodeStatus(node.name, state, unit=node.unit)
         for node, state in zip(ts.nodes, states, strict=True)
     ]
     return TargetStatus(

@@ -47,10 +47,11 @@ __all__ = ["TARGET_COMMANDS", "run_target_command"]
 
 def _print_status(console: Console, data: dict[str, Any]) -> None:
     rows = [
-        (node["node"], node.get("kind", "unreachable"), node["error"], "", "")
+        (node["node"], node.get("unit", ""), node.get("kind", "unreachable"), node["error"], "", "")
         if "error" in node
         else (
             node["node"],
+            node.get("unit", ""),
             f"{node['active']}/{node['sub']}",
             str(node["invocation"]),
             str(node["n_restarts"]),
@@ -58,8 +59,8 @@ def _print_status(console: Console, data: dict[str, Any]) -> None:
         )
         for node in data["nodes"]
     ]
-    title = f"{data['target']}: {data['unit']} (/health {data['health']})"
-    print_table(console, title, ("node", "state", "invocation", "NRestarts", "result"), rows)
+    title = f"{data['target']}: node 0 {data['unit']} (/health {data['health']})"
+    print_table(console, title, ("node", "unit", "state", "invocation", "NRestarts", "result"), rows)
     flags = " ".join(
         f"{f['flag']} {' '.join(f['value']) if isinstance(f['value'], list) else f['value'] or ''}".strip()
         for f in data["flags"]

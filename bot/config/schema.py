@@ -31,6 +31,7 @@ from bot.config.change_rules import (
     ChangeRules,
     ProtectedMode,
 )
+from bot.config.unit_names import check_service_name, is_template, template_instance
 from bot.config.verdicts import Verdicts
 from bot.redaction import DEFAULT_SECRET_FLAGS, DEFAULT_SECRET_NAMES, install_log_redaction
 from bot.redaction import configure as configure_redaction
@@ -69,6 +70,15 @@ class Node(Strict):
     host: str
     port: int = Field(22, ge=1, le=65535)
     user: str = "flagbot"
+    unit: str | None = None
+    """This node's own service when it differs from the target's `unit` (a head/worker pair such
+    as `sglang-head.service` and `sglang-worker.service`, or one instance of a template such as
+    `sglang@1.service`); None: the target's. Every command for this node uses it."""
+
+    @field_validator("unit")
+    @classmethod
+    def _node_unit(cls, value: str | None) -> str | None:
+        return None if value is None else check_service_name(value)
 
 
 class JumpHost(Strict):
@@ -301,7 +311,10 @@ class FreezeWindow(Strict):
 class Target(Strict):
     """One SGLang deployment: a systemd unit on one or more nodes."""
 
-    unit: str = Field(pattern=r"^[A-Za-z0-9:_.@-]+\.service$")
+    unit: str
+    """The service on every node that names none of its own. A template (`sglang@.service`)
+    means one instance per node, the node's index as the instance: `sglang@0.service` on
+    node 0, `sglang@1.service` on node 1 (`unit_of`)."""
     nodes: list[Node] = Field(min_length=1)
     base_url: str | None = Field(None, description="node 0's HTTP base, e.g. http://10.0.0.1:30000")
     sglang_version: str | None = None
@@ -320,6 +333,19 @@ class Target(Strict):
     http_via: Literal["auto", "direct", "ssh"] = "auto"
     """How the bot host reaches node 0's HTTP port (`bot.target.http_route`): `auto` probes
     directly, then node 0's loopback through an SSH forward; `direct`/`ssh` force one way."""
+
+    @field_validator("unit")
+    @classmethod
+    def _target_unit(cls, value: str) -> str:
+        return check_service_name(value, template_ok=True)
+
+    def unit_of(self, index: int) -> str:
+        """The service node `index` runs: its own `unit`, else the target's (a template's
+        instance `index`). Every command, drop-in path and sudoers line for a node uses this."""
+        own = self.nodes[index].unit
+        if own is not None:
+            return own
+        return template_instance(self.unit, str(index)) if is_template(self.unit) else self.unit
 
     def http_base(self) -> str:
         """Node 0 serves HTTP; the default port is SGLang's 30000."""

@@ -83,6 +83,13 @@ def flag_note(flags: FlagList, invocation: Invocation) -> list[str]:
     return [*shown, *invocation.notes]
 
 
+def _own_unit(node: dict[str, object], node0_unit: str) -> str:
+    """` (sglang-worker.service)` after a node whose unit is not node 0's (the one in the
+    heading): a head/worker or templated layout shows every node's service, one layout stays short."""
+    unit = node.get("unit") or node0_unit
+    return "" if unit == node0_unit else f" ({unit})"
+
+
 def threaded(invocation: Invocation) -> bool:
     """Does the command open an investigation thread (a status card, the work after the ack)?"""
     return runs_playbook(invocation) or invocation.name in THREAD_COMMANDS
@@ -287,7 +294,10 @@ async def answer(
         data = status.to_json()
         text = (
             f"*{target}* `{data['unit']}`: /health {data['health']}; "
-            + "; ".join(f"{n['node']} {n.get('active', n.get('error'))}" for n in data["nodes"])
+            + "; ".join(
+                f"{n['node']}{_own_unit(n, data['unit'])} {n.get('active', n.get('error'))}"
+                for n in data["nodes"]
+            )
             + ("\n:warning: diverged: " + str(data["diverged"]) if data["diverged"] else "")
             + (f"\n:snowflake: {data['freeze']['text']}" if data.get("freeze") else "")
             + "".join(f"\n:hourglass: queued: {waiter['text']}" for waiter in data["waiting"])

@@ -239,7 +239,7 @@ def target_key(target: Target) -> str:
     """What a remembered version belongs to: the unit on node 0 (another host or unit is another
     SGLang, so a changed config never reuses the old answer)."""
     node = target.nodes[0]
-    return f"{target.unit}@{node.user}@{node.host}:{node.port}"
+    return f"{target.unit_of(0)}@{node.user}@{node.host}:{node.port}"
 
 
 def _target_path(cache_dir: Path | None, name: str) -> Path | None:

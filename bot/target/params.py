@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Final
 
-UNIT_NAME: Final = re.compile(r"^[A-Za-z0-9:_.@-]+\.service$")
-"""The same pattern as `Target.unit` in the config schema: no spaces, no glob characters."""
+from bot.config.unit_names import UnitNameError, check_service_name
+
 SYSTEM_UNIT_DIR: Final = PurePosixPath("/etc/systemd/system")
 DROPIN_NAME: Final = "50-flagbot.conf"
 """flagbot's own drop-in; `50-` sorts after vendor drop-ins that set defaults."""
@@ -49,9 +49,11 @@ def dropin_backup_path(unit: str) -> PurePosixPath:
 
 
 def unit_name(value: object) -> str:
-    if not isinstance(value, str) or not UNIT_NAME.match(value):
-        raise ParamError(f"unit: {value!r} is not a systemd service name like sglang-qwen.service")
-    return value
+    """The config's rule (`bot.config.unit_names`), a template refused: no command runs one."""
+    try:
+        return check_service_name(value)
+    except UnitNameError as exc:
+        raise ParamError(f"unit: {exc}") from None
 
 
 def _names(pattern: str, what: str) -> Callable[[object], str]:

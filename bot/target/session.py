@@ -55,7 +55,8 @@ class TargetSession:
 
     @property
     def unit(self) -> str:
-        return self.target.unit
+        """Node 0's service; each node's own is `NodeSession.unit` (`Target.unit_of`)."""
+        return self.nodes[0].unit
 
     @property
     def node0(self) -> NodeSession:
@@ -66,15 +67,19 @@ class TargetSession:
     def build(
         cls, name: str, target: Target, *, store: AsyncStore | None = None, audit: Auditor | None = None
     ) -> TargetSession:
-        """Sessions for every node (none connected yet); the jump host, if any, is shared."""
+        """Sessions for every node (none connected yet); the jump host, if any, is shared.
+
+        Each node's session carries that node's service (`Target.unit_of`: a head and a worker
+        may run different units, a template one instance per node), so every command, drop-in
+        path and journal read for the node names its own unit."""
         ssh = target.ssh
         jump = (
-            NodeSession.from_config(ssh.jump_host, ssh, unit=target.unit, index=-1, audit=audit)
+            NodeSession.from_config(ssh.jump_host, ssh, unit=target.unit_of(0), index=-1, audit=audit)
             if ssh.jump_host is not None
             else None
         )
         nodes = [
-            NodeSession.from_config(node, ssh, unit=target.unit, index=k, tunnel=jump, audit=audit)
+            NodeSession.from_config(node, ssh, unit=target.unit_of(k), index=k, tunnel=jump, audit=audit)
             for k, node in enumerate(target.nodes)
         ]
         return cls(name=name, target=target, nodes=nodes, store=store, jump=jump)

@@ -12,8 +12,10 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from bot.config.schema import Target
 from bot.target.privileged import COMMANDS, PROGRAMS, USER_NAME, ParamError, render, unit_name
 
 _SUDOERS_SPECIAL = re.compile(r"([\\,:=])")
@@ -26,12 +28,15 @@ def _sudoers_word(text: str) -> str:
     return _SUDOERS_SPECIAL.sub(r"\\\1", text)
 
 
-def sudoers_text(user: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS) -> str:
+def sudoers_text(
+    user: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS, for_nodes: str | None = None
+) -> str:
     """The sudoers file that lets `user` run exactly the privileged commands for `unit`.
 
     One line per command, absolute paths, every argument spelled out: sudo then refuses any
     other argument list, path or unit. Install it as `/etc/sudoers.d/flagbot` (mode 0440) after
-    checking it with `validate_sudoers`.
+    checking it with `validate_sudoers`. `for_nodes` (e.g. `node 1 (ops@10.0.0.2:22) of gb200`)
+    adds a comment saying where it belongs: with a unit per node, each node's file differs.
     """
     if not USER_NAME.match(user):
         raise ParamError(f"user: {user!r} is not a login name")
@@ -40,6 +45,8 @@ def sudoers_text(user: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS
         f"# flagbot: what {user} may run as root for {unit}. Generated from bot/target/privileged.py;",
         "# one exact command per line (no wildcards). Regenerate instead of editing.",
     ]
+    if for_nodes is not None:
+        lines.append(f"# install on {for_nodes} only, as /etc/sudoers.d/flagbot")
     for command in COMMANDS.values():
         if command.privileged:
             params = {"unit": unit} if "unit" in command.required else {}
@@ -49,6 +56,39 @@ def sudoers_text(user: str, unit: str, *, programs: Mapping[str, str] = PROGRAMS
             words = " ".join(_sudoers_word(word) for word in argv)
             lines.append(f"{user} ALL=(root) NOPASSWD: {words}")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class NodeSudoers:
+    """The sudoers file of the nodes of a target that share one login and one unit."""
+
+    nodes: tuple[int, ...]
+    hosts: tuple[str, ...]
+    user: str
+    unit: str
+    text: str
+
+
+def target_sudoers(
+    name: str, target: Target, *, user: str | None = None, node: int | None = None
+) -> list[NodeSudoers]:
+    """One sudoers file per (login, unit) pair of `target`'s nodes, node order, each saying which
+    nodes it is for. A head and a worker with different units get different files: the head's
+    grants nothing for the worker's unit. `user` overrides every node's login; `node` keeps the
+    file of that node only."""
+    if node is not None and not 0 <= node < len(target.nodes):
+        raise ParamError(f"node: {name} has nodes 0 to {len(target.nodes) - 1}, not {node}")
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, host in enumerate(target.nodes):
+        if node is None or index == node:
+            groups.setdefault((user or host.user, target.unit_of(index)), []).append(index)
+    files = []
+    for (login, unit), indexes in groups.items():
+        hosts = tuple(f"{login}@{target.nodes[k].host}:{target.nodes[k].port}" for k in indexes)
+        which = ", ".join(f"node {k} ({where})" for k, where in zip(indexes, hosts, strict=True))
+        text = sudoers_text(login, unit, for_nodes=f"{which} of {name}")
+        files.append(NodeSudoers(tuple(indexes), hosts, login, unit, text))
+    return files
 
 
 def needed_commands(unit: str, *, programs: Mapping[str, str] = PROGRAMS) -> list[str]:

@@ -69,35 +69,34 @@ def test_the_sudoers_command_prints_the_generated_file(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stderr
 
 
+def _run(cwd: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    """`flagbot WORDS` in `cwd`, its output as text (the caller asserts on the exit status)."""
+    return subprocess.run(
+        [str(FLAGBOT), *words], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_sudoers_for_a_target_of_the_config_uses_its_login_and_unit(tmp_path: Path) -> None:
-    (config,) = re.findall(r"```toml\n(.*?)```", OPERATIONS, re.DOTALL)
+    config = re.findall(r"```toml\n(.*?)```", OPERATIONS, re.DOTALL)[0]  # section 4's; 4a's are layouts
     (tmp_path / "flagbot.toml").write_text(config)
-    words = _flagbot_words("flagbot sudoers target=")
-    run = subprocess.run(
-        [str(FLAGBOT), "--config", str(tmp_path / "flagbot.toml"), *words],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    printed = {}
+    for prefix in ("flagbot sudoers target=sglang-qwen >", "flagbot sudoers target=sglang-qwen node="):
+        run = _run(tmp_path, "--config", str(tmp_path / "flagbot.toml"), *_flagbot_words(prefix))
+        assert run.returncode == 0, run.stderr
+        printed[prefix] = run.stdout
+    both = "node 0 (flagbot@10.0.0.11:22), node 1 (flagbot@10.0.0.12:22) of sglang-qwen"
+    assert printed["flagbot sudoers target=sglang-qwen >"] == sudoers_text(
+        "flagbot", "sglang-qwen.service", for_nodes=both
     )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout == sudoers_text("flagbot", "sglang-qwen.service")
-    bad = subprocess.run(
-        [str(FLAGBOT), "sudoers", "--user", "x;reboot", "--unit", "sglang-qwen.service"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    assert printed["flagbot sudoers target=sglang-qwen node="] == sudoers_text(
+        "flagbot", "sglang-qwen.service", for_nodes="node 1 (flagbot@10.0.0.12:22) of sglang-qwen"
     )
+    bad = _run(tmp_path, "sudoers", "--user", "x;reboot", "--unit", "sglang-qwen.service")
     assert bad.returncode == 2 and bad.stdout == "" and "not a login name" in bad.stderr
 
 
 def test_the_config_shown_passes_config_check(tmp_path: Path) -> None:
-    (config,) = re.findall(r"```toml\n(.*?)```", OPERATIONS, re.DOTALL)
+    config = re.findall(r"```toml\n(.*?)```", OPERATIONS, re.DOTALL)[0]  # section 4's; 4a's are layouts
     (tmp_path / "flagbot.toml").write_text(config)
     checked = subprocess.run(
         [str(FLAGBOT), "--config", str(tmp_path / "flagbot.toml"), "config", "check"],

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from bot.config import ConfigError, load_settings
-from flagbot_lab.testbed.layout import OPS_USER, UNIT, Layout, TestbedError
+from flagbot_lab.testbed.layout import OPS_USER, TEMPLATE_UNIT, Layout, TestbedError, node_unit
 
 SGLANG_VERSION = "0.5.10"
 
@@ -17,9 +17,19 @@ def _q(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def twin_config_text(layout: Layout, *, key_path: Path, known_hosts: Path, scenario: str) -> str:
+def twin_config_text(
+    layout: Layout, *, key_path: Path, known_hosts: Path, scenario: str, unit_layout: str = "one-name"
+) -> str:
+    """The config; `unit_layout` as an operator writes it: the target's `unit` (the template
+    itself for `template`), a node's own `unit` where it differs (the worker)."""
+    target_unit = TEMPLATE_UNIT if unit_layout == "template" else node_unit(unit_layout, 0)
+
+    def own(k: int) -> str:
+        unit = node_unit(unit_layout, k)
+        return "" if unit_layout == "template" or unit == target_unit else f", unit = {_q(unit)}"
+
     nodes = ",\n".join(
-        f"  {{ host = {_q(layout.address(k))}, port = 22, user = {_q(OPS_USER)} }}"
+        f"  {{ host = {_q(layout.address(k))}, port = 22, user = {_q(OPS_USER)}{own(k)} }}"
         for k in range(layout.nodes)
     )
     return f"""\
@@ -28,7 +38,7 @@ def twin_config_text(layout: Layout, *, key_path: Path, known_hosts: Path, scena
 default_target = "twin"
 
 [targets.twin]
-unit = {_q(UNIT)}
+unit = {_q(target_unit)}
 base_url = {_q(layout.base_url)}
 sglang_version = {_q(SGLANG_VERSION)}
 nodes = [

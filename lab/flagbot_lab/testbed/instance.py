@@ -28,7 +28,15 @@ from bot.target.sudoers import missing_programs, validate_sudoers
 from flagbot_lab.testbed import cgroups, cleanup, network, node, probe, rootexec
 from flagbot_lab.testbed.config import twin_config_text, write_twin_config
 from flagbot_lab.testbed.keys import ensure_client_key, write_known_hosts
-from flagbot_lab.testbed.layout import DEFAULT_BASE_DIR, DEFAULT_INSTANCE, HTTP_PORT, Layout, TestbedError
+from flagbot_lab.testbed.layout import (
+    DEFAULT_BASE_DIR,
+    DEFAULT_INSTANCE,
+    HTTP_PORT,
+    Layout,
+    TestbedError,
+    check_unit_layout,
+    node_unit,
+)
 from flagbot_lab.testbed.system import pid_alive, unavailable_reason
 
 
@@ -89,9 +97,13 @@ class Testbed:
         config_path: Path | None = None,
         installer: node.TwinInstaller | None = None,
         boot_timeout: float = 30.0,
+        unit_layout: str = "one-name",
     ) -> None:
         self.layout = Layout(instance, Path(base_dir).absolute(), nodes)
         self.scenario = scenario
+        self.unit_layout = check_unit_layout(unit_layout)
+        """How the nodes name their service (`layout.UNIT_LAYOUTS`): the twin's unit is
+        installed under those names, the sudoers file and twin.toml follow them."""
         self.config_path = (config_path or self.layout.instance_dir / "twin.toml").absolute()
         self._installer = installer
         self.boot_timeout = boot_timeout
@@ -113,6 +125,7 @@ class Testbed:
             nodes,
             str(state.get("scenario") or "seed-gb10"),
             config_path=Path(config) if config else None,
+            unit_layout=str(state.get("unit_layout") or "one-name"),
         )
 
     # --- convenience -------------------------------------------------------------------------
@@ -128,6 +141,10 @@ class Testbed:
     @property
     def base_url(self) -> str:
         return self.layout.base_url
+
+    def unit(self, k: int) -> str:
+        """The service node k runs (its unit layout's name for it)."""
+        return node_unit(self.unit_layout, k)
 
     @property
     def known_hosts(self) -> Path:
@@ -231,8 +248,9 @@ class Testbed:
         layout = self.layout
         network.require_free(layout)
         installer = self._installer or load_twin_installer()
-        sudoers = node.node_sudoers()
-        validate_sudoers(sudoers)
+        sudoers = [node.node_sudoers(self.unit(k)) for k in range(layout.nodes)]
+        for text in set(sudoers):
+            validate_sudoers(text)
         missing = missing_programs()
         if missing:
             raise TestbedError(f"programs named in the sudoers file are missing: {', '.join(missing)}")
@@ -242,6 +260,7 @@ class Testbed:
             "instance": self.instance,
             "state": "booting",
             "scenario": self.scenario,
+            "unit_layout": self.unit_layout,
             "nodes": [],
             "base_url": layout.base_url,
             "known_hosts": str(layout.known_hosts),
@@ -258,9 +277,10 @@ class Testbed:
                     layout,
                     k,
                     client_pub=client_pub,
-                    sudoers=sudoers,
+                    sudoers=sudoers[k],
                     installer=installer,
                     scenario=self.scenario,
+                    unit_layout=self.unit_layout,
                 )
             )
             root_stat = os.stat(layout.root(k))
@@ -278,7 +298,11 @@ class Testbed:
             self._write_state(state)
         write_known_hosts(layout.known_hosts, list(zip(self.addresses, host_keys, strict=True)))
         text = twin_config_text(
-            layout, key_path=layout.client_key, known_hosts=layout.known_hosts, scenario=self.scenario
+            layout,
+            key_path=layout.client_key,
+            known_hosts=layout.known_hosts,
+            scenario=self.scenario,
+            unit_layout=self.unit_layout,
         )
         write_twin_config(self.config_path, text)
         self.times.prepared = time.monotonic() - start
@@ -375,8 +399,10 @@ class Testbed:
         return list(
             await asyncio.gather(
                 *(
-                    probe.unit_state(address, key=self.client_key, known_hosts=self.known_hosts)
-                    for address in self.addresses
+                    probe.unit_state(
+                        address, key=self.client_key, known_hosts=self.known_hosts, unit=self.unit(k)
+                    )
+                    for k, address in enumerate(self.addresses)
                 )
             )
         )

@@ -21,6 +21,13 @@ TEST_INSTANCE: Final = 201
 BENCH_INSTANCE: Final = 202
 MAX_NODES: Final = 16
 UNIT: Final = "sglang-qwen.service"
+UNIT_LAYOUTS: Final = ("one-name", "head-worker", "template")
+"""How the nodes name their service (docs/operations.md, unit layouts): `one-name` runs `UNIT`
+everywhere; `head-worker` runs `HEAD_UNIT` on node 0 and `WORKER_UNIT` on the others;
+`template` installs one `TEMPLATE_UNIT` file (`--node-rank %i`) and node k runs instance k."""
+HEAD_UNIT: Final = "sglang-head.service"
+WORKER_UNIT: Final = "sglang-worker.service"
+TEMPLATE_UNIT: Final = "sglang@.service"
 OPS_USER: Final = "ops"
 HTTP_PORT: Final = 30000
 DIST_INIT_PORT: Final = 50000
@@ -38,6 +45,26 @@ STATE_DIR: Final = Path("state")
 DEFAULT_BASE_DIR: Final = STATE_DIR / "testbed"
 
 _NAME = re.compile(r"^fb(?:br|v)?(\d+)(?:n(\d+))?$")
+
+
+def check_unit_layout(unit_layout: str) -> str:
+    if unit_layout not in UNIT_LAYOUTS:
+        raise TestbedError(f"unit layout {unit_layout!r}: use one of {', '.join(UNIT_LAYOUTS)}")
+    return unit_layout
+
+
+def node_unit(unit_layout: str, k: int) -> str:
+    """The service node k runs in `unit_layout` (what flagbot's config names for it)."""
+    if unit_layout == "head-worker":
+        return HEAD_UNIT if k == 0 else WORKER_UNIT
+    if unit_layout == "template":
+        return TEMPLATE_UNIT.replace("@.", f"@{k}.")
+    return UNIT
+
+
+def unit_file(unit_layout: str, k: int) -> str:
+    """The unit file node k holds in /etc/systemd/system: the template itself for `template`."""
+    return TEMPLATE_UNIT if unit_layout == "template" else node_unit(unit_layout, k)
 
 
 class TestbedError(Exception):

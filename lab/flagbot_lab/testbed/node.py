@@ -11,6 +11,7 @@ services that make no sense on a node masked, a fresh host key, and the deploy u
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -20,7 +21,7 @@ from bot.target.privileged import dropin_dir
 from bot.target.sudoers import sudoers_text
 from flagbot_lab.testbed import cgroups
 from flagbot_lab.testbed.keys import new_host_key
-from flagbot_lab.testbed.layout import HTTP_PORT, OPS_USER, UNIT, Layout, TestbedError
+from flagbot_lab.testbed.layout import HTTP_PORT, OPS_USER, UNIT, Layout, TestbedError, node_unit, unit_file
 from flagbot_lab.testbed.system import replace_file, replace_symlink, run, tool
 
 MASKED_UNITS = (
@@ -102,8 +103,13 @@ def prepare(
     sudoers: str,
     installer: TwinInstaller,
     scenario: str,
+    unit_layout: str = "one-name",
 ) -> str:
-    """Mount and fill node k's tree; return its new host public key (`ssh-ed25519 AAAA...`)."""
+    """Mount and fill node k's tree; return its new host public key (`ssh-ed25519 AAAA...`).
+
+    The twin's unit goes in under the name `unit_layout` gives node k; for `template` the file
+    is `sglang@.service` with `--node-rank %i` (systemd puts the instance there), enabled as
+    instance k, as a real templated deployment does."""
     mount_root(layout, k)
     root = layout.root(k)
     etc = root / "etc"
@@ -130,15 +136,27 @@ def prepare(
     )
     if "Restart=on-failure" not in unit or "WantedBy=multi-user.target" not in unit:
         raise TestbedError("the twin's unit must have Restart=on-failure and WantedBy=multi-user.target")
-    replace_file(etc / "systemd/system" / UNIT, unit)
-    replace_symlink(etc / "systemd/system/multi-user.target.wants" / UNIT, f"/etc/systemd/system/{UNIT}")
-    (root / str(dropin_dir(UNIT)).lstrip("/")).mkdir(parents=True, exist_ok=True)
+    runs, file = node_unit(unit_layout, k), unit_file(unit_layout, k)
+    replace_file(etc / "systemd/system" / file, unit_for_layout(unit, unit_layout, k))
+    replace_symlink(etc / "systemd/system/multi-user.target.wants" / runs, f"/etc/systemd/system/{file}")
+    (root / str(dropin_dir(runs)).lstrip("/")).mkdir(parents=True, exist_ok=True)
     return host_key
 
 
-def node_sudoers() -> str:
-    """The node's sudo rules: exactly the privileged table for the twin's unit."""
-    return sudoers_text(OPS_USER, UNIT)
+def unit_for_layout(text: str, unit_layout: str, k: int) -> str:
+    """Node k's unit text as `unit_layout` installs it: as written, or for `template` with
+    `--node-rank %i` in place of k (one file serves every instance; systemd fills in `%i`)."""
+    if unit_file(unit_layout, k) == node_unit(unit_layout, k):
+        return text
+    templated, found = re.subn(rf"--node-rank {k}(?= |$)", "--node-rank %i", text, flags=re.MULTILINE)
+    if found != 1:
+        raise TestbedError("the twin's unit must pass --node-rank once to make a template of it")
+    return templated
+
+
+def node_sudoers(unit: str = UNIT) -> str:
+    """The node's sudo rules: exactly the privileged table for the unit the node runs."""
+    return sudoers_text(OPS_USER, unit)
 
 
 def start(layout: Layout, k: int) -> subprocess.Popen[bytes]:

@@ -86,11 +86,14 @@ class UnitState:
     error: str | None = None
 
 
-async def unit_state(address: str, *, key: Path, known_hosts: Path, timeout: float = 5.0) -> UnitState:
-    """`systemctl show` of the twin's unit, run as `ops` over SSH with host-key checking."""
+async def unit_state(
+    address: str, *, key: Path, known_hosts: Path, timeout: float = 5.0, unit: str = UNIT
+) -> UnitState:
+    """`systemctl show` of the twin's unit (`unit`: the node's, by the unit layout), run as
+    `ops` over SSH with host-key checking."""
     import asyncssh
 
-    command = render("show", unit=UNIT, properties=["ActiveState", "SubState", "NRestarts"]).shell
+    command = render("show", unit=unit, properties=["ActiveState", "SubState", "NRestarts"]).shell
     try:
         async with asyncio.timeout(timeout):
             async with asyncssh.connect(

@@ -200,7 +200,7 @@ async def test_a_missing_sudoers_line_is_named(lab: Lab) -> None:
     checks = await connect_checks(lab.settings())
     assert fails(checks) == [
         f"fail: lab 127.0.0.1:{lab.node.port} sudoers: 1 sudoers line(s) missing: "
-        f"/usr/bin/systemctl stop {UNIT}; install `flagbot sudoers target=lab` as /etc/sudoers.d/flagbot"
+        f"/usr/bin/systemctl stop {UNIT}; install `flagbot sudoers target=lab node=0` on it as /etc/sudoers.d/flagbot"
     ]
 
 

@@ -61,13 +61,14 @@ def test_the_status_table_reads_at_80_columns_with_an_unreachable_node() -> None
         "nodes": [
             {
                 "node": "gpu-a-0",
+                "unit": "sglang-head.service",
                 "active": "active",
                 "sub": "running",
                 "invocation": "4f2c9a1e7b6d4e0a9c3b",
                 "n_restarts": 3,
                 "result": "success",
             },
-            {"node": "gpu-a-1", "kind": "unreachable", "error": error},
+            {"node": "gpu-a-1", "unit": "sglang-worker.service", "kind": "unreachable", "error": error},
         ],
         "flags": [{"flag": "--tp-size", "value": "8"}],
         "latest_snapshot": None,
@@ -76,7 +77,9 @@ def test_the_status_table_reads_at_80_columns_with_an_unreachable_node() -> None
     }
     out = console()
     _print_status(out, data)
-    assert_readable(lines_of(out), TERMINAL, [error])
+    shown = lines_of(out)
+    assert_readable(shown, TERMINAL, [error])
+    assert "unit: sglang-worker.service" in " ".join(shown)  # each node's own unit
     references = {"${NODE_RANK}": "0", "${SGLANG_API_KEY}": "********"}
     out = console()
     _print_status(
