@@ -61,6 +61,6 @@ def test_a_directory_is_not_a_tokenizer_file(tmp_path: Path) -> None:
 
 def test_a_level_with_a_bad_tokenizer_fails_before_any_load(tmp_path: Path) -> None:
     spec = LoadSpec(base_url="http://127.0.0.1:9", model="m", tokenizer=str(tmp_path / "missing.json"))
-    with LoadWorkers() as workers, pytest.raises(LoadError, match="missing.json: cannot read it"):
+    with LoadWorkers() as workers, pytest.raises(LoadError, match=r"missing\.json: cannot read it"):
         workers.run(spec)
     assert workers.pids == []  # no worker was started
