@@ -277,7 +277,9 @@ def main() -> None:
                     worst[name] = max(worst[name], abs(error))
                     cells.append(f"{measured[metric]:10.2f} ({truth[metric]:8.2f}) {error:+6.1%}")
                 print(f"{concurrency:5d} {name:20} " + " ".join(f"{c:>24}" for c in cells), flush=True)
-                seen = ", ".join(f"{key} {measured[key]}" for key in SEEN if measured.get(key) is not None)
+                seen = ", ".join(
+                    f"{key} {measured[key]:.2f}" for key in SEEN if measured.get(key) is not None
+                )
                 print(f"{'':5} {'':20} also: {seen}", flush=True)
         print("cells: tool's figure (truth) error; worst absolute error over all levels and metrics:")
         for name, error in worst.items():
