@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,6 @@ __all__ = [
     "STATS",
     "RequestRecord",
     "group_error",
-    "peak_concurrency",
     "peak_concurrency_per_s",
     "summarize",
 ]
@@ -136,16 +135,6 @@ def _stats(
     if with_max:
         out[f"max_{name}_ms"] = float(ms.max())
     return out
-
-
-def peak_concurrency(intervals: Iterable[tuple[float, float]]) -> int:
-    """The most requests in flight at one instant (an end at the same instant as a start frees first)."""
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    peak = running = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def _peak_output_per_s(records: Sequence[RequestRecord], start: float) -> float:
