@@ -19,7 +19,15 @@ the gaps between consecutive tokens; output tok/s all tokens over first arrival 
 A client necessarily adds its own way in and out (TCP, HTTP parsing) to TTFT and E2E: that is
 part of its error here, as in bench-peers.md §2.4. Prints figures; not a test.
 
-    .venv/bin/python bench/loadgen_fidelity.py [--levels 1,4,16,64] [--peers-dir state/bench-peers]
+`--speculative` starts the twin with speculative decoding (`--speculative-algorithm NGRAM
+--speculative-num-steps 3`: accept length 2.65, so a chunk carries 2 or 3 tokens after the
+first). The truth's ITL stays per token (the twin's own token times); each tool's ITL is per
+token as it counts them (flagbot: the running usage; bench_serving: the chunk's text
+retokenized, because the twin reports `avg_spec_accept_length`). A second line per tool
+shows what the tool saw besides: the accept length it read, its peak output tok/s (one-second
+buckets) and, for flagbot, the per-chunk median ITL.
+
+    .venv/bin/python bench/loadgen_fidelity.py [--levels 1,4,16,64] [--peers-dir state/bench-peers] [--speculative]
 """
 
 from __future__ import annotations
@@ -67,6 +75,8 @@ INPUT_LEN = 256
 OUTPUT_LEN = 100
 TTFT_S = 0.1
 """The twin's prefill time for one prompt when nothing else is prefilling (queues add to it)."""
+SPECULATIVE = ("--speculative-algorithm", "NGRAM", "--speculative-num-steps", "3")
+"""NGRAM needs no draft model; the twin's accept length for 3 steps is 2.65."""
 
 
 def scenario() -> dict[str, Any]:
@@ -174,6 +184,8 @@ def truth_figures(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "median_itl_ms", "mean_e2e_latency_ms", "output_throughput")
+SEEN = ("accept_length", "max_output_tokens_per_s", "median_chunk_itl_ms")
+"""What a tool reports besides, printed without a truth to compare with."""
 
 
 # --- the two clients -----------------------------------------------------------------------------
@@ -225,6 +237,9 @@ def main() -> None:
     )
     parser.add_argument("--peers-dir", type=Path, default=ROOT / "state" / "bench-peers")
     parser.add_argument("--no-peer", action="store_true", help="flagbot only (no venv, no download)")
+    parser.add_argument(
+        "--speculative", action="store_true", help="the twin with speculative decoding (multi-token chunks)"
+    )
     args = parser.parse_args()
     tools: dict[str, Callable[[Twin, int, int], dict[str, Any]]] = {"flagbot": flagbot}
     cpus = sorted(os.sched_getaffinity(0))
@@ -239,13 +254,15 @@ def main() -> None:
     factory = TwinFactory(tmp / "node" / NODE_SITE, tmp)
     worst: dict[str, float] = dict.fromkeys(tools, 0.0)
     try:
-        twin = factory.start(scenario=scenario(), env={"SGLANG_TWIN_TRUTH_TRACE": "1"})
+        flags = SPECULATIVE if args.speculative else ()
+        twin = factory.start(*flags, scenario=scenario(), env={"SGLANG_TWIN_TRUTH_TRACE": "1"})
         if client_cpu is not None:
             os.sched_setaffinity(twin.proc.pid, {cpus[0]})
             os.sched_setaffinity(0, {client_cpu})
         twin.wait_ready()
         print(
             f"twin: {RATE:g} tok/s a stream, {INPUT_LEN} in / {OUTPUT_LEN} out, TTFT {TTFT_S * 1000:.0f} ms alone"
+            + (f", speculative: {' '.join(SPECULATIVE)}" if args.speculative else "")
         )
         print(f"{'level':>5} {'tool':20} " + " ".join(f"{m:>24}" for m in METRICS))
         for concurrency in (int(x) for x in args.levels.split(",")):
@@ -260,6 +277,10 @@ def main() -> None:
                     worst[name] = max(worst[name], abs(error))
                     cells.append(f"{measured[metric]:10.2f} ({truth[metric]:8.2f}) {error:+6.1%}")
                 print(f"{concurrency:5d} {name:20} " + " ".join(f"{c:>24}" for c in cells), flush=True)
+                seen = ", ".join(
+                    f"{key} {measured[key]:.2f}" for key in SEEN if measured.get(key) is not None
+                )
+                print(f"{'':5} {'':20} also: {seen}", flush=True)
         print("cells: tool's figure (truth) error; worst absolute error over all levels and metrics:")
         for name, error in worst.items():
             print(f"  {name}: {error:.1%}")

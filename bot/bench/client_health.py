@@ -20,7 +20,8 @@ The rule (docs/bench.md): a level is **client-bound** when any of
 
 1. `busy >= 0.85` or `cpu_util >= 0.85`: the loop is nearly always occupied, reads queue up;
 2. loop-lag p90 above `max(5 ms, 25 % of the measured median ITL)`: one timestamp in ten is off
-   by a quarter of the quantity being measured;
+   by a quarter of the quantity being measured (the load generator passes the per-chunk median:
+   the gap between the events the loop reads, longer than the per-token one under speculation);
 3. open loop without a cap: dispatch-delay p90 above `max(10 ms, 25 % of the mean arrival gap)`:
    the arrivals are no longer the Poisson process asked for.
 

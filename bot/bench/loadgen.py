@@ -43,6 +43,7 @@ import httpx
 
 from bot.bench.client_health import ClientHealth, WorkerStats, judge
 from bot.bench.metrics import RequestRecord, summarize
+from bot.bench.tokenizer import TokenizerError, load_token_counter
 from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
 from bot.http import get as http_get
 
@@ -52,6 +53,7 @@ __all__ = [
     "LoadSpec",
     "LoadWorkers",
     "discover_model",
+    "read_accept_length",
     "run_load",
     "run_load_async",
 ]
@@ -100,6 +102,9 @@ class LoadSpec:
     prompt_salt: int = 0
     """Sets the prompts apart from another plan's with the same seed (`run_plan` gives each
     measurement set its own), so a server's prefix cache never answers a prompt it has seen."""
+    tokenizer: str | None = None
+    """A tokenizer file on the bot host (`[targets.NAME.bench] tokenizer`): counts each chunk's
+    tokens when the server sends no running usage (`bot.bench.tokenizer`)."""
 
     def check(self) -> None:
         if self.num_requests is None and self.duration_s is None:
@@ -158,6 +163,30 @@ def discover_model(base_url: str, *, api_key: str | None = None, timeout: float 
         ) from None
 
 
+def read_accept_length(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> float | None:
+    """The server's mean speculative accept length after a level, as bench_serving reads it:
+    `/server_info` `internal_states[0].avg_spec_accept_length` (the decode side's under PD
+    disaggregation). SGLang (0.5.9, 0.5.10: `Scheduler.get_internal_state`) sets it only with
+    speculative decoding on and after a decode step; None then, or when it cannot be read (the
+    level's figures do not depend on it)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = http_get(f"{base_url.rstrip('/')}/server_info", headers=headers, timeout=timeout)
+        response.raise_for_status()
+        info = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if isinstance(info, dict) and isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    states = info.get("internal_states") if isinstance(info, dict) else None
+    if not isinstance(states, list) or not states or not isinstance(states[0], dict):
+        return None
+    value = states[0].get("avg_spec_accept_length")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return None
+    return float(value)
+
+
 def _shares(total: int | None, parts: int) -> list[int | None]:
     if total is None:
         return [None] * parts
@@ -195,6 +224,7 @@ def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
                 extra_cost_us=spec.extra_cost_us,
                 headers=headers,
                 prompt_salt=spec.prompt_salt,
+                tokenizer=spec.tokenizer,
             )
         )
     return out
@@ -229,6 +259,11 @@ class LoadWorkers:
     def run(self, spec: LoadSpec) -> LevelResult:
         """Run one level and return its result. Blocks; from async code use `run_async`."""
         spec.check()
+        if spec.tokenizer is not None:
+            try:  # here, so a bad file fails the level before any load, with the file's problem
+                load_token_counter(spec.tokenizer)
+            except TokenizerError as exc:
+                raise LoadError(str(exc)) from None
         model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
         spec = replace(spec, model=model)
         with self._lock:
@@ -261,7 +296,9 @@ class LoadWorkers:
                 closed = self._closed
             if closed:
                 self._discard(graceful=False)
-        return _merge(spec, results[0].t0 if start is None else start, results, ready)
+        level = _merge(spec, results[0].t0 if start is None else start, results, ready)
+        level.metrics["accept_length"] = read_accept_length(spec.base_url, api_key=spec.api_key)
+        return level
 
     async def run_async(self, spec: LoadSpec) -> LevelResult:
         """`run` from an event loop: the loop only waits; the load runs in other processes."""
@@ -426,7 +463,7 @@ def _merge(
     )
     health = judge(
         [WorkerStats(r.cpu_s, r.wall_s, r.events, r.lag_s, r.idle_s) for r in results],
-        median_itl_ms=metrics.get("median_itl_ms"),
+        median_itl_ms=metrics.get("median_chunk_itl_ms"),  # the loop sees chunks, not tokens
         open_loop=spec.request_rate is not None,
         capped=spec.concurrency is not None,
         request_rate=spec.request_rate,

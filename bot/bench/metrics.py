@@ -5,10 +5,17 @@ Definitions (SGLang `bench_serving.calculate_metrics`, python/sglang/bench_servi
 * per request, `send` is the client's clock just before the request is written, `chunks` the
   arrival times of the chunks carrying non-empty text, `end` the arrival of the stream's last
   line (`[DONE]` included);
-* TTFT = `chunks[0] - send`; E2E = `end - send`; N = `usage.completion_tokens` (chunks counted
-  only when the server sent no usage, and then `output_tokens_source` says so);
-  TPOT = (E2E - TTFT) / (N - 1) over requests with N > 1; ITL = every gap between consecutive
-  content chunks, pooled over all requests (per chunk, not per token);
+* TTFT = `chunks[0] - send`; E2E = `end - send`; N = `usage.completion_tokens` (the per-chunk
+  token counts summed only when the server sent no usage, and then `output_tokens_source` says
+  so); TPOT = (E2E - TTFT) / (N - 1) over requests with N > 1;
+* ITL is per token: the gap before a chunk of n tokens counts n times as gap / n, pooled over
+  all requests. That is bench_serving's `sglang` backend always (`num_new_tokens` from
+  `meta_info.completion_tokens`) and its `sglang-oai` backends when the server reports an
+  accept length (retokenized chunk text); with one token per chunk it is the chunk gap, as
+  every backend has it. `chunk_itl` keeps the per-chunk gaps (what a client's event loop sees);
+* peaks are per one-second bucket from the level's start, as bench_serving's: output tokens
+  whose chunk arrived in the bucket (bench_serving's OpenAI backends count chunks there, and
+  under-count multi-token chunks), and requests in flight at any time in the bucket;
 * `duration` runs from the first send to the last response end; throughputs are sums over
   completed requests divided by it; `concurrency` = sum(E2E) / duration;
 * `request_rate` is the string `"inf"` for a closed loop (strict JSON has no infinity; the
@@ -18,7 +25,9 @@ Definitions (SGLang `bench_serving.calculate_metrics`, python/sglang/bench_servi
 
 Failed requests count in `failed` (errors grouped by kind and message) and in nothing else.
 flagbot's additions next to bench_serving's keys: `failed`, `errors`, `output_tokens_source`,
-`total_output_chunks`, and the dispatch delay (scheduled versus actual send, open loop).
+`total_output_chunks`, `chunk_tokens_source`, the `chunk_itl` statistics and the dispatch delay
+(scheduled versus actual send, open loop). `accept_length` (the server's, from `/server_info`)
+is added by the load generator after the level (`bot.bench.loadgen`).
 """
 
 from __future__ import annotations
@@ -26,13 +35,19 @@ from __future__ import annotations
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["STATS", "RequestRecord", "group_error", "peak_concurrency", "summarize"]
+__all__ = [
+    "STATS",
+    "RequestRecord",
+    "group_error",
+    "peak_concurrency_per_s",
+    "summarize",
+]
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 LATENCIES = ("e2e_latency", "ttft", "tpot", "itl")
@@ -47,6 +62,11 @@ class RequestRecord:
     end: float = 0.0
     ok: bool = False
     chunks: array[float] = field(default_factory=lambda: array("d"))
+    chunk_tokens: array[int] = field(default_factory=lambda: array("l"))
+    """Tokens each content chunk carried, parallel to `chunks` (`bot.bench.worker` counts them:
+    the stream's running usage, else the target's tokenizer, else 1). Empty: one token a chunk."""
+    chunk_tokens_source: str = "one per chunk"
+    """How `chunk_tokens` were counted: `usage`, `tokenizer` or `one per chunk`."""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     """From the server's `usage`; None when the stream carried none."""
@@ -54,7 +74,24 @@ class RequestRecord:
 
     @property
     def output_tokens(self) -> int:
-        return self.completion_tokens if self.completion_tokens is not None else len(self.chunks)
+        if self.completion_tokens is not None:
+            return self.completion_tokens
+        return sum(self.chunk_tokens) if self.chunk_tokens else len(self.chunks)
+
+    def tokens_per_chunk(self) -> np.ndarray[Any, Any]:
+        """Tokens of each content chunk (1 each when nothing counted them)."""
+        if len(self.chunk_tokens) == len(self.chunks):
+            return np.maximum(np.asarray(self.chunk_tokens, dtype=np.int64), 1)
+        return np.ones(len(self.chunks), dtype=np.int64)
+
+    def token_itl(self) -> np.ndarray[Any, Any]:
+        """Per-token ITL: the gap before a chunk of n tokens, as n gaps of gap / n (bench_serving's
+        `sglang` backend, and its `sglang-oai` ones when the server reports an accept length)."""
+        gaps = np.diff(np.frombuffer(self.chunks, dtype=float))
+        if not len(gaps):
+            return gaps
+        counts = self.tokens_per_chunk()[1:]
+        return np.repeat(gaps / counts, counts)
 
     @property
     def ttft(self) -> float:
@@ -100,24 +137,31 @@ def _stats(
     return out
 
 
-def peak_concurrency(intervals: Iterable[tuple[float, float]]) -> int:
-    """The most requests in flight at one instant (an end at the same instant as a start frees first)."""
-    events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
-    peak = running = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
 def _peak_output_per_s(records: Sequence[RequestRecord], start: float) -> float:
-    """Most content chunks in one whole second since the start (bench_serving's "peak output
-    token throughput" also counts chunks, so it under-counts multi-token chunks)."""
-    times = [t for r in records for t in r.chunks]
+    """Most output tokens in one one-second bucket since the start, each chunk's tokens counted
+    in the bucket its chunk arrived in (bench_serving buckets the same way but counts a chunk as
+    one token on its OpenAI backends, so it under-counts multi-token chunks)."""
+    times = [np.frombuffer(r.chunks, dtype=float) for r in records if r.chunks]
     if not times:
         return 0.0
-    bins = np.floor(np.asarray(times) - start).astype(np.int64)
-    return float(np.bincount(bins - bins.min()).max())
+    bins = np.floor(np.concatenate(times) - start).astype(np.int64)
+    weights = np.concatenate([r.tokens_per_chunk() for r in records if r.chunks])
+    return float(np.bincount(bins - bins.min(), weights=weights).max())
+
+
+def peak_concurrency_per_s(records: Sequence[RequestRecord], start: float) -> int:
+    """Most requests in flight during one one-second bucket since the start: a request counts
+    in every bucket from the one it was sent in to the one it ended in (bench_serving's
+    `max_concurrent_requests`, over completed requests as there)."""
+    spans = [(int(np.floor(r.send - start)), int(np.floor(r.end - start))) for r in records]
+    if not spans:
+        return 0
+    first = min(lo for lo, _ in spans)
+    steps = np.zeros(max(hi for _, hi in spans) - first + 2, dtype=np.int64)
+    for lo, hi in spans:
+        steps[lo - first] += 1
+        steps[hi - first + 1] -= 1
+    return int(np.cumsum(steps).max())
 
 
 def summarize(
@@ -141,9 +185,11 @@ def summarize(
     e2e = [r.e2e for r in ok]
     ttft = [r.ttft for r in ok]
     tpot = [(r.e2e - r.ttft) / (r.output_tokens - 1) for r in ok if r.output_tokens > 1]
-    itl: Sequence[float] | np.ndarray[Any, Any] = (
+    itl: Sequence[float] | np.ndarray[Any, Any] = np.concatenate([r.token_itl() for r in ok]) if ok else []
+    chunk_itl: Sequence[float] | np.ndarray[Any, Any] = (
         np.concatenate([np.diff(np.frombuffer(r.chunks, dtype=float)) for r in ok]) if ok else []
     )
+    counted = {r.chunk_tokens_source for r in ok}
     delays = [r.send - r.scheduled for r in records]
     metrics: dict[str, Any] = {
         "request_rate": "inf" if request_rate is None else request_rate,
@@ -155,6 +201,7 @@ def summarize(
         "total_output_tokens": output_tokens,
         "total_output_chunks": sum(len(r.chunks) for r in ok),
         "output_tokens_source": source if ok else None,
+        "chunk_tokens_source": (counted.pop() if len(counted) == 1 else "mixed") if ok else None,
         "request_throughput": len(ok) / duration,
         "input_throughput": input_tokens / duration,
         "output_throughput": output_tokens / duration,
@@ -163,9 +210,10 @@ def summarize(
         **_stats(ttft, "ttft"),
         **_stats(tpot, "tpot"),
         **_stats(itl, "itl", with_max=True),
+        **_stats(chunk_itl, "chunk_itl"),
         "concurrency": sum(e2e) / duration,
         "max_output_tokens_per_s": _peak_output_per_s(ok, start),
-        "max_concurrent_requests": peak_concurrency((r.send, r.end) for r in records),
+        "max_concurrent_requests": peak_concurrency_per_s(ok, start),
         "mean_dispatch_delay_ms": float(np.mean(delays)) * 1000.0 if delays else None,
         "p90_dispatch_delay_ms": float(np.percentile(delays, 90)) * 1000.0 if delays else None,
         "p99_dispatch_delay_ms": float(np.percentile(delays, 99)) * 1000.0 if delays else None,

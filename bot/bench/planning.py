@@ -58,6 +58,7 @@ def plan_for(
                 "bench_serving": config.bench_serving,
                 "sglang_version": config.sglang_version,
                 "timeout_s": config.timeouts.benchmark.total_seconds(),
+                "tokenizer": str(config.bench.tokenizer) if config.bench.tokenizer else None,
             }
             if config
             else {}

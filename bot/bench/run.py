@@ -38,6 +38,7 @@ KEY_METRICS = (
     "median_itl_ms",
     "p99_itl_ms",
     "median_e2e_latency_ms",
+    "accept_length",
 )
 """What the set summary, the table and the chart show per level."""
 
@@ -72,6 +73,8 @@ class BenchPlan:
     """Where a client on node 0 (bench_serving) reaches the server when it is not `base_url`."""
     http_way: str = ""
     """How the server was reached (`direct`, `through an SSH forward on node 0`), for the thread."""
+    tokenizer: str | None = None
+    """The target's tokenizer file (`[targets.NAME.bench] tokenizer`) for counting chunk tokens."""
 
     @classmethod
     def build(
@@ -129,6 +132,7 @@ class BenchPlan:
             level_timeout_s=p.level_timeout.total_seconds(),
             workers=p.client_workers,
             extra_cost_us=self.extra_cost_us,
+            tokenizer=self.tokenizer,
         )
 
     def params(self) -> dict[str, Any]:

@@ -77,6 +77,8 @@ class Chunk:
 
     content: bool = False
     """Carries non-empty generated text."""
+    text: str = ""
+    """That text (what a tokenizer counts when the stream has no running usage)."""
     done: bool = False
     usage: dict[str, Any] | None = None
     error: str | None = None
@@ -84,7 +86,6 @@ class Chunk:
 
 DONE = Chunk(done=True)
 EMPTY = Chunk()
-CONTENT = Chunk(content=True)
 
 
 def interpret(payload: bytes) -> Chunk:
@@ -99,19 +100,20 @@ def interpret(payload: bytes) -> Chunk:
         return Chunk(error=f"unexpected stream event: {payload[:120]!r}")
     if obj.get("error") or obj.get("object") == "error":
         return Chunk(error=_error_text(obj))
-    content = False
+    text: object = None
     choices = obj.get("choices")
     if choices and isinstance(choices, list) and isinstance(choices[0], dict):
         choice = choices[0]
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            content = bool(delta.get("content") or delta.get("reasoning_content"))
+            text = delta.get("content") or delta.get("reasoning_content")
         else:
-            content = bool(choice.get("text"))
+            text = choice.get("text")
+    content = bool(text)
     usage = obj.get("usage")
     if isinstance(usage, dict):
-        return Chunk(content=content, usage=usage)
-    return CONTENT if content else EMPTY
+        return Chunk(content=content, text=str(text) if content else "", usage=usage)
+    return Chunk(content=True, text=str(text)) if content else EMPTY
 
 
 def _error_text(obj: dict[str, Any]) -> str:

@@ -47,14 +47,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bot.bench.metrics import RequestRecord
 from bot.bench.prompts import calibrate, make_prompt
-from bot.bench.sse import SSEDecoder, interpret
+from bot.bench.sse import Chunk, SSEDecoder, interpret
+from bot.bench.tokenizer import TokenCounter, load_token_counter
 from bot.bench.worker_meters import IdleMeter, lag_probe, spin
 
 if TYPE_CHECKING:
     import aiohttp
     import httpx
 
-__all__ = ["WorkerPlan", "WorkerResult", "worker_main"]
+__all__ = ["WorkerPlan", "WorkerResult", "note_chunk", "worker_main"]
 
 ClientKind = Literal["httpx", "aiohttp"]
 
@@ -84,6 +85,8 @@ class WorkerPlan:
     headers: tuple[tuple[str, str], ...] = ()
     prompt_salt: int = 0
     """Sets this plan's prompt stream apart from other plans' with the same seed."""
+    tokenizer: str | None = None
+    """The target's tokenizer file: counts a chunk's tokens when the stream has no running usage."""
 
 
 @dataclass
@@ -113,6 +116,15 @@ class _Kept:
     warmed: dict[WarmKey, tuple[int, int | None]] = field(default_factory=dict)
     """Calibrated prompt words and the server's prompt tokens, per server and shape."""
     prompts: dict[tuple[int, int, int], random.Random] = field(default_factory=dict)
+    counters: dict[str, TokenCounter] = field(default_factory=dict)
+    """Loaded tokenizer files, by path (loaded once per process, not per run)."""
+
+    def token_counter(self, plan: WorkerPlan) -> TokenCounter | None:
+        if plan.tokenizer is None:
+            return None
+        if plan.tokenizer not in self.counters:
+            self.counters[plan.tokenizer] = load_token_counter(plan.tokenizer)
+        return self.counters[plan.tokenizer]
 
     def prompt_rng(self, plan: WorkerPlan) -> random.Random:
         """The worker's prompt generator, continued from run to run (seeded per plan)."""
@@ -152,6 +164,7 @@ class _Worker:
         self.conn = conn
         self.warmed = kept.warmed
         self.rng = kept.prompt_rng(plan)
+        self.count_text = kept.token_counter(plan)
         self.words = plan.input_len
         self.events = 0
         self.records: list[RequestRecord] = []
@@ -239,7 +252,8 @@ class _Worker:
             "temperature": 0.0,
             "ignore_eos": True,
             "stream": True,
-            "stream_options": {"include_usage": True},
+            # the running usage on every chunk gives each chunk's token count (SGLang, vLLM)
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         }
         if plan.endpoint == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
@@ -347,21 +361,14 @@ class _Worker:
     async def _consume(self, record: RequestRecord, reads: AsyncIterator[bytes]) -> None:
         decoder = SSEDecoder()
         cost = self.plan.extra_cost_us / 1e6
-        chunks = record.chunks
+        count_text = self.count_text
         async for data in reads:
             now = time.perf_counter()
             for payload in decoder.feed(data):
                 self.events += 1
                 if cost:
                     spin(cost)
-                chunk = interpret(payload)
-                if chunk.content:
-                    chunks.append(now)
-                if chunk.usage is not None:
-                    record.prompt_tokens = _int(chunk.usage.get("prompt_tokens"))
-                    record.completion_tokens = _int(chunk.usage.get("completion_tokens"))
-                if chunk.error is not None and record.error is None:
-                    record.error = chunk.error
+                note_chunk(record, interpret(payload), now, count_text)
             record.end = now
 
     # -- clients -----------------------------------------------------------------------------
@@ -415,6 +422,32 @@ class _Worker:
                 record.error = f"HTTP {response.status}: {_message(text)}"
                 return
             await self._consume(record, response.content.iter_any())
+
+
+def note_chunk(record: RequestRecord, chunk: Chunk, now: float, count_text: TokenCounter | None) -> None:
+    """Add one stream event to `record`: a content chunk's arrival and its token count, the
+    server's usage, an error in the stream.
+
+    A chunk's tokens: the growth of the running `usage.completion_tokens` when the chunk carries
+    it (`continuous_usage_stats`), else `count_text` over its text (the target's tokenizer),
+    else 1. A content chunk counts at least one token.
+    """
+    if chunk.content:
+        record.chunks.append(now)
+        running = _int(chunk.usage.get("completion_tokens")) if chunk.usage is not None else None
+        if running is not None:
+            record.chunk_tokens.append(max(1, running - (record.completion_tokens or 0)))
+            record.chunk_tokens_source = "usage"
+        elif count_text is not None:
+            record.chunk_tokens.append(max(1, count_text(chunk.text)))
+            record.chunk_tokens_source = "tokenizer"
+        else:
+            record.chunk_tokens.append(1)
+    if chunk.usage is not None:
+        record.prompt_tokens = _int(chunk.usage.get("prompt_tokens"))
+        record.completion_tokens = _int(chunk.usage.get("completion_tokens"))
+    if chunk.error is not None and record.error is None:
+        record.error = chunk.error
 
 
 def _int(value: object) -> int | None:

@@ -287,6 +287,22 @@ class BenchServingCommand(Strict):
     tokenizer: NodePath | None = None
 
 
+class TargetBench(Strict):
+    """What flagbot's own load generator needs to know about a target (`[targets.NAME.bench]`)."""
+
+    tokenizer: Path | None = None
+    """A Hugging Face `tokenizer.json` on the bot host: counts the tokens of each streamed chunk
+    when the server sends no running usage (`bot.bench.tokenizer`). Read from this file only,
+    never fetched; without the `tokenizers` package only a WordLevel file is accepted."""
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"{value}: give an absolute path to the tokenizer file")
+        return value
+
+
 class FreezeWindow(Strict):
     """A change freeze planned in the config (`[targets.NAME] freeze = [...]`): from `start`
     (inclusive) to `end` (exclusive) every command that changes the target is refused with
@@ -323,6 +339,7 @@ class Target(Strict):
     """This target's own Slack channel (an id C…/G…, or #name): flagbot answers there too,
     beside `[slack] channels` (`bot.app.channels`)."""
     bench_serving: BenchServingCommand = BenchServingCommand()
+    bench: TargetBench = TargetBench()
     ssh: SSHSettings = SSHSettings()
     timeouts: TargetTimeouts = TargetTimeouts()
     policy: TargetPolicy = TargetPolicy()

@@ -137,6 +137,13 @@ async def _emit_set(ctx: StepContext, label: str, mset: MeasurementSet, plan: Be
                 "CLIENT-BOUND" if level.get("client_bound") else "ok",
             )
         )
+    accepted = [
+        f"c={level['concurrency']}: {level['accept_length']:.2f}"
+        for level in mset.summary.get("levels", [])
+        if isinstance(level.get("accept_length"), int | float)
+    ]
+    if accepted:  # ITL is per token; under speculation a chunk carries about this many
+        note += f"; server's speculative accept length {', '.join(accepted)}"
     await ctx.emit(
         TableBlock(
             f"Benchmark ({label}): set #{mset.id}, profile {plan.profile_name}, backend {plan.backend}",

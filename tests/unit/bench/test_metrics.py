@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bot.bench.client_health import WorkerStats, judge
-from bot.bench.metrics import RequestRecord, group_error, peak_concurrency, summarize
+from bot.bench.metrics import RequestRecord, group_error, peak_concurrency_per_s, summarize
 
 
 def request(
@@ -138,10 +138,12 @@ def test_peak_output_counts_chunks_per_whole_second() -> None:
     assert m["max_output_tokens_per_s"] == 10.0
 
 
-def test_peak_concurrency_frees_before_it_starts_at_the_same_instant() -> None:
-    assert peak_concurrency([(0, 1), (1, 2), (2, 3)]) == 1
-    assert peak_concurrency([(0, 3), (1, 2), (1.5, 4)]) == 3
-    assert peak_concurrency([]) == 0
+def test_peak_concurrency_per_second_counts_a_request_in_every_bucket_it_touches() -> None:
+    spans = [request(send, 0.1, 0.1, 2) for send in (0.0, 1.5, 2.95)]  # end 0.2, 1.7, 3.15
+    assert peak_concurrency_per_s(spans, 0.0) == 1
+    spans.append(request(0.9, 0.05, 0.1, 3))  # 0.9 to 1.15: seconds 0 and 1
+    assert peak_concurrency_per_s(spans, 0.0) == 2
+    assert peak_concurrency_per_s([], 0.0) == 0
 
 
 def test_error_groups_drop_ids_and_timings_but_keep_status_codes() -> None:

@@ -85,3 +85,11 @@ def test_errors_inside_a_stream_are_reported_with_their_message() -> None:
     assert interpret(b'{"error": "plain text"}').error == "plain text"
     assert "unreadable" in (interpret(b"{not json").error or "")
     assert "unexpected" in (interpret(b"[1, 2]").error or "")
+
+
+def test_a_content_chunk_keeps_its_text_for_the_tokenizer() -> None:
+    running = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+    chunk = interpret(chat(" abc def", usage=running)[6:-2])
+    assert chunk.text == " abc def"
+    assert chunk.usage == running
+    assert interpret(json.dumps({"choices": [{"index": 0, "text": " x y"}]}).encode()).text == " x y"

@@ -74,6 +74,7 @@ def test_minimal_config_and_defaults(tmp_path: Path) -> None:
         ("[schedules]\ncheck_after = ['10 minutes']\n", "is not a duration"),
         ("[targets.q]\nunit = 'a.service'\n", "targets.q.nodes: required key is missing"),
         ("[targets.'a b']\nunit = 'a.service'\nnodes = [{host='h'}]\n", "target name 'a b'"),
+        (MINIMAL + "[targets.q.bench]\ntokenizer = 'tok.json'\n", "give an absolute path to the tokenizer"),
         ("x = [", "not valid TOML"),
         ("x = '\udcff'", "not UTF-8"),
     ],

@@ -27,7 +27,7 @@ from .helpers import METRICS_TYPE, WARMUP_HEADER
 from .httpd import HttpError, Request, Responder, Response, Stream
 from .metrics import MetricsState, render
 from .sched import Job, Pacer
-from .shapes import ChatReply, CompletionReply, GenerateReply, Reply, error_body
+from .shapes import ChatReply, CompletionReply, DecodeSteps, GenerateReply, Reply, error_body
 from .tokens import filler_offset
 from .truth import TruthWriter, request_record, trace_enabled
 
@@ -141,7 +141,13 @@ class Api:
         return Response.text("")
 
     async def server_info(self, req: Request, resp: Responder) -> Response:
-        return Response.json(self.info.server_info(self.gen_throughput()))
+        info = self.info.server_info(self.gen_throughput())
+        accept = self.info.spec_accept_length
+        # SGLang's `get_internal_state` adds it with speculation on, once a decode step ran
+        if accept is not None and self.sched.counters.emitted_all > 0:
+            for state in info.get("internal_states") or ():
+                state["avg_spec_accept_length"] = accept
+        return Response.json(info)
 
     async def get_server_info(self, req: Request, resp: Responder) -> Response:
         self.emit(logfmt.get_server_info_deprecated(time.time()))
@@ -249,13 +255,17 @@ class Api:
         stream = resp.stream() if spec.stream else None
         last = target - 1
 
+        steps = DecodeSteps(self.info.spec_accept_length)
+
         def on_token(job: Job, index: int, due: float) -> None:
             if stream is None:
                 return
             if index == last:
-                stream.send(reply.last(index, reason, loop.time() - job.arrival))
-            else:
-                stream.send(reply.token(index))
+                stream.send(reply.last(index, reason, loop.time() - job.arrival, steps.first))
+                return
+            first = steps.take(index)
+            if first is not None:
+                stream.send(reply.token(index, first))
 
         job = Job(
             rid, spec.prompt_tokens, target, on_token=on_token,

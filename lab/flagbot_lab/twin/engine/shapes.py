@@ -31,7 +31,15 @@ from typing import Any
 
 from .tokens import WORDS, text_of, word_json
 
-__all__ = ["ChatReply", "CompletionReply", "GenerateReply", "Reply", "error_body", "usage"]
+__all__ = [
+    "ChatReply",
+    "CompletionReply",
+    "DecodeSteps",
+    "GenerateReply",
+    "Reply",
+    "error_body",
+    "usage",
+]
 
 DONE = b"data: [DONE]\n\n"
 TOKEN_ID_BASE = 1000
@@ -60,6 +68,41 @@ def finish_fields(reason: str, eos_id: int) -> tuple[str, Any]:
     return (reason, eos_id if reason == "stop" else None)
 
 
+class DecodeSteps:
+    """Which streamed token ends a chunk: each of its own, or under speculative decoding the
+    tokens one decode step accepts.
+
+    Why: real SGLang streams what a step produced; with EAGLE a step accepts several tokens, so
+    a chunk carries several and a client that counts chunks under-counts tokens. The prefill's
+    token goes alone; step k then ends at token floor(k x accept_length), so chunk sizes are
+    the floor and ceiling of the accept length and average it over a long output.
+    """
+
+    __slots__ = ("_accept", "_next_end", "_step", "first")
+
+    def __init__(self, accept_length: float | None) -> None:
+        self._accept = accept_length if accept_length is not None and accept_length > 1 else None
+        self._step = 0
+        self._next_end = 0
+        self.first = 0
+        """The first token of the chunk not yet sent."""
+
+    def take(self, index: int) -> int | None:
+        """Token `index` was produced: the first token of the chunk it ends, or None if the
+        chunk goes on."""
+        if self._accept is None:
+            self.first = index + 1
+            return index
+        if index < self._next_end:
+            return None
+        first = self.first
+        while self._next_end <= index:
+            self._step += 1
+            self._next_end = int(self._step * self._accept)
+        self.first = index + 1
+        return first
+
+
 class Reply:
     """Base: what every generation endpoint's reply knows about its request."""
 
@@ -83,15 +126,22 @@ class Reply:
         used = _dumps(usage(self.prompt_tokens, index + 1))
         return self._tail.replace('"usage":null', f'"usage":{used}')
 
-    def token(self, index: int) -> bytes:
+    def _text_json(self, first: int, index: int) -> str:
+        """Tokens `first`..`index` as one JSON string (one chunk under speculative decoding)."""
+        if first == index:
+            return word_json(self.offset, index)
+        return '"' + "".join(word_json(self.offset, i)[1:-1] for i in range(first, index + 1)) + '"'
+
+    def token(self, index: int, first: int | None = None) -> bytes:
+        """The chunk that ends with token `index` and starts with `first` (default: itself)."""
         raise NotImplementedError
 
     def finish(self, reason: str, completion: int, e2e: float) -> bytes:
         raise NotImplementedError
 
-    def last(self, index: int, reason: str, e2e: float) -> bytes:
+    def last(self, index: int, reason: str, e2e: float, first: int | None = None) -> bytes:
         """Everything written when the last token (`index`) is emitted, `[DONE]` included."""
-        return self.token(index) + self.finish(reason, index + 1, e2e)
+        return self.token(index, first) + self.finish(reason, index + 1, e2e)
 
     def body(self, reason: str, completion: int, e2e: float) -> dict[str, Any]:
         raise NotImplementedError
@@ -127,9 +177,10 @@ class ChatReply(Reply):
         delta = f'{{"role":{role_json},"content":{content},"reasoning_content":null,"tool_calls":null}}'
         return self._head + delta + tail
 
-    def token(self, index: int) -> bytes:
-        text = self._delta(None, word_json(self.offset, index), self._token_tail(index))
-        if index == 0:
+    def token(self, index: int, first: int | None = None) -> bytes:
+        first = index if first is None else first
+        text = self._delta(None, self._text_json(first, index), self._token_tail(index))
+        if first == 0:
             text = self._delta("assistant", '""', self._tail) + text
         return text.encode()
 
@@ -181,18 +232,22 @@ class CompletionReply(Reply):
         self._head = f'data: {head},"choices":[{{"index":0,"text":'
         self._tail = ',"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}\n\n'
 
-    def token(self, index: int) -> bytes:
-        return (self._head + word_json(self.offset, index) + self._token_tail(index)).encode()
+    def token(self, index: int, first: int | None = None) -> bytes:
+        first = index if first is None else first
+        return (self._head + self._text_json(first, index) + self._token_tail(index)).encode()
 
     def finish(self, reason: str, completion: int, e2e: float) -> bytes:
         out = self._usage_chunk(self.OBJECT, completion) if self.include_usage else ""
         return out.encode() + DONE
 
-    def last(self, index: int, reason: str, e2e: float) -> bytes:
-        """SGLang puts the finish reason on the chunk that carries the last text."""
+    def last(self, index: int, reason: str, e2e: float, first: int | None = None) -> bytes:
+        """SGLang puts the finish reason on the chunk that carries the last text (and, with
+        `continuous_usage_stats`, the running usage, as on every chunk)."""
+        first = index if first is None else first
         finish, matched = finish_fields(reason, self.eos_id)
-        tail = f',"logprobs":null,"finish_reason":{_dumps(finish)},"matched_stop":{_dumps(matched)}}}],"usage":null}}\n\n'
-        return (self._head + word_json(self.offset, index) + tail).encode() + self.finish(
+        used = _dumps(usage(self.prompt_tokens, index + 1)) if self.continuous_usage else "null"
+        tail = f',"logprobs":null,"finish_reason":{_dumps(finish)},"matched_stop":{_dumps(matched)}}}],"usage":{used}}}\n\n'
+        return (self._head + self._text_json(first, index) + tail).encode() + self.finish(
             reason, index + 1, e2e
         )
 
@@ -250,22 +305,23 @@ class GenerateReply(Reply):
             return {"type": "stop", "matched": self.eos_id}
         return {"type": "length", "length": completion}
 
-    def _event(self, index: int, meta: dict[str, Any]) -> bytes:
-        self._text.append(word_json(self.offset, index)[1:-1])
-        self._ids.append(str(self._token_id(index)))
+    def _event(self, index: int, meta: dict[str, Any], first: int | None = None) -> bytes:
+        for i in range(index if first is None else first, index + 1):
+            self._text.append(word_json(self.offset, i)[1:-1])
+            self._ids.append(str(self._token_id(i)))
         text = "".join(self._text)
         return f'data: {{"text":"{text}","output_ids":[{",".join(self._ids)}],"meta_info":{_dumps(meta)}}}\n\n'.encode()
 
-    def token(self, index: int) -> bytes:
-        return self._event(index, self._meta(None, index + 1, None))
+    def token(self, index: int, first: int | None = None) -> bytes:
+        return self._event(index, self._meta(None, index + 1, None), first)
 
     def finish(self, reason: str, completion: int, e2e: float) -> bytes:
         return DONE
 
-    def last(self, index: int, reason: str, e2e: float) -> bytes:
+    def last(self, index: int, reason: str, e2e: float, first: int | None = None) -> bytes:
         """The last token's event carries the finish reason and `e2e_latency`."""
         meta = self._meta(self._reason(reason, index + 1), index + 1, e2e)
-        return self._event(index, meta) + DONE
+        return self._event(index, meta, first) + DONE
 
     def body(self, reason: str, completion: int, e2e: float) -> dict[str, Any]:
         return {
