@@ -67,6 +67,7 @@ class Router:
             "prompt": "drain me",
             "max_tokens": TOKENS,
             "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
             "ignore_eos": True,
         }
         async with (
@@ -76,9 +77,12 @@ class Router:
             async for line in response.aiter_lines():
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                choice = json.loads(line[6:])["choices"][0]
-                self.stream.tokens += 1 if choice.get("text") else 0
-                self.stream.finish_reason = choice.get("finish_reason") or self.stream.finish_reason
+                chunk = json.loads(line[6:])
+                usage = chunk.get("usage") or {}
+                if usage.get("completion_tokens") is not None:  # tokens, not chunks: a speculative
+                    self.stream.tokens = int(usage["completion_tokens"])  # decode step sends several
+                for choice in chunk.get("choices") or []:
+                    self.stream.finish_reason = choice.get("finish_reason") or self.stream.finish_reason
                 if not first.done():
                     first.set_result(None)
         self.stream.ended_at = time.monotonic()
