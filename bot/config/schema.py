@@ -19,7 +19,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -31,6 +33,7 @@ from bot.config.change_rules import (
     ChangeRules,
     ProtectedMode,
 )
+from bot.config.hook_command import check_hook_command
 from bot.config.unit_names import check_service_name, is_template, template_instance
 from bot.config.verdicts import Verdicts
 from bot.redaction import DEFAULT_SECRET_FLAGS, DEFAULT_SECRET_NAMES, install_log_redaction
@@ -148,6 +151,43 @@ class HttpHook(Strict):
         return f"{self.method} {scheme}://{host.rpartition('@')[2]}{slash}{path}"
 
 
+class CommandHook(Strict):
+    """One command flagbot runs on a node of the target around a restart, as its login (never
+    through sudo), e.g. a script that takes the node out of a load balancer. Written by whoever
+    writes this file (never by chat input); exit status 0 is success."""
+
+    command: list[str]
+    """The program by absolute path, then its arguments; each element is one argv word."""
+    node: int = Field(default=0, ge=0)
+    """Which node runs it (its index in `nodes`)."""
+    timeout: Duration = timedelta(seconds=30)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _runnable(cls, value: object) -> list[str]:
+        return check_hook_command(value)
+
+    def shown(self) -> str:
+        """The command as evidence shows it: the program and how many arguments it was given
+        (an argument may carry a token, and the evidence is posted to Slack)."""
+        extra = len(self.command) - 1
+        return f"node {self.node}: {self.command[0]}" + (f" (+{extra} argument(s))" if extra else "")
+
+
+def _hook_kind(value: object) -> str:
+    """Which hook a table is, by its keys: `command` makes a command hook, anything else is read
+    as an HTTP hook (so a mistake is reported against one model, not both)."""
+    if isinstance(value, dict):
+        return "command" if "command" in value else "http"
+    return "command" if isinstance(value, CommandHook) else "http"
+
+
+Hook = Annotated[
+    Annotated[HttpHook, Tag("http")] | Annotated[CommandHook, Tag("command")], Discriminator(_hook_kind)
+]
+"""A drain hook: an HTTP call from the bot host (`url = …`) or a command on a node (`command = […]`)."""
+
+
 class DrainPolicy(Strict):
     """`[targets.X.drain]`: before any restart of the target (try, revert, restart, rollback,
     reconcile), stop new work reaching it (`stop_hook`), wait until node 0 has no running or
@@ -161,8 +201,8 @@ class DrainPolicy(Strict):
     on_timeout: Literal["restart", "abort"] = "restart"
     """After `grace` with requests still in flight: restart anyway (they are dropped), or abort
     (the stop hook is undone, nothing changes, the command fails saying how many were left)."""
-    stop_hook: HttpHook | None = None
-    resume_hook: HttpHook | None = None
+    stop_hook: Hook | None = None
+    resume_hook: Hook | None = None
 
     @field_validator("grace")
     @classmethod
@@ -355,6 +395,19 @@ class Target(Strict):
     @classmethod
     def _target_unit(cls, value: str) -> str:
         return check_service_name(value, template_ok=True)
+
+    @model_validator(mode="after")
+    def _hooks_on_own_nodes(self) -> Target:
+        """A command hook runs on one of this target's nodes; an index past the list is a typo
+        that would otherwise surface only at the first restart."""
+        hooks = (self.drain.stop_hook, self.drain.resume_hook) if self.drain is not None else ()
+        for name, hook in zip(("stop_hook", "resume_hook"), hooks, strict=False):
+            if isinstance(hook, CommandHook) and hook.node >= len(self.nodes):
+                raise ValueError(
+                    f"drain.{name} runs on node {hook.node}, but the target has {len(self.nodes)} node(s) "
+                    f"(0 to {len(self.nodes) - 1})"
+                )
+        return self
 
     def unit_of(self, index: int) -> str:
         """The service node `index` runs: its own `unit`, else the target's (a template's

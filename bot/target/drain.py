@@ -2,7 +2,9 @@
 
 Why: a restart kills the requests in flight; on a shared server an operator wants them to finish.
 `[targets.X.drain]` turns it on for every restart of the target (`bot.target.restart`): first the
-`stop_hook` (an HTTP call, e.g. removing the worker from SGLang's router or a load balancer), then
+`stop_hook` (an HTTP call from the bot host, e.g. removing the worker from SGLang's router or a load
+balancer, or a command run on one of the target's nodes as the login: `hook-command` in the node
+command table), then
 a wait until node 0 runs and queues no request, at most `grace`. Once the server is healthy again,
 `resume_hook` lets work back in (`bot.target.rollback.resume_traffic`). The ledger remembers that
 flagbot stopped the traffic, so a run killed in between leaves the resume to the next command
@@ -25,9 +27,10 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
-from bot.config.schema import DrainPolicy, HttpHook
+from bot.config.schema import CommandHook, DrainPolicy, Hook, HttpHook
 from bot.http import async_client
-from bot.target.errors import TargetError
+from bot.redaction import redact
+from bot.target.errors import CommandTimeout, TargetError, UnreachableError
 
 if TYPE_CHECKING:
     from bot.target.session import TargetSession
@@ -49,8 +52,8 @@ class DrainSettings:
     quiet_s: float = 5.0
     first_poll_s: float = 0.2
     max_poll_s: float = 2.0
-    stop_hook: HttpHook | None = None
-    resume_hook: HttpHook | None = None
+    stop_hook: Hook | None = None
+    resume_hook: Hook | None = None
     abort_on_timeout: bool = False
 
     @classmethod
@@ -75,7 +78,8 @@ class DrainReport:
     """Running + queued requests when the drain began (what it waited for)."""
     last_queued: int | None = None
     stop_hook: str | None = None
-    """The stop hook's call and answer, e.g. `POST http://router:30000/remove_worker -> 200`."""
+    """The stop hook's call and answer, e.g. `POST http://router:30000/remove_worker -> 200` or
+    `node 0: /usr/local/bin/lb-drain (+1 argument(s)) -> exit 0`."""
 
     def describe(self) -> str:
         """One sentence for the thread: how many requests were drained and how long it took."""
@@ -135,8 +139,36 @@ def load_from_journal(text: str) -> tuple[int, int]:
     return 0, 0
 
 
-async def call_hook(hook: HttpHook, client: httpx.AsyncClient) -> str:
-    """Make the hook's call; its description with the status, or DrainHookError."""
+async def run_hook(ts: TargetSession, hook: Hook, client: httpx.AsyncClient) -> str:
+    """Make the hook's call or run its command; its description with the outcome, or DrainHookError."""
+    if isinstance(hook, CommandHook):
+        return await _run_command_hook(ts, hook)
+    return await _call_http_hook(hook, client)
+
+
+async def _run_command_hook(ts: TargetSession, hook: CommandHook) -> str:
+    """Run the hook's command on its node, as the login (never through sudo). The message of a
+    failure shows the program and the last line it printed, masked, never its arguments (they
+    may carry a token and the message is posted)."""
+    shown = hook.shown()
+    limit = hook.timeout.total_seconds()
+    try:
+        result = await ts.nodes[hook.node].run(
+            "hook-command", hook_argv=hook.command, timeout=limit, check=False
+        )
+    except CommandTimeout:
+        raise DrainHookError(f"{shown} did not finish within {limit:g} s (terminated)") from None
+    except UnreachableError as exc:
+        raise DrainHookError(f"{shown} failed: {exc.reason}") from None
+    if result.exit_status != 0:
+        said = (result.stderr or result.stdout).decode("utf-8", "replace").strip().splitlines()
+        last = redact(said[-1])[:200] if said else ""
+        raise DrainHookError(f"{shown} exited {result.exit_status}" + (f": {last!r}" if last else ""))
+    return f"{shown} -> exit 0"
+
+
+async def _call_http_hook(hook: HttpHook, client: httpx.AsyncClient) -> str:
+    """Make the hook's HTTP call; its description with the status, or DrainHookError."""
     shown = hook.shown()
     headers = {"content-type": hook.content_type} if hook.body is not None else {}
     try:
@@ -184,7 +216,7 @@ async def drain(ts: TargetSession, settings: DrainSettings) -> DrainReport:
     deadline = started + settings.limit_s
     interval = settings.first_poll_s
     async with async_client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
-        hook = await call_hook(settings.stop_hook, client) if settings.stop_hook is not None else None
+        hook = await run_hook(ts, settings.stop_hook, client) if settings.stop_hook is not None else None
         at_start: int | None = None
         while True:
             source, running, queued = await _probe(ts, client, settings)
@@ -198,10 +230,10 @@ async def drain(ts: TargetSession, settings: DrainSettings) -> DrainReport:
             interval = min(settings.max_poll_s, interval * 1.6)
 
 
-async def resume(hook: HttpHook) -> str:
-    """Make the resume hook's call (DrainHookError when it fails)."""
+async def resume(ts: TargetSession, hook: Hook) -> str:
+    """Make the resume hook's call or run its command (DrainHookError when it fails)."""
     async with async_client(timeout=httpx.Timeout(5.0, connect=2.0)) as client:
-        return await call_hook(hook, client)
+        return await run_hook(ts, hook, client)
 
 
 async def resume_traffic(ts: TargetSession) -> str | None:
@@ -215,7 +247,7 @@ async def resume_traffic(ts: TargetSession) -> str | None:
         await ts.ledger.clear_traffic_stopped()
         return "resume: no resume_hook is configured; the server stays as the stop hook left it"
     try:
-        shown = await resume(hook)
+        shown = await resume(ts, hook)
     except DrainHookError as exc:
         return f"resume hook failed ({exc}); the server is still out of service, retried at the next healthy start"
     await ts.ledger.clear_traffic_stopped()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Final
 
+from bot.config.hook_command import HookCommandError, breaks_a_line, check_hook_command
 from bot.config.unit_names import UnitNameError, check_service_name
 
 SYSTEM_UNIT_DIR: Final = PurePosixPath("/etc/systemd/system")
@@ -188,7 +189,7 @@ def _argv_words(value: object) -> list[str]:
     for word in value:
         if not isinstance(word, str) or len(word) > MAX_ARGV_WORD:
             raise ParamError(f"argv: {word!r} is not a word of at most {MAX_ARGV_WORD} characters")
-        if any(ord(ch) < 32 or 127 <= ord(ch) <= 159 or ch in "\u2028\u2029" for ch in word):
+        if breaks_a_line(word):
             raise ParamError(f"argv: {word!r} holds a control character or a line break")
         if word.startswith("-") and not (_FLAG_WORD.match(word) or _NEGATIVE_NUMBER.match(word)):
             raise ParamError(f"argv: {word!r} starts with '-' but is neither a flag name nor a number")
@@ -243,8 +244,19 @@ PARAMS: Final[Mapping[str, Callable[[object], str]]] = {
     "warmup_requests": _int_in("warmup_requests", 0, 1000),
     "bench_output": _matching("bench_output", BENCH_OUTPUT, "/tmp/flagbot-bench-<32 hex>.jsonl"),  # noqa: S108
 }
+
+
+def _hook_words(value: object) -> list[str]:
+    """A drain hook's command (`bot.config.hook_command`: the config's own rule, applied again)."""
+    try:
+        return check_hook_command(value)
+    except HookCommandError as exc:
+        raise ParamError(f"hook_argv: {exc}") from None
+
+
 LIST_PARAMS: Final[Mapping[str, Callable[[object], list[str]]]] = {
     "argv": _argv_words,
+    "hook_argv": _hook_words,
 }
 """Parameters that render to several argv words (a `Rest` token), each validated on its own."""
 DERIVED: Final[Mapping[str, Callable[[str], str]]] = {

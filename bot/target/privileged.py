@@ -390,6 +390,14 @@ COMMANDS: Final[Mapping[str, NodeCommand]] = dict(
             doc="what the login may run through sudo (never prompting) (`config check --connect` "
             "compares it with the generated sudoers file); grants nothing",
         ),
+        entry(
+            "hook-command",
+            "env",
+            "--",
+            Rest("hook_argv"),
+            doc="a drain hook the config names (`[targets.X.drain] stop_hook`/`resume_hook` with "
+            "`command`), run as the login, never through sudo",
+        ),
         entry("read-bench-output", "cat", "{bench_output}", doc="the JSONL bench-serving appended to"),
         entry("remove-bench-output", "rm", "-f", "{bench_output}", doc="remove bench-serving's output file"),
     ]

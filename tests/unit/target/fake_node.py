@@ -152,6 +152,9 @@ class FakeNode:
     forwards: list[tuple[str, int]] = field(default_factory=list)
     """Every (host, port) a client asked the node to connect to (`direct-tcpip` channels)."""
 
+    hooks: list[list[str]] = field(default_factory=list)
+    """The argv of every drain hook command the node ran (`hook-command`), in order."""
+
     async def handle(self, process: Any) -> None:
         self.running += 1
         self.peak = max(self.peak, self.running)
@@ -270,6 +273,9 @@ class FakeNode:
                 f"    (root) NOPASSWD: {grant}\n" for grant in grants
             )
             return 0, listing.encode(), b""
+        if name == "hook-command":
+            self.hooks.append(list(params["hook_argv"]))  # type: ignore[call-overload]  # a list parameter
+            return 0, b"", b""
         if name.startswith("journal"):
             return 0, "".join(line + "\n" for line in node.journal).encode(), b""
         return 1, b"", f"fake node: {name} not modelled\n".encode()

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pytest
 import pytest_asyncio
 
-from bot.config.schema import DrainPolicy, HttpHook, Target
+from bot.config.schema import CommandHook, DrainPolicy, HttpHook, Target
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.target.drain import (
     DrainHookError,
@@ -125,6 +126,61 @@ def test_a_hook_is_shown_without_its_query_or_credentials() -> None:
         DrainPolicy.model_validate({"grace": "3h"})
     with pytest.raises(ValueError, match="url"):
         HttpHook.model_validate({"url": "file:///etc/passwd"})
+
+
+def test_a_command_hook_is_a_program_by_absolute_path_on_a_node_of_the_target(
+    fake_target: FakeTarget,
+) -> None:
+    hook = CommandHook(command=["/usr/local/bin/lb", "drain", "--token=s3cret"], node=1)
+    assert hook.shown() == "node 1: /usr/local/bin/lb (+2 argument(s))"
+    for bad, rule in (
+        (["lb", "drain"], "absolute path"),
+        (["/usr/local/bin/../lb"], "absolute path"),
+        (["/usr/local/bin/lb", "a\nb"], "control character"),
+        ("/usr/local/bin/lb drain", "list of words"),
+        ([], "list of words"),
+    ):
+        with pytest.raises(ValueError, match=rule):
+            CommandHook.model_validate({"command": bad})
+    with pytest.raises(ValueError, match="url"):  # one kind per hook: keys of both are refused
+        DrainPolicy.model_validate({"stop_hook": {"command": ["/bin/true"], "url": "http://lb/x"}})
+    raw = fake_target.target.model_dump(exclude_none=True)
+    with pytest.raises(ValueError, match=r"drain.stop_hook runs on node 2, but the target has 2 node\(s\)"):
+        Target.model_validate({**raw, "drain": {"stop_hook": {"command": ["/bin/true"], "node": 2}}})
+
+
+async def test_command_hooks_run_on_their_node_around_a_restart(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    stop = CommandHook(command=["/usr/local/bin/lb", "out", "node 1; rm -rf /"], node=1)
+    resume = CommandHook(command=["/usr/local/bin/lb", "in"], node=1)
+    policy = DrainPolicy(grace=timedelta(seconds=2), stop_hook=stop, resume_hook=resume)
+    async with fake_target.open() as ts:
+        ts.target = fake_target.target.model_copy(update={"drain": policy})
+        report = await apply_and_restart(ts, flags)
+        assert report.ok and report.drain is not None
+        assert report.drain.stop_hook == "node 1: /usr/local/bin/lb (+2 argument(s)) -> exit 0"
+        assert fake_target.nodes[1].hooks == [["/usr/local/bin/lb", "out", "node 1; rm -rf /"]]
+        assert fake_target.nodes[0].hooks == []
+        hook_run = next(text for text in fake_target.nodes[1].received if "/usr/local/bin/lb" in text)
+        assert hook_run == "env -- /usr/local/bin/lb out 'node 1; rm -rf /'"  # one word, quoted, no sudo
+        assert (await resume_traffic(ts)) == "resume: node 1: /usr/local/bin/lb (+1 argument(s)) -> exit 0"
+        assert fake_target.nodes[1].hooks[-1] == ["/usr/local/bin/lb", "in"]
+
+
+async def test_a_failing_command_hook_changes_nothing(fake_target: FakeTarget) -> None:
+    flags = await _new_flags(fake_target)
+    fake_target.nodes[0].fail["hook-command"] = "lb: no such worker\n"
+    policy = DrainPolicy(stop_hook=CommandHook(command=["/usr/local/bin/lb", "out", "--token=s3cret"]))
+    async with fake_target.open() as ts:
+        ts.target = fake_target.target.model_copy(update={"drain": policy})
+        before = _writes(fake_target)
+        with pytest.raises(DrainHookError) as raised:
+            await apply_and_restart(ts, flags)
+        assert (
+            str(raised.value) == "node 0: /usr/local/bin/lb (+2 argument(s)) exited 1: 'lb: no such worker'"
+        )
+        assert _writes(fake_target) == before
+        assert await ts.ledger.traffic_stopped_at() is None
 
 
 async def test_drain_waits_for_running_and_queued_requests(fake_target: FakeTarget, router: Router) -> None:
