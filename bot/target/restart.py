@@ -165,7 +165,8 @@ async def apply_and_restart(
     """Write the new flags (and environment) on every node, then restart all ranks together.
 
     `new_flags_per_node[k]` is node k's flag set (use `flags_for_nodes`); `env=None` keeps the
-    unit's environment as it is now, a mapping replaces it entirely. Returns after the starts
+    unit's environment as it is now, a mapping is node 0's whole environment, and the other nodes
+    get the same change on their own (`env_per_node`). Returns after the starts
     were issued. Raises `DivergedError` when the target is diverged, `RestartError` (with the
     report) when phase 1 failed and was rolled back or phase 2 left the target diverged, and
     `HandEditError` (via phase 1) for a hand-edited unit unless `force`. With `force`, a
@@ -185,7 +186,8 @@ async def apply_and_restart(
             "them all with one line. Keep only the SGLang command in ExecStart= on the host"
         )
     specs: list[DropinSpec | None] = [
-        dropin_spec(view, flags, env) for view, flags in zip(views, new_flags_per_node, strict=True)
+        dropin_spec(view, flags, node_env)
+        for view, flags, node_env in zip(views, new_flags_per_node, env_per_node(views, env), strict=True)
     ]
     return await _apply(ts, specs, drain=drain, force=force, reason=reason or "apply", views=views)
 
@@ -206,6 +208,27 @@ async def restart_target(ts: TargetSession, *, drain: DrainSettings | None = Non
     with _reconnects_into(ts, report):
         await _drain_first(ts, report, drain)
         return await _restart_phase(ts, report, started)
+
+
+def env_per_node(views: Sequence[UnitView], env: Mapping[str, str] | None) -> list[Mapping[str, str] | None]:
+    """Each node's environment for `env`, which is what node 0 is to run (None: as it is).
+
+    Why not `env` everywhere: nodes may differ in their environment (`-e NODE_RANK=1` in node 1's
+    `docker run`, a NIC name in `Environment=`), and an `env set` on one variable must not copy
+    node 0's values of the others onto them. So node 0 gets `env`, and every other node gets the
+    same change applied to its own environment: each variable `env` sets to a value node 0 does
+    not have now is set, each node 0 has that `env` drops is removed, everything else stays as
+    that node has it."""
+    if env is None:
+        return [None] * len(views)
+    now = views[0].env
+    changed = {name: value for name, value in env.items() if now.get(name) != value}
+    dropped = now.keys() - env.keys()
+    out: list[Mapping[str, str] | None] = [dict(env)]
+    for view in views[1:]:
+        own = {name: value for name, value in view.env.items() if name not in dropped}
+        out.append({**own, **changed})
+    return out
 
 
 def dropin_spec(view: UnitView, flags: FlagSet, env: Mapping[str, str] | None) -> DropinSpec:

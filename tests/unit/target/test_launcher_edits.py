@@ -121,6 +121,27 @@ async def test_an_env_set_on_a_docker_launcher_rewrites_the_e_options_and_keeps_
             }
 
 
+async def test_an_env_set_keeps_what_each_node_sets_on_its_own(tmp_path: Path) -> None:
+    own_nic = DOCKER.replace("-e HF_HOME=/hf", "-e HF_HOME=/hf -e NCCL_SOCKET_IFNAME=eth{rank}")
+    plain = (
+        "[Service]\nEnvironment=GLOO_SOCKET_IFNAME=eth{rank} NCCL_DEBUG=WARN\n"
+        "ExecStart=/opt/sglang/.venv/bin/python -m sglang.launch_server --model-path /models/q --tp 2 "
+        "--nnodes 2 --node-rank {rank}\n"
+    )
+    for text, nic in ((own_nic, "NCCL_SOCKET_IFNAME"), (plain, "GLOO_SOCKET_IFNAME")):
+        async with serving(tmp_path, _nodes(text)) as fake:
+            async with fake.open() as ts:
+                view = await read_unit(ts.node0)
+                assert view.env[nic] == "eth0"
+                wanted = {name: value for name, value in view.env.items() if name != "NCCL_DEBUG"}
+                flags = flags_for_nodes(view.flags, 2)
+                assert (await apply_and_restart(ts, flags, {**wanted, "HF_HUB_OFFLINE": "1"})).ok
+                after = [await read_unit(node) for node in ts.nodes]
+            for k in range(2):  # the change on every node; each node's own NIC as it was
+                assert after[k].env[nic] == f"eth{k}", (text, after[k].env)
+                assert after[k].env["HF_HUB_OFFLINE"] == "1" and "NCCL_DEBUG" not in after[k].env
+
+
 async def test_a_flag_change_on_a_docker_launcher_leaves_the_e_options_as_written(tmp_path: Path) -> None:
     async with serving(tmp_path, _nodes(DOCKER)) as fake:
         async with fake.open() as ts:
