@@ -48,6 +48,7 @@ from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.run_when_free import RUN_WHEN_FREE_WAIT, run_when_free_blocks
 from bot.slack.services import SlackServices
+from bot.slack.status_text import status_text
 from bot.slack.thread_commands import run_bench, run_target_change
 from bot.slack.threads import Where, open_thread
 from bot.store.leases import LeaseHeld, WaitCancelled
@@ -81,13 +82,6 @@ def flag_note(flags: FlagList, invocation: Invocation) -> list[str]:
     and the grammar's notes (a removed flag the list lacks)."""
     shown = [f"flags checked against the {flags.note}"] if flags.needed else []
     return [*shown, *invocation.notes]
-
-
-def _own_unit(node: dict[str, object], node0_unit: str) -> str:
-    """` (sglang-worker.service)` after a node whose unit is not node 0's (the one in the
-    heading): a head/worker or templated layout shows every node's service, one layout stays short."""
-    unit = node.get("unit") or node0_unit
-    return "" if unit == node0_unit else f" ({unit})"
 
 
 def threaded(invocation: Invocation) -> bool:
@@ -291,18 +285,7 @@ async def answer(
         ]
     if invocation.name == "status":
         status = await target_commands.status(ctx, target)
-        data = status.to_json()
-        text = (
-            f"*{target}* `{data['unit']}`: /health {data['health']}; "
-            + "; ".join(
-                f"{n['node']}{_own_unit(n, data['unit'])} {n.get('active', n.get('error'))}"
-                for n in data["nodes"]
-            )
-            + ("\n:warning: diverged: " + str(data["diverged"]) if data["diverged"] else "")
-            + (f"\n:snowflake: {data['freeze']['text']}" if data.get("freeze") else "")
-            + "".join(f"\n:hourglass: queued: {waiter['text']}" for waiter in data["waiting"])
-        )
-        return [TextBlock(text, f"Status of {target}")]
+        return [TextBlock(status_text(target, status.to_json()), f"Status of {target}")]
     if invocation.name == "keep":
         kept = await keep_command(
             ctx, int(str(invocation.positionals["experiment"])), target, actor=f"slack:{user}"

@@ -2,11 +2,13 @@
 
 A try opens a thread whose card goes through every step, evidence arrives as replies, the
 verdict is broadcast, the card ends with buttons; Revert reverts and verifies (a double click
-acts once); `@flagbot verify` in the thread answers in the thread.
+acts once); `@flagbot verify` in the thread answers in the thread; then `/flagbot status` says how /health was
+reached and the latest start's capacity beside the known-good one.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -82,3 +84,12 @@ async def test_a_try_in_a_thread_then_revert_by_button_and_verify_by_mention(bot
     await bot.services.drain()
     assert all(m.thread_ts == card.ts for m in verify_cards)
     assert "pass" in str(verify_cards[-1].blocks)
+
+    status = await standin.slash("status", user="U0OPER", channel=CHANNEL)
+    assert status.status == 200
+    answers = await standin.wait_for(
+        lambda: [m for m in standin.messages(CHANNEL) if "/health" in str(m.blocks)], timeout=60
+    )
+    answered = json.dumps([m.blocks for m in answers], default=str)
+    assert "/health 200" in answered and "HTTP: direct" in answered, answered[-2000:]
+    assert "latest start: snapshot #" in answered and "known-good #" in answered, answered[-2000:]
