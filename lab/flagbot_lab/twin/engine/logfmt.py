@@ -221,6 +221,19 @@ def prefill_batch(
     )
 
 
+def retract(
+    now: float, ranks: str, *, retracted: int, gained: int, old_ratio: float, new_ratio: float
+) -> str:
+    """0.5.10 `scheduler.py` `update_running_batch`, when `check_decode_mem` fails (a warning;
+    SGLang's own lines carry no level name)."""
+    return line(
+        now,
+        f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+        f"#new_tokens_gained: {gained}, #new_token_ratio: {old_ratio:.4f} -> {new_ratio:.4f}",
+        ranks,
+    )
+
+
 def decode_batch(
     now: float,
     ranks: str,
