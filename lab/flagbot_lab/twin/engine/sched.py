@@ -496,7 +496,7 @@ class Scheduler:
         marker unit (`prefix.py`) is not a prompt token, so it never counts as a hit."""
         if self.cache is None or job.key is None:
             return 0
-        return min(self.cache.match(job.key).tokens - 1, job.prompt_tokens - 1)  # less the marker
+        return max(0, min(self.cache.match(job.key).tokens - 1, job.prompt_tokens - 1))  # less the marker
 
     def _admit(self, at: float) -> None:
         """Move waiting jobs into the batch in policy order while they fit; `at` is when a slot
