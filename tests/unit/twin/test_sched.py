@@ -290,7 +290,7 @@ def test_large_prefill_chunks_stall_decode_longer_with_mixed_chunking() -> None:
 
 
 def test_without_mixed_chunking_decode_waits_for_the_whole_prefill() -> None:
-    gap, long_ttft = decode_gaps_around_a_long_prefill(Serving(chunked_prefill_size=512))
+    gap, _ = decode_gaps_around_a_long_prefill(Serving(chunked_prefill_size=512))
     assert gap >= 8000 / 10_000  # every pass of the prompt runs before the next decode step
     mixed_gap, _ = decode_gaps_around_a_long_prefill(Serving(chunked_prefill_size=512, mixed_chunk=True))
     assert mixed_gap < gap / 4
