@@ -298,7 +298,10 @@ def test_without_mixed_chunking_decode_waits_for_the_whole_prefill() -> None:
 
 def shared_prefix_hits(policy: str) -> int:
     """Four groups of four requests, all queued at once, interleaved; a pool for two prefixes."""
-    systems = [f"{name} team: follow the house style guide closely. " * 25 for name in ("Alpha", "Bravo", "Charlie", "Delta")]
+    systems = [
+        f"{name} team: follow the house style guide closely. " * 25
+        for name in ("Alpha", "Bravo", "Charlie", "Delta")
+    ]
     rec = Recorder()
     sched = Scheduler(model(), max_running=2, max_total_tokens=900, serving=Serving(schedule_policy=policy))
     jobs = [shared(rec, f"r{i}", systems[i % 4], f"Question {i}?", tokens=10) for i in range(16)]

@@ -3,11 +3,15 @@
 Model (what a benchmark against the twin should see, and why it is built this way):
 
 * At most `max_running` requests decode at once (SGLang's *effective* max_running_requests, the
-  figure the seeds' incident is about); further requests wait in a FIFO queue. A request is also
-  held back while the KV pool (`max_total_tokens`) could not hold its prompt plus its output.
+  figure the seeds' incident is about); further requests wait in a queue, in the order
+  `--schedule-policy` gives it (fcfs: arrival). A request is also held back while the KV pool
+  (`max_total_tokens`) could not hold its uncached prompt plus `new_token_ratio` times its
+  output; a running request whose next token finds the pool full gets requests retracted.
 * Prefill is one engine shared by all requests: a request's first token is due once every
-  earlier prefill is done plus `prompt_tokens / prefill_tok_s`. So TTFT = queue wait + prefill
-  wait + own prefill, and a burst of arrivals shows rising TTFT as on a real GPU.
+  earlier prefill is done plus its uncached prompt tokens / `prefill_tok_s` (in
+  `--chunked-prefill-size` passes). So TTFT = queue wait + prefill wait + own prefill, a burst
+  of arrivals shows rising TTFT as on a real GPU, and a prefix-cache hit shortens it. A long
+  prefill stalls the decode of running streams (one chunk at a time with mixed chunking).
 * Decode speed per stream comes from the scenario's aggregate curve (tok/s over the running
   batch, linearly interpolated, flat after its last point) divided by the batch size, times the
   throughput factor of the flags and a per-start noise factor; each request also has its own
@@ -101,6 +105,9 @@ INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
 NEW_TOKEN_RATIO_DECAY_STEPS = 600
 RETRACT_DECODE_STEPS = 20
+UNCHUNKED_LONG_PREFILL = 8192
+"""With `--chunked-prefill-size -1`, a prefill longer than this (SGLang's usual chunk size on a
+large GPU) stalls decode as a long one would (`Scheduler._prefill`)."""
 LPM_QUEUE_LIMIT = 128
 """0.5.10 `SchedulePolicy._determine_active_policy`: lpm acts as fcfs beyond this many waiting."""
 
@@ -556,23 +563,26 @@ class Scheduler:
         With `--chunked-prefill-size` the prompt goes in chunks (0.5.10 `PrefillAdder`
         `add_one_req` / `add_chunked_req`), one forward pass each: every pass after the first
         costs one more fixed step (a batch-1 decode step: weights are read once per pass), so
-        small chunks lengthen TTFT; under mixed chunking each pass is a separate stall for
-        decode (see `_after_prefills`), so large chunks make longer decode gaps.
+        small chunks lengthen TTFT. A *long* prefill (more than one chunk; with chunking off,
+        more than `UNCHUNKED_LONG_PREFILL` tokens) also stalls decode (`_after_prefills`): the
+        scenario's decode curve was measured with a benchmark's own prompts prefilled in between,
+        so a prefill of one ordinary pass is already in it and is not counted twice.
         """
         t = max(start, self._prefill_free)
         size = self.serving.chunked_prefill_size
+        long = tokens > (size if size > 0 else UNCHUNKED_LONG_PREFILL)
         if size <= 0:
             size = tokens
         floor = self.model.token_gap(1)
         mixed = self.serving.mixed_chunk
+        busy = self._busy
         left, first = tokens, True
         while left > 0:
             chunk = min(size, left)
             end = t + self.model.prefill_time(chunk) * noise + (0.0 if first else floor)
-            busy = self._busy
-            if not mixed and busy and busy[-1][1] == t:
+            if long and not mixed and busy and busy[-1][1] == t:
                 busy[-1][1] = end  # back to back: decode waits them out as one
-            else:
+            elif long:
                 busy.append([t, end])
             t, left, first = end, left - chunk, False
         self._prefill_free = t
