@@ -13,6 +13,7 @@ import re
 import pytest
 
 from flagbot_lab.twin.engine import logfmt
+from flagbot_lab.twin.engine.batchlog import BatchLogger
 from flagbot_lab.twin.engine.prefix import ids_key, text_key
 from flagbot_lab.twin.engine.sched import Job, Pacer, Scheduler, Serving, ThroughputModel
 from flagbot_lab.twin.engine.tokens import count_text_tokens
@@ -352,3 +353,31 @@ def test_schedule_conservativeness_scales_the_new_token_ratio() -> None:
     careful = Scheduler(model(), max_running=1, serving=Serving(schedule_conservativeness=0.5))
     assert careful.new_token_ratio == pytest.approx(0.35)
     assert careful.min_new_token_ratio == pytest.approx(0.35 * 0.14)
+
+
+def test_flush_cache_empties_the_cache_only_when_idle() -> None:
+    rec = Recorder()
+    sched = Scheduler(model(), max_running=4)
+    busy = shared(rec, "a", SYSTEM, "One?", tokens=50)
+    sched.submit(busy, 0.0)
+    assert not sched.flush_cache()  # SGLang refuses with requests running
+    simulate(sched, [])
+    assert sched.used_tokens > 0 and sched.tokens_in_use() == 0  # all of it evictable cache
+    assert sched.flush_cache()
+    assert sched.used_tokens == 0
+    later = shared(rec, "b", SYSTEM, "Two?")
+    simulate(sched, [(1.0, later)])
+    assert later.cached_tokens == 0
+
+
+def test_the_prefill_batch_line_reports_new_and_cached_tokens() -> None:
+    rec = Recorder()
+    lines: list[str] = []
+    sched = Scheduler(model(), max_running=4)
+    log = BatchLogger(sched, lines.append, ranks="", max_total_tokens=100_000)
+    sched.on_prefill = log.on_prefill
+    first, second = shared(rec, "a", SYSTEM, "One?"), shared(rec, "b", SYSTEM, "Two?")
+    simulate(sched, [(0.0, first), (1.0, second)])
+    cached = second.cached_tokens
+    assert f"#new-token: {second.prompt_tokens - cached}, #cached-token: {cached}," in lines[1]
+    assert "#cached-token: 0," in lines[0]
