@@ -302,12 +302,12 @@ class Scheduler:
         if job.finished or job.cancelled:
             return
         job.cancelled = True
+        if job.admitted is not None and not job.internal:
+            self.counters.aborted += 1  # a retracted job waiting again was admitted once
         if job.rid not in self.running:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(job)
             return
-        if not job.internal:
-            self.counters.aborted += 1
         self._release(job)
         self._admit(now)
 
