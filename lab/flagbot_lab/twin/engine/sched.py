@@ -364,9 +364,9 @@ class Scheduler:
             if job.on_done is not None:
                 job.on_done(job)
             return True
-        before = job.outstanding
+        if job.target_tokens - index <= CLIP_MAX_NEW_TOKENS:
+            self._outstanding -= 1  # the estimate counts this token no more
         job.emitted = index + 1
-        self._outstanding += job.outstanding - before
         self.counters.emitted_all += 1
         if not job.internal:
             self.counters.generation_tokens += 1
@@ -380,15 +380,23 @@ class Scheduler:
             if job.on_done is not None:
                 job.on_done(job)
             return True
+        # this runs once per token: the common case stays a few comparisons
         job.held += 1  # the token's KV, held until the job leaves
         self.used_tokens += 1
-        self.new_token_ratio = max(
-            self.new_token_ratio - self.new_token_ratio_decay / len(self.running), self.min_new_token_ratio
-        )
-        if not self._decode_fits(job, due):
+        running = len(self.running)
+        if self.new_token_ratio > self.min_new_token_ratio:
+            self.new_token_ratio = max(
+                self.new_token_ratio - self.new_token_ratio_decay / running, self.min_new_token_ratio
+            )
+        cap = self.max_total_tokens
+        if cap is not None and cap - self.used_tokens < running and not self._decode_fits(job):
             return True  # retracted: re-queued, its slot is free
-        nxt = self._after_prefills(due, due + self.model.token_gap(len(self.running)) * job.noise)
-        self._schedule(job, nxt)
+        nxt = due + self.model.token_gap(len(self.running)) * job.noise
+        if self._busy:
+            nxt = self._after_prefills(due, nxt)
+        job.due = nxt
+        self._seq += 1
+        heapq.heappush(self._heap, (nxt, self._seq, job))
         return False
 
     def _schedule(self, job: Job, due: float) -> None:
@@ -416,7 +424,7 @@ class Scheduler:
             end += e - max(s, start)
         return end
 
-    def _decode_fits(self, job: Job, at: float) -> bool:
+    def _decode_fits(self, job: Job) -> bool:
         """0.5.10 `update_running_batch`: the next step needs a token per running request; if
         the pool (after evicting the cache) cannot give them, retract requests (`retract_decode`).
         False when `job` itself was retracted."""
