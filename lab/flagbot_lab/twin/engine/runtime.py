@@ -41,6 +41,7 @@ from .batchlog import BatchLogger
 from .hangs import hang_step
 from .helpers import dummy_health_handler, self_request
 from .httpd import HttpServer, Request
+from .releases import release
 from .rendezvous import Rendezvous, RendezvousError, fingerprint, split_addr
 from .runinfo import (
     CRASH_LINES,
@@ -297,9 +298,15 @@ class Runtime:
             serving=serving_of(args),
         )
         ranks = info.ranks
+        # each retracted request frees its state slot (0.5.23 prints that for a hybrid model)
+        hybrid = self.scenario.model.hybrid is not None
+        mamba_line = hybrid and release(self.scenario.sglang_version).retract_mamba_gained
         sched.on_retract = lambda n, gained, old, new: log(
-            logfmt.retract(time.time(), ranks, retracted=n, gained=gained, old_ratio=old, new_ratio=new)
-        )
+            logfmt.retract(
+                time.time(), ranks, retracted=n, gained=gained, old_ratio=old, new_ratio=new,
+                mamba_gained=n if mamba_line else None,
+            )
+        )  # fmt: skip
         self.pacer = Pacer(sched, loop)
         self.api = api = Api(
             info, self.pacer, self.truth, log, seed=self.seed, wall_offset=time.time() - loop.time()
