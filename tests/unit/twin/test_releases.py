@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from flagbot_lab.twin import install
-from flagbot_lab.twin.engine import args
+from flagbot_lab.twin.engine import args, logfmt
 from flagbot_lab.twin.engine.field_order import FIELDS
 from flagbot_lab.twin.engine.hybrid import adjust_mem_fraction_for_vlm
 from flagbot_lab.twin.engine.memory import resolve_max_num_reqs
@@ -362,3 +362,12 @@ def test_0_5_23_prepare_server_args_returns_the_raw_input(tmp_path: Path) -> Non
     assert (
         "] Max running requests is reset to 48 for speculative decoding." in done.stderr
     )  # logged, prefixed
+
+
+def test_0_5_23_adds_the_state_slots_gained_to_a_hybrid_models_retraction_line() -> None:
+    assert [release(v).retract_mamba_gained for v in RELEASES] == [False, False, True]
+    text = logfmt.retract(0.0, "", retracted=2, gained=900, old_ratio=0.3, new_ratio=0.81, mamba_gained=2)
+    assert text.endswith(
+        "KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 900, "
+        "#mamba_num_gained: 2, #new_token_ratio: 0.3000 -> 0.8100"
+    )

@@ -7,10 +7,16 @@ order without sleeping; the last test checks the asyncio pacer against the real 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import re
 
 import pytest
 
-from flagbot_lab.twin.engine.sched import Job, Pacer, Scheduler, ThroughputModel
+from flagbot_lab.twin.engine import logfmt
+from flagbot_lab.twin.engine.batchlog import BatchLogger
+from flagbot_lab.twin.engine.prefix import ids_key, text_key
+from flagbot_lab.twin.engine.sched import Job, Pacer, Scheduler, Serving, ThroughputModel
+from flagbot_lab.twin.engine.tokens import count_text_tokens
 
 CURVE = ((8, 400.0), (64, 1600.0))
 
@@ -194,3 +200,184 @@ async def test_pacer_emits_on_time_from_one_timer() -> None:
     assert len(lateness) == 160
     # one timer paces every token: none is emitted early (lateness is the machine's load, not asserted)
     assert min(lateness) > -0.005
+
+
+# -- the twin reacts: prefix cache, chunked prefill, schedule policy, retraction ------------------
+
+SYSTEM = "You are a careful assistant. Answer in one short paragraph, citing sources. " * 30
+
+
+def shared(rec: Recorder, rid: str, system: str, question: str, tokens: int = 5) -> Job:
+    prompt = system + question
+    return rec.job(rid, count_text_tokens(prompt), tokens, key=text_key(prompt))
+
+
+def ttft(rec: Recorder, job: Job) -> float:
+    return rec.times[job.rid][0] - job.arrival
+
+
+@pytest.mark.parametrize("radix", [True, False])
+def test_a_cached_prefix_shortens_prefill_unless_the_cache_is_off(radix: bool) -> None:
+    rec = Recorder()
+    sched = Scheduler(model(), max_running=8, serving=Serving(radix_cache=radix))
+    a, b = shared(rec, "a", SYSTEM, "First question?"), shared(rec, "b", SYSTEM, "Second question?")
+    simulate(sched, [(0.0, a), (1.0, b)])
+    assert a.cached_tokens == 0
+    if radix:
+        assert b.cached_tokens == len(SYSTEM) // 4
+        assert ttft(rec, b) < ttft(rec, a) / 10
+        assert sched.counters.cached_tokens == b.cached_tokens
+    else:
+        assert b.cached_tokens == 0
+        assert ttft(rec, b) == pytest.approx(ttft(rec, a), rel=0.01)
+
+
+def test_unrelated_prompts_get_no_hit_and_unchanged_ttft() -> None:
+    rec = Recorder()
+    on, off = (
+        Scheduler(model(), max_running=8),
+        Scheduler(model(), max_running=8, serving=Serving(radix_cache=False)),
+    )
+    for sched in (on, off):
+        jobs = [
+            rec.job(f"{id(sched)}-{i}", 400, 5, key=ids_key(range(i * 1000 + 1, i * 1000 + 401)))
+            for i in range(4)
+        ]
+        simulate(sched, [(i * 0.3, j) for i, j in enumerate(jobs)])
+        assert all(j.cached_tokens == 0 for j in jobs)
+    firsts = [ts[0] for ts in rec.times.values()]
+    assert firsts[:4] == pytest.approx([f - 0 for f in firsts[4:]])
+
+
+def test_kv_pressure_evicts_the_least_recently_used_prefix() -> None:
+    other = "Summarise the following report in three bullet points for an executive. " * 30
+    third = "Translate the text below into French, keeping the formatting intact. " * 30
+    outcome = {}
+    for pool in (100_000, 1400):  # the small pool holds two of the three prefixes
+        rec = Recorder()
+        sched = Scheduler(model(), max_running=1, max_total_tokens=pool)
+        arrivals = [
+            (0.0, shared(rec, "a", SYSTEM, "One?")),
+            (1.0, shared(rec, "b", other, "Two?")),
+            (2.0, shared(rec, "c", third, "Three?")),
+            (3.0, shared(rec, "d", SYSTEM, "Four?")),
+        ]
+        simulate(sched, arrivals)
+        outcome[pool] = arrivals[3][1].cached_tokens
+    assert outcome[100_000] == len(SYSTEM) // 4
+    assert outcome[1400] == 0  # SYSTEM was the least recently used, so it went first
+
+
+def decode_gaps_around_a_long_prefill(serving: Serving) -> tuple[float, float]:
+    """(largest gap of a running stream while a 8000-token prompt is prefilled, its TTFT)."""
+    rec = Recorder()
+    sched = Scheduler(model(), max_running=8, serving=serving)
+    runner, long = rec.job("run", 10, 200), rec.job("long", 8000, 2)
+    simulate(sched, [(0.0, runner), (0.5, long)])
+    times = rec.times["run"]
+    return max(b - a for a, b in itertools.pairwise(times)), ttft(rec, long)
+
+
+def test_large_prefill_chunks_stall_decode_longer_with_mixed_chunking() -> None:
+    big_gap, big_ttft = decode_gaps_around_a_long_prefill(
+        Serving(chunked_prefill_size=4096, mixed_chunk=True)
+    )
+    small_gap, small_ttft = decode_gaps_around_a_long_prefill(
+        Serving(chunked_prefill_size=512, mixed_chunk=True)
+    )
+    assert big_gap > 4 * small_gap  # one 4096-token pass against one 512-token pass
+    assert small_gap >= 512 / 10_000  # a decode step rides in a chunk's pass and ends with it
+    assert small_ttft > big_ttft  # sixteen passes cost more fixed steps than two
+
+
+def test_without_mixed_chunking_decode_waits_for_the_whole_prefill() -> None:
+    gap, _ = decode_gaps_around_a_long_prefill(Serving(chunked_prefill_size=512))
+    assert gap >= 8000 / 10_000  # every pass of the prompt runs before the next decode step
+    mixed_gap, _ = decode_gaps_around_a_long_prefill(Serving(chunked_prefill_size=512, mixed_chunk=True))
+    assert mixed_gap < gap / 4
+
+
+def shared_prefix_hits(policy: str) -> int:
+    """Four groups of four requests, all queued at once, interleaved; a pool for two prefixes."""
+    systems = [
+        f"{name} team: follow the house style guide closely. " * 25
+        for name in ("Alpha", "Bravo", "Charlie", "Delta")
+    ]
+    rec = Recorder()
+    sched = Scheduler(model(), max_running=2, max_total_tokens=900, serving=Serving(schedule_policy=policy))
+    jobs = [shared(rec, f"r{i}", systems[i % 4], f"Question {i}?", tokens=10) for i in range(16)]
+    simulate(sched, [(0.0, j) for j in jobs])
+    assert len(rec.done) == 16
+    return sum(1 for j in jobs if j.cached_tokens > 100)
+
+
+def test_lpm_gets_more_cache_hits_than_fcfs_on_shared_prefix_traffic() -> None:
+    fcfs, lpm = shared_prefix_hits("fcfs"), shared_prefix_hits("lpm")
+    assert lpm == 12  # every group after its first request: cached groups go first
+    assert fcfs == 0  # round robin over four groups evicts each prefix before its next turn
+
+
+def test_lpm_without_the_radix_cache_is_fcfs() -> None:
+    assert Serving(schedule_policy="lpm", radix_cache=False).policy == "fcfs"
+
+
+def test_running_out_of_kv_retracts_with_sglangs_line_and_requeues() -> None:
+    rec = Recorder()
+    lines: list[str] = []
+    sched = Scheduler(
+        model(),
+        max_running=8,
+        max_total_tokens=2000,
+        on_retract=lambda n, gained, old, new: lines.append(
+            logfmt.retract(0.0, " TP0", retracted=n, gained=gained, old_ratio=old, new_ratio=new)
+        ),
+    )
+    jobs = [rec.job(f"r{i}", 100, 400) for i in range(6)]
+    simulate(sched, [(0.0, j) for j in jobs])
+    assert lines, "admitted by a decaying output estimate, six requests outgrow a pool of 2000"
+    assert re.fullmatch(
+        r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] KV cache pool is full\. Retract requests\. "
+        r"#retracted_reqs: [1-9]\d*, #new_tokens_gained: \d+, #new_token_ratio: \d\.\d{4} -> \d\.\d{4}",
+        lines[0],
+    )
+    retracted = [j for j in jobs if j.retractions]
+    assert retracted and sched.counters.retracted == sum(j.retractions for j in jobs)
+    assert all(len(rec.times[j.rid]) == 400 for j in jobs)  # re-queued, re-prefilled, finished
+    victim = retracted[0]
+    gaps = [b - a for a, b in itertools.pairwise(rec.times[victim.rid])]
+    assert max(gaps) > 10 * min(gaps)  # the retraction shows up as latency
+
+
+def test_schedule_conservativeness_scales_the_new_token_ratio() -> None:
+    assert Scheduler(model(), max_running=1).new_token_ratio == pytest.approx(0.7)
+    careful = Scheduler(model(), max_running=1, serving=Serving(schedule_conservativeness=0.5))
+    assert careful.new_token_ratio == pytest.approx(0.35)
+    assert careful.min_new_token_ratio == pytest.approx(0.35 * 0.14)
+
+
+def test_flush_cache_empties_the_cache_only_when_idle() -> None:
+    rec = Recorder()
+    sched = Scheduler(model(), max_running=4)
+    busy = shared(rec, "a", SYSTEM, "One?", tokens=50)
+    sched.submit(busy, 0.0)
+    assert not sched.flush_cache()  # SGLang refuses with requests running
+    simulate(sched, [])
+    assert sched.used_tokens > 0 and sched.tokens_in_use() == 0  # all of it evictable cache
+    assert sched.flush_cache()
+    assert sched.used_tokens == 0
+    later = shared(rec, "b", SYSTEM, "Two?")
+    simulate(sched, [(1.0, later)])
+    assert later.cached_tokens == 0
+
+
+def test_the_prefill_batch_line_reports_new_and_cached_tokens() -> None:
+    rec = Recorder()
+    lines: list[str] = []
+    sched = Scheduler(model(), max_running=4)
+    log = BatchLogger(sched, lines.append, ranks="", max_total_tokens=100_000)
+    sched.on_prefill = log.on_prefill
+    first, second = shared(rec, "a", SYSTEM, "One?"), shared(rec, "b", SYSTEM, "Two?")
+    simulate(sched, [(0.0, first), (1.0, second)])
+    cached = second.cached_tokens
+    assert f"#new-token: {second.prompt_tokens - cached}, #cached-token: {cached}," in lines[1]
+    assert "#cached-token: 0," in lines[0]

@@ -60,6 +60,8 @@ class ServeInfo:
     eos_id: int = 2
     failure_fraction: float = 0.0
     spec_accept_length: float | None = None
+    cache_report: bool = False
+    """`--enable-cache-report`: OpenAI usage reports the prefix cache's hits."""
 
 
 class Api:
@@ -191,6 +193,7 @@ class Api:
         if running or queued:
             self.emit(logfmt.cache_not_flushed(time.time(), self.info.ranks, queued=queued, running=running))
             return Response.text(FLUSH_TEXT, 400)
+        self.sched.flush_cache()
         self.emit(logfmt.cache_flushed(time.time(), self.info.ranks))
         return Response.text(FLUSH_TEXT)
 
@@ -249,6 +252,7 @@ class Api:
             filler_offset(rid), self.info.eos_id,
         )  # fmt: skip
         reply.include_usage = spec.include_usage
+        reply.cache_report = self.info.cache_report
         reply.continuous_usage = spec.continuous_usage
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -260,6 +264,7 @@ class Api:
         def on_token(job: Job, index: int, due: float) -> None:
             if stream is None:
                 return
+            reply.cached_tokens, reply.retractions = job.cached_tokens, job.retractions
             if index == last:
                 stream.send(reply.last(index, reason, loop.time() - job.arrival, steps.first))
                 return
@@ -269,7 +274,7 @@ class Api:
 
         job = Job(
             rid, spec.prompt_tokens, target, on_token=on_token,
-            on_done=lambda j: _resolve(done), fail_at=fail_at, trace=self.trace,
+            on_done=lambda j: _resolve(done), fail_at=fail_at, trace=self.trace, key=spec.prompt_key,
         )  # fmt: skip
         self.pacer.submit(job)
         try:
@@ -286,6 +291,7 @@ class Api:
             return stream
         if job.failed:
             return Response.json(error_body(FAILURE_MESSAGE), 500)
+        reply.cached_tokens, reply.retractions = job.cached_tokens, job.retractions
         return Response.json(reply.body(reason, job.emitted, e2e))
 
     def _record(self, job: Job, endpoint: str, spec: GenSpec, outcome: str, req: Request) -> None:

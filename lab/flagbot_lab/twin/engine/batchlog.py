@@ -54,7 +54,8 @@ class BatchLogger:
     def on_prefill(self, jobs: list[Job], at: float) -> None:
         """Scheduler hook: one line per admission group (health checks log too, as in SGLang)."""
         now = time.monotonic()
-        new_tokens = sum(j.prompt_tokens for j in jobs)
+        new_tokens = sum(j.extend_tokens for j in jobs)
+        cached = sum(j.prompt_tokens + j.emitted - j.extend_tokens for j in jobs)
         elapsed = max(1e-6, now - self._last_prefill)
         self._last_prefill = now
         running_before = self.sched.num_running - len(jobs)
@@ -64,7 +65,7 @@ class BatchLogger:
                 self.ranks,
                 new_seq=len(jobs),
                 new_token=new_tokens,
-                cached_token=0,
+                cached_token=cached,
                 token_usage=(self.sched.tokens_in_use() - new_tokens) / self.max_total_tokens,
                 running=running_before,
                 queued=self.sched.num_queue,

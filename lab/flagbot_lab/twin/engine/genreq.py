@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .tokens import count_chat_tokens, count_text_tokens
+from .prefix import chat_key, ids_key, text_key
+from .tokens import content_text, count_chat_tokens, count_text_tokens
 
 __all__ = [
     "BadRequestError",
@@ -41,6 +42,8 @@ class GenSpec:
     include_usage: bool = False
     continuous_usage: bool = False
     model: str | None = None
+    prompt_key: str | None = None
+    """The prompt as the prefix cache sees it (`prefix.py`)."""
 
 
 def _obj(body: Any) -> dict[str, Any]:
@@ -76,6 +79,13 @@ def parse_chat(body: Any) -> GenSpec:
     return GenSpec(
         kind="chat",
         prompt_tokens=count_chat_tokens(messages),
+        prompt_key=chat_key(
+            [
+                (str(m.get("role", "")), content_text(m.get("content")))
+                for m in messages
+                if isinstance(m, dict)
+            ]
+        ),
         max_new=max_new,
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),
@@ -85,13 +95,14 @@ def parse_chat(body: Any) -> GenSpec:
     )
 
 
-def _prompt_tokens(prompt: Any) -> int:
-    """A string, a list of token ids, or a one-element list of either (batches unsupported)."""
+def _prompt_tokens(prompt: Any) -> tuple[int, str]:
+    """A string, a list of token ids, or a one-element list of either (batches unsupported);
+    (tokens, prefix-cache key)."""
     if isinstance(prompt, str):
-        return count_text_tokens(prompt)
+        return count_text_tokens(prompt), text_key(prompt)
     if isinstance(prompt, list) and prompt:
         if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            return len(prompt)
+            return len(prompt), ids_key(prompt)
         if len(prompt) == 1:
             return _prompt_tokens(prompt[0])
         raise BadRequestError("The twin serves one prompt per request; batched prompts are not supported.")
@@ -104,9 +115,11 @@ def parse_completion(body: Any) -> GenSpec:
         raise BadRequestError("Field required: prompt")
     max_new = _int_or_none(body.get("max_tokens", COMPLETION_DEFAULT_MAX), "max_tokens")
     include, continuous = _stream_options(body)
+    tokens, key = _prompt_tokens(body["prompt"])
     return GenSpec(
         kind="completion",
-        prompt_tokens=_prompt_tokens(body["prompt"]),
+        prompt_tokens=tokens,
+        prompt_key=key,
         max_new=COMPLETION_DEFAULT_MAX if max_new is None else max_new,
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),
@@ -123,22 +136,25 @@ def parse_generate(body: Any) -> GenSpec:
         raise BadRequestError("sampling_params must be an object")
     ids = body.get("input_ids")
     text = body.get("text")
+    key: str | None
     if isinstance(ids, list) and ids:
         if isinstance(ids[0], list):
             raise BadRequestError(
                 "The twin serves one prompt per request; batched input_ids are not supported."
             )
-        prompt = len(ids)
+        whole = all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+        prompt, key = len(ids), ids_key(ids) if whole else None
     elif isinstance(text, str):
-        prompt = count_text_tokens(text)
+        prompt, key = count_text_tokens(text), text_key(text)
     elif isinstance(text, list) and len(text) == 1 and isinstance(text[0], str):
-        prompt = count_text_tokens(text[0])
+        prompt, key = count_text_tokens(text[0]), text_key(text[0])
     else:
         raise BadRequestError("Either text or input_ids should be provided.")
     max_new = _int_or_none(params.get("max_new_tokens", GENERATE_DEFAULT_MAX), "max_new_tokens")
     return GenSpec(
         kind="generate",
         prompt_tokens=prompt,
+        prompt_key=key,
         max_new=GENERATE_DEFAULT_MAX if max_new is None else max_new,
         ignore_eos=bool(params.get("ignore_eos", False)),
         stream=bool(body.get("stream", False)),

@@ -221,6 +221,27 @@ def prefill_batch(
     )
 
 
+def retract(
+    now: float,
+    ranks: str,
+    *,
+    retracted: int,
+    gained: int,
+    old_ratio: float,
+    new_ratio: float,
+    mamba_gained: int | None = None,
+) -> str:
+    """0.5.10 `scheduler.py` `update_running_batch`, when `check_decode_mem` fails (a warning;
+    SGLang's own lines carry no level name); `mamba_gained` is 0.5.23's hybrid-model field."""
+    mamba = "" if mamba_gained is None else f", #mamba_num_gained: {mamba_gained}"
+    return line(
+        now,
+        f"KV cache pool is full. Retract requests. #retracted_reqs: {retracted}, "
+        f"#new_tokens_gained: {gained}{mamba}, #new_token_ratio: {old_ratio:.4f} -> {new_ratio:.4f}",
+        ranks,
+    )
+
+
 def decode_batch(
     now: float,
     ranks: str,

@@ -71,6 +71,9 @@ class Release:
     mamba_spec_dp_cap: bool = False
     """Speculative hybrid models under DP attention are also capped at `max_running_requests //
     dp_size` (0.5.9 `init_memory_pool`)."""
+    retract_mamba_gained: bool = False
+    """A hybrid model's retraction line adds `, #mamba_num_gained: N` after the tokens gained
+    (0.5.23 `scheduler.py` `update_running_batch`; 0.5.9 and 0.5.10 have no such field)."""
 
     @property
     def bench_module(self) -> str:
@@ -122,6 +125,7 @@ _TABLE = {
         cli_max_running_capped=False,
         benchmark_package=True,
         bench_modules=("sglang.benchmark.serving", "sglang.bench_serving"),
+        retract_mamba_gained=True,
     ),
 }
 

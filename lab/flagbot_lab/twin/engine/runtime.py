@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ from .batchlog import BatchLogger
 from .hangs import hang_step
 from .helpers import dummy_health_handler, self_request
 from .httpd import HttpServer, Request
+from .releases import release
 from .rendezvous import Rendezvous, RendezvousError, fingerprint, split_addr
 from .runinfo import (
     CRASH_LINES,
@@ -52,7 +54,7 @@ from .runinfo import (
     start_record,
     throughput_model,
 )
-from .sched import Pacer, Scheduler
+from .sched import Pacer, Scheduler, Serving
 from .startup import Resolved
 from .statefile import StateFile
 from .truth import TruthWriter, now_unix
@@ -268,6 +270,7 @@ class Runtime:
             eos_id=eos_token_id(self.scenario),
             failure_fraction=self.scenario.faults.request_failure_fraction,
             spec_accept_length=spec_accept_length(args),
+            cache_report=bool(args.get("enable_cache_report")),
         )
 
     def _first_ranks(self) -> str:
@@ -292,7 +295,18 @@ class Runtime:
             max_total_tokens=(info.max_total_num_tokens * dp) or None,
             seed=self.seed,
             request_cv=self.scenario.noise.request_cv,
+            serving=serving_of(args),
         )
+        ranks = info.ranks
+        # each retracted request frees its state slot (0.5.23 prints that for a hybrid model)
+        hybrid = self.scenario.model.hybrid is not None
+        mamba_line = hybrid and release(self.scenario.sglang_version).retract_mamba_gained
+        sched.on_retract = lambda n, gained, old, new: log(
+            logfmt.retract(
+                time.time(), ranks, retracted=n, gained=gained, old_ratio=old, new_ratio=new,
+                mamba_gained=n if mamba_line else None,
+            )
+        )  # fmt: skip
         self.pacer = Pacer(sched, loop)
         self.api = api = Api(
             info, self.pacer, self.truth, log, seed=self.seed, wall_offset=time.time() - loop.time()
@@ -430,6 +444,20 @@ class Runtime:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
+
+
+def serving_of(args: Mapping[str, Any]) -> Serving:
+    """The scheduling arguments as post-init left them (`--disable-radix-cache`,
+    `--chunked-prefill-size`, `--enable-mixed-chunk`, `--schedule-policy`,
+    `--schedule-conservativeness`)."""
+    chunk = args.get("chunked_prefill_size")
+    return Serving(
+        radix_cache=not args.get("disable_radix_cache"),
+        chunked_prefill_size=int(chunk) if chunk is not None and int(chunk) > 0 else 0,
+        mixed_chunk=bool(args.get("enable_mixed_chunk")),
+        schedule_policy=str(args.get("schedule_policy") or "fcfs"),
+        schedule_conservativeness=float(args.get("schedule_conservativeness") or 1.0),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,12 +49,14 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def usage(prompt: int, completion: int) -> dict[str, Any]:
+def usage(prompt: int, completion: int, cached: int | None = None) -> dict[str, Any]:
+    """OpenAI usage; `cached` only under `--enable-cache-report`, and only when non-zero
+    (0.5.10 `entrypoints/openai/usage_processor.py` `_details_if_cached`)."""
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": {"cached_tokens": cached} if cached else None,
         "reasoning_tokens": 0,
     }
 
@@ -117,13 +119,21 @@ class Reply:
         self.eos_id = eos_id
         self.include_usage = False
         self.continuous_usage = False
+        self.cached_tokens = 0
+        """Prompt tokens the prefix cache served (set once the request is admitted)."""
+        self.cache_report = False
+        self.retractions = 0
+        """`--enable-cache-report`: OpenAI usage carries `prompt_tokens_details.cached_tokens`."""
         self._tail = ""
+
+    def _usage(self, completion: int) -> dict[str, Any]:
+        return usage(self.prompt_tokens, completion, self.cached_tokens if self.cache_report else None)
 
     def _token_tail(self, index: int) -> str:
         """The chunk tail; with `continuous_usage_stats` every chunk carries the running usage."""
         if not self.continuous_usage:
             return self._tail
-        used = _dumps(usage(self.prompt_tokens, index + 1))
+        used = _dumps(self._usage(index + 1))
         return self._tail.replace('"usage":null', f'"usage":{used}')
 
     def _text_json(self, first: int, index: int) -> str:
@@ -156,7 +166,7 @@ class Reply:
             "created": self.created,
             "model": self.model,
             "choices": [],
-            "usage": usage(self.prompt_tokens, completion),
+            "usage": self._usage(completion),
         }
         return f"data: {_dumps(chunk)}\n\n"
 
@@ -216,7 +226,7 @@ class ChatReply(Reply):
                     "hidden_states": None,
                 }
             ],
-            "usage": usage(self.prompt_tokens, completion),
+            "usage": self._usage(completion),
             "metadata": {"weight_version": "default"},
         }
 
@@ -245,7 +255,7 @@ class CompletionReply(Reply):
         `continuous_usage_stats`, the running usage, as on every chunk)."""
         first = index if first is None else first
         finish, matched = finish_fields(reason, self.eos_id)
-        used = _dumps(usage(self.prompt_tokens, index + 1)) if self.continuous_usage else "null"
+        used = _dumps(self._usage(index + 1)) if self.continuous_usage else "null"
         tail = f',"logprobs":null,"finish_reason":{_dumps(finish)},"matched_stop":{_dumps(matched)}}}],"usage":{used}}}\n\n'
         return (self._head + self._text_json(first, index) + tail).encode() + self.finish(
             reason, index + 1, e2e
@@ -268,7 +278,7 @@ class CompletionReply(Reply):
                     "hidden_states": None,
                 }
             ],
-            "usage": usage(self.prompt_tokens, completion),
+            "usage": self._usage(completion),
             "metadata": {"weight_version": "default"},
         }
 
@@ -292,9 +302,9 @@ class GenerateReply(Reply):
             "finish_reason": reason,
             "prompt_tokens": self.prompt_tokens,
             "weight_version": "default",
-            "total_retractions": 0,
+            "total_retractions": self.retractions,
             "completion_tokens": completion,
-            "cached_tokens": 0,
+            "cached_tokens": self.cached_tokens,
         }
         if e2e is not None:
             meta["e2e_latency"] = round(e2e, 6)

@@ -20,7 +20,7 @@ import json
 import zlib
 from typing import Any
 
-__all__ = ["count_chat_tokens", "count_text_tokens", "filler_offset", "word", "word_json"]
+__all__ = ["content_text", "count_chat_tokens", "count_text_tokens", "filler_offset", "word", "word_json"]
 
 PER_MESSAGE = 4
 ASSISTANT_HEADER = 3
@@ -45,7 +45,7 @@ def count_text_tokens(text: str) -> int:
     return max(len(text.split()), (len(text) + 3) // 4)
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -58,7 +58,7 @@ def count_chat_tokens(messages: list[Any]) -> int:
     total = ASSISTANT_HEADER
     for message in messages:
         if isinstance(message, dict):
-            total += PER_MESSAGE + count_text_tokens(_content_text(message.get("content")))
+            total += PER_MESSAGE + count_text_tokens(content_text(message.get("content")))
     return total
 
 

@@ -8,7 +8,8 @@ never to an HTTP endpoint. Records:
   figures, effective values, implied flags, throughput factor and the per-start noise draw.
 * `{"kind": "request", ...}` once per finished, failed or aborted request: tokens, queue wait,
   scheduled and actual TTFT, first/last token times, mean gaps and lateness. All times are
-  seconds from the request's arrival. With `SGLANG_TWIN_TRUTH_TRACE=1` each record also carries
+  seconds from the request's arrival; `cached_tokens` is what the prefix cache served and
+  `retractions` how often the request was retracted for KV space. With `SGLANG_TWIN_TRUTH_TRACE=1` each record also carries
   every token's scheduled time and lateness in microseconds (`trace`), which the capacity
   benchmark uses for its pacing-error percentiles.
 * `{"kind": "exit", ...}` when the process ends on its own terms.
@@ -135,6 +136,8 @@ def request_record(
         "outcome": outcome,
         "failed": outcome == "failed",
         "queue_wait_s": _r(admitted - arrival),
+        "cached_tokens": job.cached_tokens,
+        "retractions": job.retractions,
         "noise": _r(job.noise),
     }
     if n > 0 or outcome == "failed":
