@@ -148,7 +148,7 @@ class Band:
 
     def shown(self) -> str:
         def one(number: float) -> str:
-            return f"{number:.2f}" if not float(number).is_integer() else f"{int(number)}"
+            return f"{number:.4g}" if not float(number).is_integer() else f"{int(number)}"
 
         if self.low == self.high:
             return one(self.value)
@@ -451,6 +451,7 @@ METRICS: tuple[str, ...] = (
 """The figures a prediction gives, in the order shown; expectations may name any of them."""
 _METRIC_ALIASES = {
     "parsed_max_running_requests": "parsed.max_running_requests",
+    "parsed.mem_fraction_static": "mem_fraction_static",
     "available_gpu_mem": "available_gpu_mem_gb",
 }
 
@@ -569,6 +570,11 @@ def _prepare(figures: StartFigures) -> _Inputs | Unknown:
     assert figures.post_model_load_gib is not None
     if figures.kv_tokens <= 0:
         return Unknown("the last start's KV pool is empty")
+    if figures.max_total_num_tokens is not None and figures.kv_tokens != figures.max_total_num_tokens:
+        return Unknown(
+            f"the first KV pool holds {figures.kv_tokens} tokens, max_total_num_tokens is "
+            f"{figures.max_total_num_tokens}: a sliding-window or split pool, not modelled"
+        )
     cell = figures.kv_gib * GIB / figures.kv_tokens
     state_bytes: float | None = None
     state_gib = 0.0
@@ -585,6 +591,29 @@ def _prepare(figures: StartFigures) -> _Inputs | Unknown:
     noise = PRINT_ROUNDING_GIB * 2 + (page + 1) * cell / GIB + (state_bytes or 0.0) / GIB
     workspace = unexplained if unexplained > noise else 0.0
     return _Inputs(figures, rules, cell, state_bytes, workspace)
+
+
+def recompute_profile(figures: StartFigures) -> tuple[int, str] | Unknown:
+    """`max_total_num_tokens` recomputed from the start's own memory lines alone (no workspace
+    term): `int((post - pre x (1 - mfs) - reservation - state) GiB) // cell`, the cell from the
+    KV pool line. How well the printed lines explain the pool SGLang made (bench/predict_accuracy.py)."""
+    inputs = _prepare(figures)
+    if isinstance(inputs, Unknown):
+        return inputs
+    assert figures.pre_model_load_gib is not None
+    assert figures.post_model_load_gib is not None
+    mfs = float(figures.server_args["mem_fraction_static"])
+    rest = figures.post_model_load_gib - figures.pre_model_load_gib * (1 - mfs)
+    state = figures.mamba_state_gib or 0.0
+    reservation = (
+        _reservation_gib(figures.server_args, inputs.state_bytes, inputs.rules) if inputs.state_bytes else 0.0
+    )
+    tokens = int((rest - state - reservation) * GIB) // round(inputs.cell_bytes)
+    formula = (
+        f"rest {figures.post_model_load_gib:.2f} - {figures.pre_model_load_gib:.2f} x (1 - {mfs}) = {rest:.2f} GiB, "
+        f"- state {state:.2f} - reservation {reservation:.2f}, // cell {inputs.cell_bytes:.0f} B = {tokens}"
+    )
+    return tokens, formula
 
 
 def _reservation_gib(args: Mapping[str, Any], state_bytes: float, rules: RuleSet) -> float:
@@ -1077,6 +1106,7 @@ __all__ = [
     "is_capacity_metric",
     "jitter_band",
     "predict",
+    "recompute_profile",
     "rule_set",
     "start_figures",
 ]
