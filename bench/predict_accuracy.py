@@ -183,7 +183,7 @@ def twin_accuracy(changes: int, seed: int) -> None:
             token_errors.append(abs(tokens.value - actual) / actual * 100)
             if token_errors[-1] > 2.0:
                 far.append(
-                    f"{scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
+                    f"OVER 2 % {scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
                     f"predicted {tokens.shown()}, actual {int(actual)} ({token_errors[-1]:.2f} %)"
                 )
         if isinstance(mrr, Band):
@@ -192,7 +192,7 @@ def twin_accuracy(changes: int, seed: int) -> None:
             mrr_exact += int(exact)
             if not exact:
                 far.append(
-                    f"{scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
+                    f"NOT EXACT {scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
                     f"max_running_requests predicted {mrr.shown()}, actual {truth['max_running_requests']}"
                 )
         call = prediction.calls[0]
@@ -216,7 +216,7 @@ def twin_accuracy(changes: int, seed: int) -> None:
             f"mean {sum(token_errors) / len(token_errors):.3f} %, within 2 %: {within}/{len(token_errors)} (goal: all)"
         )
     for line in far[:20]:
-        print(f"  OVER 2 % {line}")
+        print(f"  {line}")
     if mrr_total:
         print(
             f"effective max_running_requests exact: {mrr_exact}/{mrr_total} = {mrr_exact / mrr_total * 100:.1f} % (goal >= 95 %)"
