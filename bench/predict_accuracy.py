@@ -142,6 +142,7 @@ def twin_accuracy(changes: int, seed: int) -> None:
     calls = Counter[str]()
     wrong: list[str] = []
     far: list[str] = []
+    inside = Counter[str]()
     unknown = Counter[str]()
     per_scenario = Counter[str]()
     skipped = 0
@@ -181,6 +182,12 @@ def twin_accuracy(changes: int, seed: int) -> None:
         elif isinstance(tokens, Band):
             actual = float(truth["max_total_num_tokens"])
             token_errors.append(abs(tokens.value - actual) / actual * 100)
+            inside["max_total_num_tokens"] += int(tokens.low <= actual <= tokens.high)
+            if not tokens.low <= actual <= tokens.high:
+                far.append(
+                    f"OUTSIDE THE BAND {scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
+                    f"max_total_num_tokens predicted {tokens.shown()}, actual {int(actual)}"
+                )
             if token_errors[-1] > 2.0:
                 far.append(
                     f"OVER 2 % {scenario.name}@{scenario.sglang_version} {[c.describe() for c in change]}: "
@@ -189,6 +196,7 @@ def twin_accuracy(changes: int, seed: int) -> None:
         if isinstance(mrr, Band):
             mrr_total += 1
             exact = round(mrr.value) == truth["max_running_requests"]
+            inside["max_running_requests"] += int(mrr.low <= truth["max_running_requests"] <= mrr.high)
             mrr_exact += int(exact)
             if not exact:
                 far.append(
@@ -221,6 +229,11 @@ def twin_accuracy(changes: int, seed: int) -> None:
         print(
             f"effective max_running_requests exact: {mrr_exact}/{mrr_total} = {mrr_exact / mrr_total * 100:.1f} % (goal >= 95 %)"
         )
+    print(
+        "truth inside the predicted band: "
+        f"max_total_num_tokens {inside['max_total_num_tokens']}/{len(token_errors)}, "
+        f"max_running_requests {inside['max_running_requests']}/{mrr_total}"
+    )
     print(f"expectation calls: {dict(calls)}; confident wrong calls: {len(wrong)} (goal 0)")
     for line in wrong[:20]:
         print(f"  WRONG {line}")

@@ -14,8 +14,8 @@ read cannot decide is "unknown: needs a restart", never a guess. The releases re
 get "unknown". docs/commands.md "predict" lists what is modelled per flag.
 
 The band: free memory is measured anew at every start (`get_available_gpu_memory`), so the
-memory before and after the weights both move by the same jitter `j`; the model is run at
-`-j`, `0` and `+j` (every figure is monotonic in `j`), plus the rounding of the printed figures.
+memory before and after the weights both move by the same jitter `j`; the model is run on a grid
+from `-j` to `+j` (widened by the rounding of the printed figures) and the band is the extremes.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ DEFAULT_JITTER_GIB = 0.3
 """With one start only: the free memory two starts measure can differ by this much (other
 processes, the CUDA context, NCCL buffers; seen up to +-0.15 GiB per start on unified-memory
 GB10 nodes). A stated assumption, replaced by the target's own spread once it has two starts."""
+BAND_POINTS = 41
+"""Jitters the model is run at, evenly from -j to +j: the figures are not monotonic in the free
+memory (one more state slot takes memory from the KV pool), so the band's extremes are looked for
+on a grid fine enough (about 0.015 GiB apart at the default jitter) rather than at its ends."""
 SPECULATIVE_MAX_RUNNING = 48
 """`ServerArgs._handle_speculative_decoding` (0.5.9, 0.5.10, 0.5.23): with a speculative
 algorithm and no `--max-running-requests`, post-init sets it to 48."""
@@ -698,11 +702,10 @@ def _new_mem_fraction(
             Step("mem_fraction_static", f"{today}, as given at the last start", f"server_args.py ({cite})")
         ]
     old_args = inputs.figures.server_args
-    moved = [
-        k
-        for k in ("chunked_prefill_size", "cuda_graph_max_bs", "speculative_algorithm")
-        if new.get(k) != old_args.get(k)
-    ]
+    reserve_inputs: tuple[str, ...] = ("chunked_prefill_size", "cuda_graph_max_bs", "speculative_algorithm")
+    if inputs.rules == "0.5.23":  # memory_hook.py: the capture sizes follow these too
+        reserve_inputs += ("max_running_requests", "max_total_tokens")
+    moved = [k for k in reserve_inputs if new.get(k) != old_args.get(k)]
     if not moved:
         return today, [
             Step(
@@ -983,6 +986,7 @@ def _unknown_outcome(why: Unknown, parsed: int | None, steps: list[Step]) -> _Ou
 
 
 def _band(values: Sequence[float | int | Unknown | None]) -> Figure:
+    """The centre run's value (zero jitter) and the extremes over the whole grid."""
     unknown = next((v for v in values if isinstance(v, Unknown)), None)
     if unknown is not None:
         return unknown
@@ -1031,8 +1035,9 @@ def predict(
         )
         return replace(prediction, calls=tuple(_call(prediction, e) for e in expectations))
     half = jitter_gib + PRINT_ROUNDING_GIB
-    runs = [_run(inputs, applied, j) for j in (-half, 0.0, half)]
-    centre = runs[1]
+    grid = [half * (i - BAND_POINTS // 2) / (BAND_POINTS // 2) for i in range(BAND_POINTS)]
+    runs = [_run(inputs, applied, j) for j in grid]
+    centre = runs[BAND_POINTS // 2]
     predicted = {
         "mem_fraction_static": _band([r.mem_fraction_static for r in runs]),
         "parsed.max_running_requests": _band([r.parsed_max_running_requests for r in runs])
