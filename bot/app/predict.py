@@ -24,6 +24,7 @@ from bot.sglang.capacity_model import (
     Unknown,
     jitter_band,
     predict,
+    shown_number,
     start_figures,
 )
 from bot.store.models import Snapshot
@@ -96,9 +97,7 @@ class PredictAnswer:
 
 
 def _shown(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.4g}" if not float(value).is_integer() else str(int(value))
+    return "—" if value is None else shown_number(value)
 
 
 def _predicted(figure: Band | Unknown) -> str:

@@ -142,6 +142,11 @@ class Unknown:
         return f"unknown: needs a restart ({self.why})"
 
 
+def shown_number(number: float) -> str:
+    """A figure as the answer shows it: whole numbers whole, others to four significant digits."""
+    return f"{number:.4g}" if not float(number).is_integer() else f"{int(number)}"
+
+
 @dataclass(frozen=True)
 class Band:
     """A predicted figure: `value` at today's free memory, `low`..`high` across the jitter."""
@@ -151,12 +156,9 @@ class Band:
     high: float
 
     def shown(self) -> str:
-        def one(number: float) -> str:
-            return f"{number:.4g}" if not float(number).is_integer() else f"{int(number)}"
-
         if self.low == self.high:
-            return one(self.value)
-        return f"{one(self.value)} ({one(self.low)}..{one(self.high)})"
+            return shown_number(self.value)
+        return f"{shown_number(self.value)} ({shown_number(self.low)}..{shown_number(self.high)})"
 
 
 Figure = Band | Unknown
@@ -1113,5 +1115,6 @@ __all__ = [
     "predict",
     "recompute_profile",
     "rule_set",
+    "shown_number",
     "start_figures",
 ]
