@@ -427,6 +427,9 @@ class _Inputs:
     cell_bytes: float
     state_bytes: float | None
     workspace_gib: float
+    """What the pools of the last start do not explain of the rest its lines give: positive for
+    memory a flag took before the profile (its workspace), negative when SGLang's profile saw
+    more free memory than the `Load weight end` line printed. Carried into the prediction."""
 
 
 @dataclass(frozen=True)
@@ -549,7 +552,8 @@ def _kv_bytes(args: Mapping[str, Any], printed: str | None, today: Mapping[str, 
 
 def _prepare(figures: StartFigures) -> _Inputs | Unknown:
     """Check today's figures and derive the KV cell, the state per request and the workspace
-    (memory the profile saw taken that none of the pools explains: a flag's own buffers)."""
+    (`_Inputs.workspace_gib`); an unexplained amount within the printing's rounding and one KV
+    page or state slot is noise, taken as 0."""
     rules = rule_set(figures.version)
     if rules is None:
         return Unknown(f"SGLang {figures.version or '(version not known)'}: its capacity rules were not read")
@@ -595,7 +599,7 @@ def _prepare(figures: StartFigures) -> _Inputs | Unknown:
     unexplained = rest - reservation - state_gib - figures.kv_tokens * cell / GIB
     page = int(figures.server_args.get("page_size") or 1)
     noise = PRINT_ROUNDING_GIB * 2 + (page + 1) * cell / GIB + (state_bytes or 0.0) / GIB
-    workspace = unexplained if unexplained > noise else 0.0
+    workspace = unexplained if abs(unexplained) > noise else 0.0
     return _Inputs(figures, rules, cell, state_bytes, workspace)
 
 
@@ -808,7 +812,8 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
     steps.append(
         Step(
             "rest memory",
-            f"post {post:.2f} - pre {pre:.2f} x (1 - {mfs:.4f}) - workspace {inputs.workspace_gib:.2f} = {rest:.3f} GiB",
+            f"post {post:.2f} - pre {pre:.2f} x (1 - {mfs:.4f}) - unexplained at the last start "
+            f"{inputs.workspace_gib:+.2f} = {rest:.3f} GiB",
             f"{SRC_PROFILE} ({cite})",
         )
     )
