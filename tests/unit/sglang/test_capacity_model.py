@@ -368,3 +368,14 @@ def test_the_memory_lines_explain_the_pool_they_made() -> None:
     found = recompute_profile(figures)
     assert not isinstance(found, Unknown)
     assert found[0] == 458752
+
+
+@pytest.mark.parametrize("unexplained_gib", [2.0, -1.0])
+def test_what_todays_pools_leave_unexplained_is_carried_into_the_prediction(unexplained_gib: float) -> None:
+    """A flag's workspace (the pool smaller than the lines give) or free memory the profile saw
+    beyond the weight-end line (the pool larger) moves the next pool by the same amount."""
+    tokens = int((56.0 - unexplained_gib) * GIB) // CELL
+    figures = dense(kv_tokens=tokens, kv_gib=tokens * CELL / GIB, max_total_num_tokens=tokens)
+    prediction = predict(figures, [Change("set", "--mem-fraction-static", "0.8")], jitter_gib=0.0)
+    rest = 64.0 - 80.0 * (1 - 0.8) - unexplained_gib
+    assert figure(prediction, "max_total_num_tokens").value == pytest.approx(int(rest * GIB) // CELL, abs=2)
