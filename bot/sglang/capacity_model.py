@@ -389,8 +389,7 @@ def _piecewise_on(args: Mapping[str, Any], rules: RuleSet) -> bool:
 
 
 def reserved_mem_mb(args: Mapping[str, Any], gpu_mib: float, rules: RuleSet) -> float | Unknown:
-    """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`, §3.2 of the
-    reference): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
+    """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
     the speculative reserve. 0.5.23 moved it (`arg_groups/memory_hook.py`): not modelled."""
     if rules == "0.5.23":
         return Unknown("0.5.23 derives mem_fraction_static in arg_groups/memory_hook.py: not modelled")
