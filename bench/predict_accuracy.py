@@ -171,7 +171,10 @@ def twin_accuracy(changes: int, seed: int) -> None:
             explicit=_explicit(argv),
             gpu_total_mib=float(scenario.gpu.memory_mib),
         )
-        truth = after.effective
+        truth = dict(after.effective)
+        after_args = after.server_args or {}
+        if after_args.get("enable_dp_attention"):  # flagbot compares the total over DP workers
+            truth["max_running_requests"] *= int(after_args.get("dp_size") or 1)
         metric = rng.choice(["max_running_requests", "max_total_num_tokens"])
         expectation = _expectation(rng, metric, float(truth[metric]))
         prediction = predict(figures, change, jitter_gib=0.3, expectations=[expectation])

@@ -630,7 +630,7 @@ def _reservation_gib(args: Mapping[str, Any], state_bytes: float, rules: RuleSet
     (max_running_requests // dp) x draft tokens, set aside before the state cache is sized."""
     if rules == "0.5.23" or _spec(args) is None:
         return 0.0
-    dp = int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
+    dp = _dp_attention(args)
     running = int(args.get("max_running_requests") or 0) // dp
     drafts = int(args.get("speculative_num_draft_tokens") or 0)
     return state_bytes * running * drafts / GIB
@@ -824,7 +824,7 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
     ratio = MAMBA_BASE_RATIO
     if inputs.state_bytes is not None:
         per_req = inputs.state_bytes
-        dp = int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
+        dp = _dp_attention(args)
         explicit_size = _int(args.get("max_mamba_cache_size"))
         if rules == "0.5.23":
             if explicit_size is None:
@@ -910,7 +910,7 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
         ctx_value = f.context_len
     if ctx_value is None or ctx_value <= 0:
         return _unknown_outcome(Unknown("context_len not printed"), parsed, steps)
-    dp = int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
+    dp = _dp_attention(args)
     if tokens <= 0:
         mrr = 0
         steps.append(
@@ -1058,17 +1058,39 @@ def predict(
         "state_memory_gb": _band([r.state_gib for r in runs]) if figures.hybrid else Band(0.0, 0.0, 0.0),
         "available_gpu_mem_gb": _band([r.available_gpu_mem_gb for r in runs]),
     }
+    steps = centre.steps
+    dp = _dp_attention(figures.server_args)
+    per_worker = predicted["max_running_requests"]
+    if dp > 1 and isinstance(per_worker, Band):
+        # the capacity line is one DP worker's; flagbot's expectations compare the total
+        predicted["max_running_requests"] = Band(
+            per_worker.value * dp, per_worker.low * dp, per_worker.high * dp
+        )
+        steps += (
+            Step(
+                "max_running_requests (total)",
+                f"{shown_number(per_worker.value)} per DP worker x dp_size {dp}",
+                "scheduler.py capacity line (per DP worker under DP attention)",
+            ),
+        )
     figures_out = tuple(PredictedFigure(name, today.get(name), predicted[name]) for name in METRICS)
-    prediction = Prediction(figures.version, rules, described, figures_out, centre.steps, band_source)
+    prediction = Prediction(figures.version, rules, described, figures_out, steps, band_source)
     return replace(prediction, calls=tuple(_call(prediction, e) for e in expectations))
 
 
+def _dp_attention(args: Mapping[str, Any]) -> int:
+    """The DP workers the capacity line's `max_running_requests` is one of (1 without DP attention)."""
+    return int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
+
+
 def _today(f: StartFigures) -> dict[str, float | None]:
+    """Today's figures; `max_running_requests` the total over DP workers, as observe stores it."""
     parsed = _int(f.server_args.get("max_running_requests"))
+    per_worker = f.max_running_requests
     return {
         "mem_fraction_static": _num(f.server_args.get("mem_fraction_static")),
         "parsed.max_running_requests": parsed,
-        "max_running_requests": f.max_running_requests,
+        "max_running_requests": None if per_worker is None else per_worker * _dp_attention(f.server_args),
         "max_total_num_tokens": f.max_total_num_tokens,
         "max_mamba_cache_size": f.mamba_cache_size,
         "kv_memory_gb": f.kv_gib,

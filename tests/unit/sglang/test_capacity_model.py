@@ -379,3 +379,13 @@ def test_what_todays_pools_leave_unexplained_is_carried_into_the_prediction(unex
     prediction = predict(figures, [Change("set", "--mem-fraction-static", "0.8")], jitter_gib=0.0)
     rest = 64.0 - 80.0 * (1 - 0.8) - unexplained_gib
     assert figure(prediction, "max_total_num_tokens").value == pytest.approx(int(rest * GIB) // CELL, abs=2)
+
+
+def test_under_dp_attention_max_running_requests_is_the_total_over_dp_workers() -> None:
+    """The capacity line is one DP worker's (`_resolve_max_num_reqs`: `cli // dp_size`); observe
+    and the expectations count the total, so the prediction does too."""
+    figures = dense(server_args={"enable_dp_attention": True, "dp_size": 4}, max_running_requests=1024)
+    prediction = predict(figures, [Change("add", "--max-running-requests", "400")], jitter_gib=0.0)
+    assert prediction.figure("max_running_requests").today == 4096
+    assert figure(prediction, "max_running_requests").value == 400
+    assert prediction.steps[-1].formula == "100 per DP worker x dp_size 4"
