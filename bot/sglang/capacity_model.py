@@ -388,6 +388,49 @@ def _piecewise_on(args: Mapping[str, Any], rules: RuleSet) -> bool:
     return not _on(args.get("disable_piecewise_cuda_graph"))
 
 
+def piecewise_token_sizes(max_tokens: int) -> list[int]:
+    """`ServerArgs._generate_piecewise_cuda_graph_tokens` (0.5.9 / 0.5.10 `server_args.py`): the
+    piecewise CUDA graph capture sizes up to `piecewise_cuda_graph_max_tokens`."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [size for size in sizes if size <= max_tokens]
+
+
+def _piecewise_tokens(figures: StartFigures, new: Mapping[str, Any]) -> list[int] | Unknown:
+    """The piecewise token list after a change: `piecewise_cuda_graph_max_tokens` defaults to
+    `chunked_prefill_size` capped by `max_total_tokens` (0.5.10 `_handle_gpu_memory_settings`),
+    then `piecewise_token_sizes`. Unknown when today's printed list is not that rule's (set by
+    hand, an MLA model's 2048, a Llama-2's 4096)."""
+    old = figures.server_args
+
+    def derived_max(args: Mapping[str, Any]) -> int | None:
+        chunked = _int(args.get("chunked_prefill_size"))
+        if chunked is None or chunked <= 0:
+            return None
+        cap = _int(args.get("max_total_tokens"))
+        return chunked if cap is None else min(chunked, cap)
+
+    printed_max, printed = (
+        _int(old.get("piecewise_cuda_graph_max_tokens")),
+        old.get("piecewise_cuda_graph_tokens"),
+    )
+    explicit = {"piecewise_cuda_graph_max_tokens", "piecewise_cuda_graph_tokens"} & figures.explicit
+    today_max, new_max = derived_max(old), derived_max(new)
+    if explicit or printed_max is None or today_max != printed_max or new_max is None:
+        return Unknown(
+            "the piecewise CUDA graph sizes were not derived by the default rule at the last start"
+        )
+    if not isinstance(printed, list | tuple) or list(printed) != piecewise_token_sizes(printed_max):
+        return Unknown("the printed piecewise CUDA graph token list is not the default rule's")
+    return piecewise_token_sizes(new_max)
+
+
 def reserved_mem_mb(args: Mapping[str, Any], gpu_mib: float, rules: RuleSet) -> float | Unknown:
     """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
     the speculative reserve. 0.5.23 moved it (`arg_groups/memory_hook.py`): not modelled."""
@@ -710,6 +753,8 @@ def _new_mem_fraction(
     reserve_inputs: tuple[str, ...] = ("chunked_prefill_size", "cuda_graph_max_bs", "speculative_algorithm")
     if inputs.rules == "0.5.23":  # memory_hook.py: the capture sizes follow these too
         reserve_inputs += ("max_running_requests", "max_total_tokens")
+    elif _piecewise_on(new, inputs.rules):  # the piecewise token list's largest size follows it
+        reserve_inputs += ("max_total_tokens",)
     moved = [k for k in reserve_inputs if new.get(k) != old_args.get(k)]
     if not moved:
         return today, [
@@ -722,10 +767,19 @@ def _new_mem_fraction(
     gpu = inputs.figures.gpu_total_mib
     if gpu is None:
         return Unknown("mem_fraction_static is derived from GPU memory, not recorded for this start"), []
-    if "chunked_prefill_size" in moved and _piecewise_on(new, inputs.rules) and inputs.rules != "0.5.23":
-        return Unknown(
-            "a new chunked_prefill_size changes the piecewise CUDA graph token list, not modelled"
-        ), []
+    steps: list[Step] = []
+    if inputs.rules != "0.5.23" and _piecewise_on(new, inputs.rules):
+        tokens = _piecewise_tokens(inputs.figures, new)
+        if isinstance(tokens, Unknown):
+            return tokens, []
+        new = {**new, "piecewise_cuda_graph_tokens": tokens}
+        steps.append(
+            Step(
+                "piecewise_cuda_graph_tokens",
+                f"sizes up to {tokens[-1] if tokens else 0}: {len(tokens)} graphs",
+                f"server_args.py _generate_piecewise_cuda_graph_tokens ({cite})",
+            )
+        )
     before, after = reserved_mem_mb(old_args, gpu, inputs.rules), reserved_mem_mb(new, gpu, inputs.rules)
     if isinstance(before, Unknown):
         return before, []
@@ -742,7 +796,8 @@ def _new_mem_fraction(
         f"round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
     )
     return value, [
-        Step("mem_fraction_static (derived: reserve moved)", formula, f"{SRC_GPU_MEMORY} ({cite})")
+        *steps,
+        Step("mem_fraction_static (derived: reserve moved)", formula, f"{SRC_GPU_MEMORY} ({cite})"),
     ]
 
 

@@ -18,6 +18,7 @@ from bot.sglang.capacity_model import (
     Unknown,
     figures_json,
     jitter_band,
+    piecewise_token_sizes,
     predict,
     recompute_profile,
     rule_set,
@@ -389,3 +390,42 @@ def test_under_dp_attention_max_running_requests_is_the_total_over_dp_workers() 
     assert prediction.figure("max_running_requests").today == 4096
     assert figure(prediction, "max_running_requests").value == 400
     assert prediction.steps[-1].formula == "100 per DP worker x dp_size 4"
+
+
+def test_a_new_chunked_prefill_size_moves_the_piecewise_graphs_reserve() -> None:
+    """0.5.10: piecewise graphs on, `piecewise_cuda_graph_max_tokens` = chunked_prefill_size, 8 MB
+    per captured size in the reserve of a derived mem_fraction_static."""
+    gpu = 81559.0
+
+    def reserve(chunked: int) -> float:
+        sizes = piecewise_token_sizes(chunked)
+        return max(512 + max(chunked, 2048) * 1.5 + 256 * 2 + 1 / 8 * 1024 + len(sizes) * 8, 10 * 1024)
+
+    today = round((gpu - reserve(8192)) / gpu, 3)
+    figures = dense(
+        explicit=frozenset(),
+        server_args={
+            "mem_fraction_static": today,
+            "disable_piecewise_cuda_graph": False,
+            "piecewise_cuda_graph_max_tokens": 8192,
+            "piecewise_cuda_graph_tokens": piecewise_token_sizes(8192),
+        },
+    )
+    prediction = predict(figures, [Change("add", "--chunked-prefill-size", "16384")], jitter_gib=0.0)
+    assert figure(prediction, "mem_fraction_static").value == pytest.approx(
+        round((gpu - reserve(16384)) / gpu, 3)
+    )
+    assert any("_generate_piecewise_cuda_graph_tokens" in step.source for step in prediction.steps)
+
+
+def test_a_piecewise_list_set_by_hand_makes_a_derived_reserve_unknown() -> None:
+    figures = dense(
+        explicit=frozenset({"piecewise_cuda_graph_tokens"}),
+        server_args={
+            "disable_piecewise_cuda_graph": False,
+            "piecewise_cuda_graph_max_tokens": 8192,
+            "piecewise_cuda_graph_tokens": [4, 8, 16],
+        },
+    )
+    prediction = predict(figures, [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
+    assert isinstance(prediction.figure("max_total_num_tokens").predicted, Unknown)
