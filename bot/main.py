@@ -37,6 +37,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(sorted(TARGET_COMMANDS), "bot.cli.chat:register_target_commands"),
     **dict.fromkeys(LOOP_COMMANDS, "bot.cli.loop:register_loop"),
     **dict.fromkeys(RECORD_COMMANDS, "bot.cli.records:register_records"),
+    "predict": "bot.cli.predict:register_predict",
     "bench": "bot.cli.bench:register_bench",
     "playbooks": "bot.cli.playbooks:register_playbooks",
     "run": "bot.cli.playbooks:register_playbooks",

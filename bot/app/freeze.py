@@ -164,7 +164,7 @@ async def check_not_frozen(ctx: AppContext, target: str, what: str, *, now: date
     found = await active_freeze(ctx, target, now=now)
     if found is not None:
         raise FrozenError(
-            f"{what} refused: {found.describe()}. Reads (status, log, logs, observe, grep, explain) go on"
+            f"{what} refused: {found.describe()}. Reads (status, log, logs, observe, grep, explain, predict) go on"
             + ("; `unfreeze` lifts it" if found.source == "command" else "; edit the config to end it early")
         )
 

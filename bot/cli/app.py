@@ -30,6 +30,7 @@ from bot.cli.explain import register_explain
 from bot.cli.loop import register_loop
 from bot.cli.parse import parse_app
 from bot.cli.playbooks import register_playbooks
+from bot.cli.predict import register_predict
 from bot.cli.records import register_records
 from bot.cli.root import app
 from bot.cli.sudoers import register_sudoers
@@ -175,6 +176,7 @@ register_playbooks(app)  # `playbooks` and `run` (bot/cli/playbooks.py)
 # try, revert, verify, isolate, restart, baseline, cancel, keep, freeze (bot/cli/loop.py)
 register_loop(app)
 register_records(app)  # hypothesis, knowledge, log: the store's records (bot/cli/records.py)
+register_predict(app)  # a change's capacity from the last observed start (bot/cli/predict.py)
 register_checks(app)  # verification checks: list, pause, resume, run, delete (bot/cli/checks.py)
 register_digest(app)  # the weekly post-mortem digest (bot/cli/digest.py)
 register_sudoers(app)  # the least-privilege sudoers file for the hosts (bot/cli/sudoers.py)

@@ -126,6 +126,20 @@ COMMANDS: tuple[CommandSpec, ...] = (
         options=(TARGET,),
     ),
     CommandSpec(
+        "predict",
+        "Predict what a flag change does to capacity from the last observed start, without a restart.",
+        "read-only",
+        "predict CHANGE [CHANGE ...] [EXPECTATION ...] [target=NAME]",
+        (
+            "predict set --mem-fraction-static=0.85",
+            "predict add --max-running-requests 64 max_running_requests>=48",
+            "predict add --kv-cache-dtype fp8_e4m3 max_total_num_tokens>=+50% target=sglang-qwen",
+        ),
+        options=(TARGET,),
+        changes=True,
+        expectations=True,
+    ),
+    CommandSpec(
         "grep",
         "Search the journal of the current start (or the previous one, since=, the last lines) for a pattern.",
         "read-only",

@@ -130,6 +130,10 @@ class _Scanner:
                     cur.per_rank[line.rank_label] = {**values, "line": lineno}
                 self._event(lineno, "capacity")
                 return
+        dtype = ev.kv_dtype(msg)
+        if dtype is not None:
+            cur.kv_dtype = cur.kv_dtype or dtype
+            return
         if ev.READY_TEXT in msg:
             cur.ready = True
             cur.ready_line = cur.ready_line or lineno

@@ -22,6 +22,7 @@ KEYWORDS: tuple[str, ...] = (
     "server_args=",
     "max_total_num_tokens=",
     "KV Cache ",
+    "KV cache dtype: ",
     "Init torch distributed ",
     "is using nccl==",
     "Load weight ",
@@ -198,6 +199,17 @@ def kv_cache(message: str) -> dict[str, Any] | None:
     if not any(key in values for key in _KV_FIELDS.values()):
         values["unparsed"] = "no #tokens, K size, V size or KV size on a KV cache line"
     return values
+
+
+_KV_DTYPE_RE = re.compile(r"^Using KV cache dtype: (torch\.\w{1,40})")
+
+
+def kv_dtype(message: str) -> str | None:
+    """`Using KV cache dtype: torch.bfloat16` (model_runner.py `configure_kv_cache_dtype`, TP
+    rank 0, 0.5.9-0.5.23): the element type of the KV pool, which `--kv-cache-dtype auto` leaves
+    to the model. Capacity predictions scale the KV cell by it."""
+    match = _KV_DTYPE_RE.match(message.lstrip()) if "KV cache dtype: " in message else None
+    return match.group(1) if match else None
 
 
 def mamba_cache(message: str) -> dict[str, Any] | None:

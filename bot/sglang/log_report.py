@@ -99,6 +99,8 @@ class StartReport:
     mamba_cache: list[dict[str, Any]] = field(default_factory=list)
     """Hybrid models' state pool lines (`Mamba Cache is allocated. max_mamba_cache_size: N, ...`)."""
     mamba_cap: dict[str, Any] | None = None
+    kv_dtype: str | None = None
+    """`Using KV cache dtype: torch.bfloat16`, the KV pool's element type (`log_events.kv_dtype`)."""
     """0.5.23's `max_running_requests is capped to N by the mamba state cache (...)`, read."""
     warnings: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)

@@ -25,6 +25,7 @@ from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_set, resolve_playbook, runs_playbook
+from bot.app.predict import predict_change
 from bot.app.records import read_records
 from bot.app.runs import (
     RestartLimitRefusedError,
@@ -304,6 +305,17 @@ async def answer(
             else await unfreeze_target(ctx, target, actor=f"slack:{user}")
         )
         return [TextBlock("\n".join(done.lines), "Change freeze")]
+    if invocation.name == "predict":  # read-only: the store's last start, no target contact
+        predicted = await predict_change(ctx, invocation, target)
+        return [
+            TextBlock("\n".join(predicted.lines()), "Prediction (no restart)"),
+            *(
+                TableBlock(
+                    table["title"], tuple(table["columns"]), tuple(tuple(row) for row in table["rows"])
+                )
+                for table in predicted.tables()
+            ),
+        ]
     if invocation.name == "observe":
         observed = await target_commands.observation(ctx, target)
         return [evidence_from_json(item) for item in observed.to_json().get("evidence", [])]

@@ -12,7 +12,8 @@ Snapshot columns: `effective` holds the capacity line's values (the keys expecta
 e.g. `max_running_requests`; under DP attention that key is the total across DP ranks, the
 capacity line's per-rank value is `max_running_requests_per_dp`) plus `parsed_max_running_requests`, `server_info_effective_per_dp`,
 `capacity_agree`, `capacity_notes`, `gpus`, `startup`, `readiness`, `flag_list`, `derived`,
-`node_mismatch` and `journal` (source command and cursor range): the foundation's `Snapshot` has
+`node_mismatch`, `journal` (source command and cursor range) and `start_figures` (the memory lines
+`predict` computes from): the foundation's `Snapshot` has
 no columns of their own for them.
 """
 
@@ -29,6 +30,7 @@ import httpx
 from bot.aio import gather_all_or_none, stop_tasks
 from bot.http import async_client
 from bot.redaction import redactor
+from bot.sglang.capacity_model import figures_json
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import chain_text
@@ -99,6 +101,8 @@ class Observation:
     """The failed start's chained traceback, oldest first; `startup_error` is its last entry."""
     warning_flags: dict[str, str] = field(default_factory=dict)
     """Adjustment warning text -> the `server_args` field it bears on (bot/sglang/adjustments.py)."""
+    start_figures: dict[str, Any] = field(default_factory=dict)
+    """The start's memory figures (`capacity_model.figures_json`): what `predict` computes from."""
 
     @property
     def healthy(self) -> bool:
@@ -125,6 +129,7 @@ class Observation:
             "node_mismatch": self.node_mismatch,
             "journal": self.journal,
             "health": self.health,
+            "start_figures": self.start_figures,
         }
         return Snapshot(
             target=self.target,
@@ -283,6 +288,7 @@ async def _observe(
         readiness=readiness.to_json() if readiness is not None else None,
         startup_error_chain=report.current.startup_error_chain if report.startup_error else [],
         warning_flags={str(w["text"]): str(w["flag"]) for w in report.warnings if w.get("flag")},
+        start_figures=figures_json(report.current),
     )
     obs.evidence = observation_evidence(obs)
     if report.current.unparsed:

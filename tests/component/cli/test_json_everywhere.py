@@ -21,6 +21,7 @@ RESULT_WORDS: dict[str, list[str]] = {
     "help": [],
     "status": [],
     "observe": [],
+    "predict": ["set", "--mem-fraction-static=0.85"],
     "grep": ["fired"],
     "logs": [],
     "try": ["add", "--enable-metrics", "--dry-run"],
