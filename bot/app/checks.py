@@ -21,6 +21,7 @@ from bot.app.probe import Probe
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
 from bot.bench.compare_sets import compare_by_id
+from bot.bench.datasets import DatasetError
 from bot.bench.planning import plan_for
 from bot.bench.run import run_plan
 from bot.bench.verdict import VerdictSettings
@@ -204,9 +205,13 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
         if name not in settings.bench:
             probe.notes.append(f"no benchmark profile {name!r}: not benchmarked")
             return probe
-        plan = plan_for(
-            settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
-        )
+        try:
+            plan = plan_for(
+                settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
+            )
+        except DatasetError as exc:
+            probe.notes.append(f"profile {name}: {exc}: not benchmarked")
+            return probe
         plan = await routed(plan, ts)
         node = ts.node0 if plan.backend == "bench_serving" else None
         run = await run_plan(plan, store=rt.store, node=node)

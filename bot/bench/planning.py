@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.bench.datasets import dataset_spec
+from bot.bench.metrics import ServiceLevels
 from bot.bench.run import Backend, BenchPlan
 from bot.config import Settings
 
@@ -38,11 +40,16 @@ def plan_for(
     label: str = "",
     snapshot_id: int | None = None,
     base_url: str | None = None,
+    dataset: str | None = None,
+    slo: ServiceLevels | None = None,
 ) -> BenchPlan:
     """The plan that measures `target` (a configured one, or with `base_url` any server, stored
-    under `target`); UnknownProfileError for a profile that is not configured."""
+    under `target`); UnknownProfileError for a profile that is not configured, DatasetError
+    for a dataset word (`dataset`, else the profile's) that cannot be used. `slo` replaces the
+    profile's goodput objectives."""
     config = settings.targets.get(target)
     name = profile_name(settings, target if config else None, profile)
+    chosen = dataset_spec(settings.bench[name], dataset, settings.bench_prompt_dir)
     return BenchPlan.build(
         target=target,
         base_url=base_url or (config.http_base() if config else ""),
@@ -53,6 +60,8 @@ def plan_for(
         backend=backend,
         label=label,
         snapshot_id=snapshot_id,
+        dataset=chosen,
+        slo=slo,
         **(
             {
                 "bench_serving": config.bench_serving,
