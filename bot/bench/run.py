@@ -224,6 +224,20 @@ class BenchRun:
     levels: list[tuple[int, LevelResult]]
     """(repeat, result) in the order they ran."""
 
+    def workload(self) -> str:
+        """What was sent and how its lengths were counted, and the goodput objectives, in words
+        for the evidence: `dataset generated-shared-prefix (...), lengths approximated: ...`."""
+        params = self.set.params or {}
+        lengths = next(
+            (m for _, r in self.levels if isinstance(m := r.metrics.get("dataset_lengths"), str)), None
+        )
+        parts = [f"dataset {params.get('dataset') or 'random'}" + (f", lengths {lengths}" if lengths else "")]
+        if isinstance(params.get("burstiness"), int | float) and params["burstiness"] != 1:
+            parts.append(f"gamma arrivals, burstiness {params['burstiness']:g}")
+        if params.get("slo"):
+            parts.append(f"goodput = requests/s meeting {params['slo']}")
+        return "; ".join(parts)
+
 
 def jsonable(value: Any) -> Any:
     """Strict JSON (PostgreSQL refuses NaN/Infinity): non-finite floats become "inf"/"nan"."""
