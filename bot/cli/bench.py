@@ -177,7 +177,7 @@ def _mean(rows: list[Measurement], key: str) -> float | None:
 def print_levels(console: Console, run: BenchRun) -> None:
     """The measurement set as one row per concurrency: means over its repeats."""
     s = run.set
-    columns = ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
+    columns: tuple[str, ...] = ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
                "TPOT mean", "ITL p50", "ITL p99", "E2E p50", "client")  # fmt: skip
     goodput = any(isinstance(r.metrics.get("goodput"), int | float) for r in run.measurements)
     if goodput:  # a column only when the profile or command set service-level objectives
