@@ -269,15 +269,20 @@ def dataset_spec(
     profile: BenchProfile, word: str | None = None, prompt_dir: Path | None = None
 ) -> DatasetSpec:
     """The dataset a plan sends: `word` (a command's `dataset=`) else the profile's, with a
-    prompt file resolved under `prompt_dir` by `prompt_file_path`'s rule (DatasetError else)."""
+    prompt file resolved under `prompt_dir` by `prompt_file_path`'s rule and read once to check
+    its format, so a bad file is refused before the plan stores or measures anything
+    (DatasetError)."""
     kind, name = parse_dataset(word if word is not None else profile.dataset)
+    path = prompt_file_path(prompt_dir, name) if name is not None else None
+    if path is not None and kind in ("sharegpt", "jsonl"):
+        read_prompt_file(path, kind)
     gsp = profile.gsp
     return DatasetSpec(
         kind=kind,
         shared_prefix=SharedPrefix(
             gsp.num_groups, gsp.prompts_per_group, gsp.system_prompt_len, gsp.question_len, gsp.output_len
         ),
-        prompt_file=prompt_file_path(prompt_dir, name) if name is not None else None,
+        prompt_file=path,
         fixed_output_len=profile.sharegpt_output_len,
         context_len=profile.sharegpt_context_len,
     )
