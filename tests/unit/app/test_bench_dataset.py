@@ -1,0 +1,74 @@
+"""`bench dataset=` and `slo=` (bot/app/bench.py `plan_bench`): the words reach the plan, and
+every bad one is refused before anything is stored or measured, naming the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.bench import BenchRequest, plan_bench
+from bot.bench.metrics import ServiceLevels
+from bot.commands import CommandError, parse_command
+from bot.config.schema import Settings
+
+LAB = {"unit": "sglang.service", "base_url": "http://127.0.0.1:9", "nodes": [{"host": "h"}]}
+
+
+def settings(prompt_dir: Path | None = None, **bench: Any) -> Settings:
+    document: dict[str, Any] = {"default_target": "lab", "targets": {"lab": LAB}, "bench": bench}
+    if prompt_dir is not None:
+        document["bench_prompt_dir"] = str(prompt_dir)
+    return Settings.model_validate(document)
+
+
+def planned(config: Settings, words: str) -> Any:
+    return plan_bench(config, BenchRequest.of(config, parse_command(words))).plan
+
+
+def test_the_words_choose_the_dataset_and_the_objectives(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a b c", "output_len": 4}\n')
+    config = settings(tmp_path)
+    plan = planned(config, "bench dataset=jsonl:p.jsonl slo=ttft_ms:500,tpot_ms:50")
+    assert plan.dataset_sent().kind == "jsonl"
+    assert plan.dataset_sent().prompt_file == (tmp_path / "p.jsonl").resolve()
+    assert plan.spec(64).slo == ServiceLevels(500.0, 50.0, None)
+    assert plan.params()["slo"] == "ttft_ms<=500, tpot_ms<=50"
+    shared = planned(config, "bench dataset=generated-shared-prefix")
+    assert shared.spec(1).dataset.kind == "generated-shared-prefix"
+    assert planned(config, "bench").spec(1).dataset.kind == "random"
+
+
+def test_the_profile_chooses_them_without_words() -> None:
+    config = settings(
+        gsp={"dataset": "generated-shared-prefix", "gsp": {"num_groups": 2}, "slo": {"e2e_ms": 900}}
+    )
+    plan = planned(config, "bench profile=gsp")
+    assert plan.spec(1).dataset.shared_prefix.num_groups == 2
+    assert plan.spec(1).slo == ServiceLevels(None, None, 900.0)
+
+
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        ("bench dataset=jsonl:../p.jsonl", "without '..'"),
+        ("bench dataset=jsonl:missing.jsonl", "cannot read it"),
+        ("bench dataset=jsonl:bad.jsonl", "line 1: no string `prompt`"),
+        ("bench dataset=sharegpt:bad.jsonl", "a JSON list of conversations"),
+        ("bench dataset=mooncake", "unknown dataset"),
+        ("bench slo=ttft:5", "write ttft_ms:N"),
+        ("bench dataset=generated-shared-prefix backend=bench_serving", "sends its own random dataset"),
+        ("bench profile=rates concurrency=4", "sweeps request rates"),
+    ],
+)
+def test_bad_words_are_refused_before_anything_runs(tmp_path: Path, words: str, says: str) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n')
+    config = settings(tmp_path, rates={"request_rates": [2.0, 4.0]})
+    with pytest.raises(CommandError, match=says):
+        planned(config, words)
+
+
+def test_without_a_prompt_directory_prompt_files_are_off() -> None:
+    with pytest.raises(CommandError, match="prompt files are off"):
+        planned(settings(), "bench dataset=sharegpt:chats.json")
