@@ -269,13 +269,11 @@ def dataset_spec(
     profile: BenchProfile, word: str | None = None, prompt_dir: Path | None = None
 ) -> DatasetSpec:
     """The dataset a plan sends: `word` (a command's `dataset=`) else the profile's, with a
-    prompt file resolved under `prompt_dir` by `prompt_file_path`'s rule and read once to check
-    its format, so a bad file is refused before the plan stores or measures anything
-    (DatasetError)."""
+    prompt file resolved under `prompt_dir` by `prompt_file_path`'s rule (DatasetError). Only
+    the path and size are checked here (cheap enough for Slack's acknowledgement); the file's
+    format is checked when the run starts, before it stores anything (`run.run_plan`)."""
     kind, name = parse_dataset(word if word is not None else profile.dataset)
     path = prompt_file_path(prompt_dir, name) if name is not None else None
-    if path is not None and kind in ("sharegpt", "jsonl"):
-        read_prompt_file(path, kind)
     gsp = profile.gsp
     return DatasetSpec(
         kind=kind,

@@ -393,6 +393,12 @@ class LoadWorkers:
         level.metrics["dataset_lengths"] = prepared.lengths
         return level
 
+    def read_prompts(self, dataset: DatasetSpec) -> None:
+        """Read the dataset's prompt file now (LoadError naming what is wrong with it), so a plan
+        checks it before it stores anything; its levels then reuse what was read. Blocks: from
+        async code in a thread."""
+        self._candidates(dataset)
+
     def _candidates(self, dataset: DatasetSpec) -> list[tuple[str, str | int]] | None:
         """A prompt file's candidate requests, read once per plan (again if the file changed)."""
         if dataset.kind not in ("sharegpt", "jsonl") or dataset.prompt_file is None:

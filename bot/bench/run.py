@@ -305,6 +305,9 @@ async def _run_plan(
 ) -> BenchRun:
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
+    workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
+    if plan.backend == "builtin":  # a prompt file that cannot be used fails before anything is stored
+        await asyncio.to_thread(workers.read_prompts, plan.dataset_sent())
     mset = MeasurementSet(
         target=plan.target,
         snapshot_id=plan.snapshot_id,
@@ -330,7 +333,6 @@ async def _run_plan(
         model = await asyncio.to_thread(discover_model, plan.load_url)
     # this set's own prompts: never ones an earlier set sent to the same running server
     salt = mset.id if mset.id is not None else secrets.randbits(31)
-    workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
     command = plan.bench_serving
     if plan.backend == "bench_serving" and node is not None:  # the host's module, asked once per plan
         command = await resolve_command(node, command, fallback_version=plan.sglang_version)

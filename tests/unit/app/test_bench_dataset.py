@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from bot.app.bench import BenchRequest, plan_bench
+from bot.bench.loadgen import LoadError
 from bot.bench.metrics import ServiceLevels
+from bot.bench.run import run_plan
 from bot.commands import CommandError, parse_command
 from bot.config.schema import Settings
 
@@ -54,8 +56,6 @@ def test_the_profile_chooses_them_without_words() -> None:
     [
         ("bench dataset=jsonl:../p.jsonl", "without '..'"),
         ("bench dataset=jsonl:missing.jsonl", "cannot read it"),
-        ("bench dataset=jsonl:bad.jsonl", "line 1: no string `prompt`"),
-        ("bench dataset=sharegpt:bad.jsonl", "a JSON list of conversations"),
         ("bench dataset=mooncake", "unknown dataset"),
         ("bench slo=ttft:5", "write ttft_ms:N"),
         ("bench dataset=generated-shared-prefix backend=bench_serving", "sends its own random dataset"),
@@ -67,6 +67,35 @@ def test_bad_words_are_refused_before_anything_runs(tmp_path: Path, words: str, 
     config = settings(tmp_path, rates={"request_rates": [2.0, 4.0]})
     with pytest.raises(CommandError, match=says):
         planned(config, words)
+
+
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        ("bench dataset=jsonl:bad.jsonl", "line 1: no string `prompt`"),
+        ("bench dataset=sharegpt:bad.jsonl", "a JSON list of conversations"),
+    ],
+)
+async def test_a_file_not_of_its_format_fails_the_run_before_it_stores_anything(
+    tmp_path: Path, words: str, says: str
+) -> None:
+    (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n')
+    plan = planned(settings(tmp_path), words)  # the path is allowed: the format is read when it runs
+    store = RecordingStore()
+    with pytest.raises(LoadError, match=says):
+        await run_plan(plan, store=store)  # type: ignore[arg-type]  # records what would be stored
+    assert store.calls == []
+
+
+class RecordingStore:
+    """Stands in for the store: any call on it is recorded (and none is expected)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        raise AssertionError(f"the store was used: {name}")
 
 
 def test_without_a_prompt_directory_prompt_files_are_off() -> None:
