@@ -16,8 +16,11 @@ from bot.bench.datasets import DatasetSpec, PromptRow, SharedPrefix
 from bot.bench.loadgen import LoadSpec, Prepared, plans
 from bot.bench.metrics import RequestRecord, ServiceLevels, good_requests, summarize
 from bot.bench.run import BenchPlan, summarize_levels
+from bot.bench.samples import Side
+from bot.bench.verdict import VerdictSettings, compare
 from bot.bench.worker import WorkerPlan, _Kept, _Worker, arrival_gap
 from bot.config.schema import BenchProfile
+from bot.config.verdicts import Verdicts
 from bot.loop.expectations import bench_value
 from bot.sglang.expectation import Reference, evaluate, parse_expectation
 from bot.sglang.metrics import unknown_metric_message
@@ -216,3 +219,20 @@ def test_profile_keys_refuse_a_mixed_sweep() -> None:
         BenchProfile(max_concurrency=8)
     with pytest.raises(ValueError, match="unknown dataset"):
         BenchProfile(dataset="mooncake")
+
+
+def test_goodput_guarded_in_verdicts_decides_a_rate_sweeps_cell() -> None:
+    """`[verdicts] guarded` accepts goodput, and a lower goodput at a rate level reads regressed."""
+    section = Verdicts(guarded={"goodput": "higher"})
+    settings = VerdictSettings.from_config(section)
+
+    def side(values: list[float]) -> Side:
+        return Side({"rate=8": [{"goodput": v} for v in values]})
+
+    result = compare(
+        side([10.0, 10.1, 9.9, 10.0, 10.05]), side([7.0, 7.1, 6.9, 7.0, 7.05]), settings, single_look=True
+    )
+    assert result.verdict == "regressed"
+    assert result.guarded_by == "goodput@rate=8"
+    with pytest.raises(ValueError, match="not a bench_serving metric name"):
+        Verdicts(guarded={"goodputt": "higher"})
