@@ -32,14 +32,13 @@ from typing import Literal
 from bot.bench.prompts import make_prompt
 from bot.bench.tokenizer import TokenCounter
 from bot.config.datasets import DatasetError, DatasetKind, parse_dataset
-from bot.config.schema import BenchProfile
+from bot.config.schema import BenchProfile, SharedPrefixShape
 
 __all__ = [
     "DatasetError",
     "DatasetKind",
     "DatasetSpec",
     "PromptRow",
-    "SharedPrefix",
     "dataset_spec",
     "group_order",
     "parse_dataset",
@@ -61,22 +60,12 @@ SALT_WORDS = 4
 
 
 @dataclass(frozen=True)
-class SharedPrefix:
-    """bench_serving's `--gsp-*` parameters (0.5.10 defaults), lengths in tokens."""
-
-    num_groups: int = 64
-    prompts_per_group: int = 16
-    system_prompt_len: int = 2048
-    question_len: int = 128
-    output_len: int = 256
-
-
-@dataclass(frozen=True)
 class DatasetSpec:
     """Which dataset a level sends, as resolved for the bot host (a prompt file's full path)."""
 
     kind: DatasetKind = "random"
-    shared_prefix: SharedPrefix = field(default_factory=SharedPrefix)
+    shared_prefix: SharedPrefixShape = field(default_factory=SharedPrefixShape)
+    """`generated-shared-prefix`: the profile's `[bench.NAME.gsp]` (bench_serving's `--gsp-*`)."""
     prompt_file: Path | None = None
     """`sharegpt`/`jsonl`: the file, already allowed by `prompt_file_path`."""
     fixed_output_len: int | None = None
@@ -251,7 +240,7 @@ def system_prompt(seed: int, salt: int, group: int, words: int) -> str:
     return make_prompt(rng, words)
 
 
-def group_order(seed: int, salt: int, shape: SharedPrefix) -> list[int]:
+def group_order(seed: int, salt: int, shape: SharedPrefixShape) -> list[int]:
     """The group of each request of the num_groups x prompts_per_group plan, shuffled as
     bench_serving shuffles its requests (`--gsp-ordered` off); a level with more requests goes
     round it again (every question is fresh, so no prompt repeats)."""
@@ -274,12 +263,9 @@ def dataset_spec(
     format is checked when the run starts, before it stores anything (`run.run_plan`)."""
     kind, name = parse_dataset(word if word is not None else profile.dataset)
     path = prompt_file_path(prompt_dir, name) if name is not None else None
-    gsp = profile.gsp
     return DatasetSpec(
         kind=kind,
-        shared_prefix=SharedPrefix(
-            gsp.num_groups, gsp.prompts_per_group, gsp.system_prompt_len, gsp.question_len, gsp.output_len
-        ),
+        shared_prefix=profile.gsp,
         prompt_file=path,
         fixed_output_len=profile.sharegpt_output_len,
         context_len=profile.sharegpt_context_len,

@@ -288,6 +288,13 @@ class BenchServingCommand(Strict):
     tokenizer: NodePath | None = None
 
 
+def _absolute_path(value: Path | None, what: str) -> Path | None:
+    """A path read on the bot host must not depend on the directory flagbot was started in."""
+    if value is not None and not value.is_absolute():
+        raise ValueError(f"{value}: give an absolute path {what}")
+    return value
+
+
 class TargetBench(Strict):
     """What flagbot's own load generator needs to know about a target (`[targets.NAME.bench]`)."""
 
@@ -296,12 +303,7 @@ class TargetBench(Strict):
     when the server sends no running usage (`bot.bench.tokenizer`). Read from this file only,
     never fetched; without the `tokenizers` package only a WordLevel file is accepted."""
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"{value}: give an absolute path to the tokenizer file")
-        return value
+    _absolute = field_validator("tokenizer")(lambda value: _absolute_path(value, "to the tokenizer file"))
 
 
 class FreezeWindow(Strict):
@@ -628,12 +630,9 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
 
-    @field_validator("bench_prompt_dir")
-    @classmethod
-    def _absolute_prompt_dir(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"{value}: give an absolute path for bench_prompt_dir")
-        return value
+    _absolute_prompt_dir = field_validator("bench_prompt_dir")(
+        lambda value: _absolute_path(value, "for bench_prompt_dir")
+    )
 
     @field_validator("bench", mode="after")
     @classmethod

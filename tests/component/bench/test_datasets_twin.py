@@ -10,14 +10,15 @@ from typing import Any
 
 import pytest
 
-from bot.bench.datasets import DatasetSpec, SharedPrefix
+from bot.bench.datasets import DatasetSpec
 from bot.bench.loadgen import LoadError, LoadWorkers, run_load
 from bot.bench.metrics import ServiceLevels
+from bot.config.schema import SharedPrefixShape
 from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed
 from tests.component.bench.test_loadgen_twin import spec
 from tests.support.twin_process import Twin, TwinFactory
 
-SHAPE = SharedPrefix(
+SHAPE = SharedPrefixShape(
     num_groups=2, prompts_per_group=4, system_prompt_len=300, question_len=20, output_len=OUTPUT_LEN
 )
 

@@ -13,7 +13,6 @@ import pytest
 from bot.bench import datasets
 from bot.bench.datasets import (
     DatasetError,
-    SharedPrefix,
     approximate_tokens,
     group_order,
     parse_dataset,
@@ -25,6 +24,7 @@ from bot.bench.datasets import (
     words_for,
 )
 from bot.bench.tokenizer import word_level_count
+from bot.config.schema import SharedPrefixShape
 
 
 def test_the_dataset_word() -> None:
@@ -144,7 +144,7 @@ def test_sampling_is_a_seeded_shuffle_and_a_jsonl_output_len_is_kept() -> None:
 
 
 def test_shared_prefix_groups_have_bench_serving_structure() -> None:
-    shape = SharedPrefix(num_groups=4, prompts_per_group=3)
+    shape = SharedPrefixShape(num_groups=4, prompts_per_group=3)
     order = group_order(1, 9, shape)
     assert Counter(order) == {0: 3, 1: 3, 2: 3, 3: 3}
     assert order != sorted(order)  # shuffled, as bench_serving without --gsp-ordered

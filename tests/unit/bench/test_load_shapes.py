@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from bot.bench.datasets import DatasetSpec, PromptRow, SharedPrefix
+from bot.bench.datasets import DatasetSpec, PromptRow
 from bot.bench.loadgen import LoadSpec, Prepared, plans
 from bot.bench.metrics import RequestRecord, ServiceLevels, good_requests, summarize
 from bot.bench.run import BenchPlan, summarize_levels
 from bot.bench.samples import Side
 from bot.bench.verdict import VerdictSettings, compare
 from bot.bench.worker import WorkerPlan, _Kept, _Worker, arrival_gap
-from bot.config.schema import BenchProfile
+from bot.config.schema import BenchProfile, SharedPrefixShape
 from bot.config.verdicts import Verdicts
 from bot.loop.expectations import bench_value
 from bot.sglang.expectation import Reference, evaluate, parse_expectation
@@ -33,7 +33,7 @@ def prompts_of(plan: WorkerPlan, count: int, kept: _Kept | None = None) -> list[
 
 
 def test_shared_prefix_requests_share_their_groups_system_prompt_and_nothing_more() -> None:
-    shape = SharedPrefix(
+    shape = SharedPrefixShape(
         num_groups=3, prompts_per_group=4, system_prompt_len=50, question_len=6, output_len=9
     )
     plan = worker_plan(
@@ -62,7 +62,7 @@ def _fields(plan: WorkerPlan) -> dict[str, Any]:
 
 
 def test_workers_split_the_group_order_without_overlap() -> None:
-    shape = SharedPrefix(
+    shape = SharedPrefixShape(
         num_groups=2, prompts_per_group=3, system_prompt_len=20, question_len=3, output_len=4
     )
     common = {
