@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal
 
-from bot.bench.datasets import DatasetKind, PromptRow, group_order, system_prompt
+from bot.bench.datasets import SALT_WORDS, DatasetKind, PromptRow, group_order, system_prompt
 from bot.bench.metrics import RequestRecord
 from bot.bench.prompts import calibrate, make_prompt
 from bot.bench.sse import Chunk, SSEDecoder, interpret
@@ -201,7 +201,7 @@ class _Worker:
         self.count_text = kept.token_counter(plan)
         self.kept = kept
         self.words = plan.input_len
-        self.made = 0  # prompts made in this run (warmup included): the place in the order or rows
+        self.made = 0  # measured prompts made in this run: the place in the group order or the rows
         self.order = (
             group_order(plan.seed, plan.prompt_salt, plan.shared_prefix) if plan.shared_prefix else []
         )
@@ -269,7 +269,7 @@ class _Worker:
         error = None
         for _ in range(2 * wanted + 1 if wanted else 0):
             record = RequestRecord(scheduled=0.0, send=0.0)
-            await self._one(record, self._body(self.plan.warmup_max_tokens))
+            await self._one(record, self._body(self.plan.warmup_max_tokens, warmup=True))
             if not record.ok:
                 error = record.error
                 continue
@@ -283,22 +283,30 @@ class _Worker:
             raise RuntimeError(f"every warmup request failed: {error}")
         return reported
 
-    def _next_prompt(self) -> tuple[str, int]:
-        """The next prompt of the plan's dataset and the output tokens it asks for."""
+    def _next_prompt(self, *, warmup: bool) -> tuple[str, int]:
+        """The next prompt of the plan's dataset and the output tokens it asks for.
+
+        A warmup request sends the dataset's next request without taking its place (a shared
+        prefix is warmed, as bench_serving's warmup with its first request does); a file
+        prompt's warmup goes behind fresh salt words instead of the run's, so no measured
+        request finds its whole prompt cached by the warmup."""
         plan = self.plan
-        made, self.made = self.made, self.made + 1
+        made = self.made
+        if not warmup:
+            self.made += 1
         if plan.shared_prefix is not None and self.order:
             group = self.order[(made * plan.workers + plan.index) % len(self.order)]
             question = make_prompt(self.rng, plan.question_words)
             return f"{self.kept.system_prompt(plan, group)}\n\n{question}", plan.shared_prefix.output_len
         if plan.dataset in ("sharegpt", "jsonl") and plan.rows:
             row = plan.rows[made % len(plan.rows)]
-            return f"{plan.row_prefix} {row.prompt}", row.output_len
+            prefix = make_prompt(self.rng, SALT_WORDS) if warmup else plan.row_prefix
+            return f"{prefix} {row.prompt}", row.output_len
         return make_prompt(self.rng, self.words), plan.output_len
 
-    def _body(self, max_tokens: int | None = None) -> bytes:
+    def _body(self, max_tokens: int | None = None, *, warmup: bool = False) -> bytes:
         plan = self.plan
-        prompt, output_len = self._next_prompt()
+        prompt, output_len = self._next_prompt(warmup=warmup)
         body: dict[str, Any] = {
             "model": plan.model,
             "max_tokens": max_tokens or output_len,
@@ -365,8 +373,8 @@ class _Worker:
         await asyncio.gather(*(slot() for _ in range(self.plan.concurrency or 1)))
 
     async def _open(self, t0: float, body: Callable[[int], bytes], deadline: float) -> None:
-        """Poisson or gamma arrivals (seeded, `arrival_gap`); a concurrency cap delays sends as bench_serving's semaphore does,
-        and the delay is kept (`send - scheduled`) instead of hidden."""
+        """Poisson or gamma arrivals (seeded, `arrival_gap`); a concurrency cap delays sends as
+        bench_serving's semaphore does, and the delay is kept (`send - scheduled`) instead of hidden."""
         plan = self.plan
         assert plan.request_rate is not None
         arrivals = random.Random(plan.seed * 7919 + plan.index)  # noqa: S311 - benchmark schedule

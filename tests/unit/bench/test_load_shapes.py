@@ -89,6 +89,15 @@ def test_file_rows_are_sent_behind_the_runs_salt_with_their_output_len() -> None
     assert [b["max_tokens"] for b in bodies] == [7, 11, 7]
 
 
+def test_a_warmup_takes_no_file_rows_place_and_not_its_salt() -> None:
+    rows = (PromptRow("first prompt", 2, 7), PromptRow("second prompt", 2, 11))
+    worker = _Worker(worker_plan(dataset="jsonl", rows=rows, row_prefix="the salt is"), None, _Kept())  # type: ignore[arg-type]
+    warm = json.loads(worker._body(1, warmup=True))["prompt"]
+    measured = json.loads(worker._body())["prompt"]
+    assert measured == "the salt is first prompt"  # the warmup did not take the first place
+    assert warm.endswith(" first prompt") and not warm.startswith("the salt is")
+
+
 def test_plans_deal_file_rows_round_the_workers() -> None:
     rows = tuple(PromptRow(f"p{i}", 2, 4) for i in range(5))
     spec = LoadSpec(
