@@ -23,7 +23,6 @@ from bot.app.leased import leased, lost_reason
 from bot.app.progress import Progress
 from bot.bench.chart import render_chart
 from bot.bench.compare_sets import Compared, compare_by_id
-from bot.bench.datasets import DatasetError
 from bot.bench.metrics import ServiceLevels
 from bot.bench.planning import UnknownProfileError, plan_for, profile_name
 from bot.bench.run import BenchPlan, BenchRun, run_plan
@@ -183,13 +182,8 @@ def plan_bench(settings: Settings, request: BenchRequest) -> BenchSetup:
             dataset=request.dataset,
             slo=slo,
         )
-    except (DatasetError, ValueError) as exc:
+    except ValueError as exc:  # DatasetError, NotForBenchServingError, a bad slo=
         raise CommandError(str(exc), usage=BENCH_DATA_USAGE) from None
-    if plan.backend == "bench_serving" and (plan.dataset_sent().kind != "random" or plan.objectives()):
-        raise CommandError(
-            "backend=bench_serving sends its own random dataset and reports no goodput here: "
-            "use backend=builtin for another dataset or slo="
-        )
     needs_lease = configured is not None and (
         request.base_url is None
         or plan.backend == "bench_serving"

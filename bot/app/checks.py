@@ -21,7 +21,6 @@ from bot.app.probe import Probe
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
 from bot.bench.compare_sets import compare_by_id
-from bot.bench.datasets import DatasetError
 from bot.bench.planning import plan_for
 from bot.bench.run import run_plan
 from bot.bench.verdict import VerdictSettings
@@ -209,7 +208,7 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
             plan = plan_for(
                 settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
             )
-        except DatasetError as exc:
+        except ValueError as exc:  # DatasetError, NotForBenchServingError
             probe.notes.append(f"profile {name}: {exc}: not benchmarked")
             return probe
         plan = await routed(plan, ts)

@@ -20,6 +20,12 @@ class UnknownProfileError(LookupError):
     """A profile name flagbot.toml's [bench] does not define."""
 
 
+class NotForBenchServingError(ValueError):
+    """A plan for `backend=bench_serving` that asks for what flagbot's remote bench_serving run
+    does not send or measure (another dataset, gamma arrivals, goodput): refused rather than
+    measured as something else."""
+
+
 def profile_name(settings: Settings, target: str | None, requested: str | None) -> str:
     """`requested`, else the target's `benchmark_profile` (`quick` without a target); checked."""
     config = settings.targets.get(target) if target else None
@@ -45,12 +51,13 @@ def plan_for(
 ) -> BenchPlan:
     """The plan that measures `target` (a configured one, or with `base_url` any server, stored
     under `target`); UnknownProfileError for a profile that is not configured, DatasetError
-    for a dataset word (`dataset`, else the profile's) that cannot be used. `slo` replaces the
-    profile's goodput objectives."""
+    for a dataset word (`dataset`, else the profile's) that cannot be used,
+    NotForBenchServingError for what that backend cannot do. `slo` replaces the profile's
+    goodput objectives."""
     config = settings.targets.get(target)
     name = profile_name(settings, target if config else None, profile)
     chosen = dataset_spec(settings.bench[name], dataset, settings.bench_prompt_dir)
-    return BenchPlan.build(
+    plan = BenchPlan.build(
         target=target,
         base_url=base_url or (config.http_base() if config else ""),
         profile_name=name,
@@ -73,3 +80,11 @@ def plan_for(
             else {}
         ),
     )
+    if plan.backend == "bench_serving" and (
+        chosen.kind != "random" or plan.objectives() or plan.profile.burstiness != 1
+    ):
+        raise NotForBenchServingError(
+            "backend=bench_serving sends its own random dataset with Poisson arrivals and reports "
+            "no goodput here: use backend=builtin for another dataset, burstiness or slo"
+        )
+    return plan

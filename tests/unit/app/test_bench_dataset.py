@@ -59,12 +59,15 @@ def test_the_profile_chooses_them_without_words() -> None:
         ("bench dataset=mooncake", "unknown dataset"),
         ("bench slo=ttft:5", "write ttft_ms:N"),
         ("bench dataset=generated-shared-prefix backend=bench_serving", "sends its own random dataset"),
+        ("bench profile=bursty backend=bench_serving", "use backend=builtin for another dataset, burstiness"),
         ("bench profile=rates concurrency=4", "sweeps request rates"),
     ],
 )
 def test_bad_words_are_refused_before_anything_runs(tmp_path: Path, words: str, says: str) -> None:
     (tmp_path / "bad.jsonl").write_text('{"text": "a"}\n')
-    config = settings(tmp_path, rates={"request_rates": [2.0, 4.0]})
+    config = settings(
+        tmp_path, rates={"request_rates": [2.0, 4.0]}, bursty={"request_rate": 4.0, "burstiness": 0.5}
+    )
     with pytest.raises(CommandError, match=says):
         planned(config, words)
 
