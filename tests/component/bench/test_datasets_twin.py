@@ -16,6 +16,7 @@ from bot.bench.metrics import ServiceLevels
 from bot.config.schema import SharedPrefixShape
 from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed
 from tests.component.bench.test_loadgen_twin import spec
+from tests.component.test_cli import flagbot
 from tests.support.twin_process import Twin, TwinFactory
 
 SHAPE = SharedPrefixShape(
@@ -87,3 +88,50 @@ def test_a_jsonl_prompt_file_sends_its_prompts_and_output_lengths(twins: TwinFac
 
 def _requests(twin: Twin) -> list[dict[str, Any]]:
     return [r for r in twin.truth() if r.get("kind") == "request" and not r.get("warmup")]
+
+
+def test_the_cli_runs_a_rate_sweep_on_shared_prefixes_and_reports_goodput(
+    twins: TwinFactory, tmp_path: Path
+) -> None:
+    twin = twins.start(scenario=slowed())
+    twin.wait_ready()
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (tmp_path / "flagbot.toml").write_text(
+        f"""default_target = "twin"
+bench_prompt_dir = "{prompts}"
+[targets.twin]
+unit = "sglang-qwen.service"
+base_url = "{twin.base}"
+benchmark_profile = "rates"
+nodes = [{{ host = "127.0.0.1" }}]
+[bench.rates]
+dataset = "generated-shared-prefix"
+request_rates = [4.0, 8.0]
+max_concurrency = 4
+num_requests = 4
+repeats = 2
+warmup_requests = 1
+[bench.rates.gsp]
+num_groups = 2
+prompts_per_group = 2
+system_prompt_len = 200
+question_len = 10
+output_len = {OUTPUT_LEN}
+[bench.rates.slo]
+e2e_ms = 60000
+"""
+    )
+    env = {"FLAGBOT_CONFIG": str(tmp_path / "flagbot.toml")}
+    assert flagbot("db", "upgrade", cwd=tmp_path, env=env).returncode == 0
+    table = flagbot("bench", cwd=tmp_path, env=env)
+    assert table.returncode == 0, table.stderr
+    assert "goodput" in table.stdout and "rate=8" in table.stdout
+    assert "dataset generated-shared-prefix (2 groups x 2 prompts" in " ".join(table.stdout.split())
+    data = json.loads(flagbot("bench", "slo=e2e_ms:1", "--json", cwd=tmp_path, env=env).stdout)
+    assert [(m["concurrency"], m["request_rate"]) for m in data["measurements"]] == [
+        (None, 4.0), (None, 8.0), (None, 4.0), (None, 8.0)
+    ]  # fmt: skip
+    assert all(m["metrics"]["good_requests"] == 0 for m in data["measurements"])  # no request ends in 1 ms
+    refused = flagbot("bench", "dataset=jsonl:../flagbot.toml", cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "without '..'" in refused.stderr
