@@ -222,6 +222,20 @@ async def reference_set(ctx: AppContext, set_id: int | None) -> LoadedSet | None
     return found
 
 
+def check_same_workload(reference: LoadedSet, plan: BenchPlan) -> None:
+    """AppError when the set compared with was measured sending another dataset: a shared-prefix
+    workload against random prompts would read as the server's change. A set stored before
+    datasets existed sent `random`."""
+    stored = (reference.set.params or {}).get("dataset") or "random"
+    sending = plan.dataset_sent().describe()
+    if stored != sending:
+        raise AppError(
+            f"compare-to={reference.set.id}: that set was measured with dataset {stored}, this "
+            f"benchmark sends {sending}; only sets of the same dataset are compared",
+            usage=True,
+        )
+
+
 async def run_bench(
     ctx: AppContext,
     setup: BenchSetup,
@@ -235,6 +249,8 @@ async def run_bench(
     `wait_s`, with LeaseHeld), store the set, compare it, draw the chart to `chart_path(set id)`."""
     plan = setup.plan
     reference = await reference_set(ctx, request.compare_to)
+    if reference is not None:
+        check_same_workload(reference, plan)
     async with AsyncExitStack() as stack:
         held = None
         if setup.leased:  # first: a busy target is refused before anything is contacted

@@ -4,11 +4,13 @@ every bad one is refused before anything is stored or measured, naming the probl
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from bot.app.bench import BenchRequest, plan_bench
+from bot.app.bench import BenchRequest, check_same_workload, plan_bench
+from bot.app.errors import AppError
 from bot.bench.loadgen import LoadError
 from bot.bench.metrics import ServiceLevels
 from bot.bench.run import run_plan
@@ -104,3 +106,17 @@ class RecordingStore:
 def test_without_a_prompt_directory_prompt_files_are_off() -> None:
     with pytest.raises(CommandError, match="prompt files are off"):
         planned(settings(), "bench dataset=sharegpt:chats.json")
+
+
+def stored(params: dict[str, Any]) -> Any:
+    return SimpleNamespace(set=SimpleNamespace(id=3, params=params))
+
+
+def test_only_sets_of_the_same_dataset_are_compared() -> None:
+    plan = planned(settings(), "bench dataset=generated-shared-prefix")
+    check_same_workload(stored({"dataset": plan.dataset_sent().describe()}), plan)
+    with pytest.raises(
+        AppError, match="measured with dataset random, this benchmark sends generated-shared-prefix"
+    ):
+        check_same_workload(stored({}), plan)  # a set from before datasets sent random
+    check_same_workload(stored({}), planned(settings(), "bench"))
