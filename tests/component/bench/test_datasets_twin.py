@@ -14,7 +14,7 @@ from bot.bench.datasets import DatasetSpec
 from bot.bench.loadgen import LoadError, LoadWorkers, run_load
 from bot.bench.metrics import ServiceLevels
 from bot.config.schema import SharedPrefixShape
-from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed
+from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed, twin_config
 from tests.component.bench.test_loadgen_twin import spec
 from tests.component.test_cli import flagbot
 from tests.support.twin_process import Twin, TwinFactory
@@ -97,15 +97,11 @@ def test_the_cli_runs_a_rate_sweep_on_shared_prefixes_and_reports_goodput(
     twin.wait_ready()
     prompts = tmp_path / "prompts"
     prompts.mkdir()
-    (tmp_path / "flagbot.toml").write_text(
-        f"""default_target = "twin"
-bench_prompt_dir = "{prompts}"
-[targets.twin]
-unit = "sglang-qwen.service"
-base_url = "{twin.base}"
-benchmark_profile = "rates"
-nodes = [{{ host = "127.0.0.1" }}]
-[bench.rates]
+    env = twin_config(
+        tmp_path,
+        twin,
+        "rates",
+        f"""[bench.rates]
 dataset = "generated-shared-prefix"
 request_rates = [4.0, 8.0]
 max_concurrency = 4
@@ -120,9 +116,9 @@ question_len = 10
 output_len = {OUTPUT_LEN}
 [bench.rates.slo]
 e2e_ms = 60000
-"""
+""",
+        top=f'bench_prompt_dir = "{prompts}"',
     )
-    env = {"FLAGBOT_CONFIG": str(tmp_path / "flagbot.toml")}
     assert flagbot("db", "upgrade", cwd=tmp_path, env=env).returncode == 0
     table = flagbot("bench", cwd=tmp_path, env=env)
     assert table.returncode == 0, table.stderr
