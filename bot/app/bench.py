@@ -23,6 +23,7 @@ from bot.app.leased import leased, lost_reason
 from bot.app.progress import Progress
 from bot.bench.chart import render_chart
 from bot.bench.compare_sets import Compared, compare_by_id
+from bot.bench.metrics import ServiceLevels
 from bot.bench.planning import UnknownProfileError, plan_for, profile_name
 from bot.bench.run import BenchPlan, BenchRun, run_plan
 from bot.bench.verdict import VerdictSettings
@@ -55,6 +56,10 @@ class BenchRequest:
     levels and backend, and compares with that after-set)."""
     compared_with: str | None = None
     """How the set compared with is named in the result (default `set #N`)."""
+    dataset: str | None = None
+    """`dataset=`: the profile's dataset replaced (`bot.bench.datasets`)."""
+    slo: str | None = None
+    """`slo=ttft_ms:500,...`: the profile's goodput objectives replaced."""
 
     @classmethod
     def of(
@@ -78,6 +83,8 @@ class BenchRequest:
             base_url=base_url,
             label=label,
             rerun=int(options["rerun"]) if "rerun" in options else None,
+            dataset=options.get("dataset"),
+            slo=options.get("slo"),
         )
 
     def reference_name(self) -> str:
@@ -99,7 +106,12 @@ class BenchSetup:
         return [LEASE_STEP, measure, *([compare] if compare_to is not None else [])]
 
 
-RERUN_TAKES = ("profile", "concurrency", "backend", "compare_to", "base_url")
+BENCH_DATA_USAGE = (
+    "bench [dataset=random|generated-shared-prefix|sharegpt:FILE|jsonl:FILE] "
+    "[slo=ttft_ms:N,tpot_ms:N,e2e_ms:N]"
+)
+
+RERUN_TAKES = ("profile", "concurrency", "backend", "compare_to", "base_url", "dataset")
 """What `rerun=ID` sets itself: asked for beside it, the words contradict each other."""
 
 
@@ -147,19 +159,31 @@ def plan_bench(settings: Settings, request: BenchRequest) -> BenchSetup:
         name = profile_name(settings, request.target if configured else None, request.profile)
     except UnknownProfileError as exc:
         raise CommandError(str(exc), usage="bench [profile=NAME]") from None
-    backend = request.backend or settings.bench[name].backend
+    profile = settings.bench[name]
+    backend = request.backend or profile.backend
     if backend == "bench_serving" and configured is None:
         raise CommandError("backend=bench_serving runs on a target's node 0: name a configured target")
-    plan = plan_for(
-        settings,
-        request.target or "adhoc",
-        profile=name,
-        concurrency=request.concurrency,
-        repeats=request.repeats,
-        backend="bench_serving" if backend == "bench_serving" else "builtin",
-        label=request.label,
-        base_url=request.base_url,
-    )
+    if request.concurrency is not None and profile.request_rates is not None:
+        raise CommandError(
+            f"profile {name} sweeps request rates (request_rates): its levels are rates, not concurrency=",
+            usage="bench [profile=NAME] [repeats=N]",
+        )
+    try:
+        slo = ServiceLevels.parse(request.slo) if request.slo is not None else None
+        plan = plan_for(
+            settings,
+            request.target or "adhoc",
+            profile=name,
+            concurrency=request.concurrency,
+            repeats=request.repeats,
+            backend="bench_serving" if backend == "bench_serving" else "builtin",
+            label=request.label,
+            base_url=request.base_url,
+            dataset=request.dataset,
+            slo=slo,
+        )
+    except ValueError as exc:  # DatasetError, NotForBenchServingError, a bad slo=
+        raise CommandError(str(exc), usage=BENCH_DATA_USAGE) from None
     needs_lease = configured is not None and (
         request.base_url is None
         or plan.backend == "bench_serving"
@@ -198,6 +222,20 @@ async def reference_set(ctx: AppContext, set_id: int | None) -> LoadedSet | None
     return found
 
 
+def check_same_workload(reference: LoadedSet, plan: BenchPlan) -> None:
+    """AppError when the set compared with was measured sending another dataset: a shared-prefix
+    workload against random prompts would read as the server's change. A set stored before
+    datasets existed sent `random`."""
+    stored = (reference.set.params or {}).get("dataset") or "random"
+    sending = plan.dataset_sent().describe()
+    if stored != sending:
+        raise AppError(
+            f"compare-to={reference.set.id}: that set was measured with dataset {stored}, this "
+            f"benchmark sends {sending}; only sets of the same dataset are compared",
+            usage=True,
+        )
+
+
 async def run_bench(
     ctx: AppContext,
     setup: BenchSetup,
@@ -211,6 +249,8 @@ async def run_bench(
     `wait_s`, with LeaseHeld), store the set, compare it, draw the chart to `chart_path(set id)`."""
     plan = setup.plan
     reference = await reference_set(ctx, request.compare_to)
+    if reference is not None:
+        check_same_workload(reference, plan)
     async with AsyncExitStack() as stack:
         held = None
         if setup.leased:  # first: a busy target is refused before anything is contacted

@@ -204,9 +204,13 @@ async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
         if name not in settings.bench:
             probe.notes.append(f"no benchmark profile {name!r}: not benchmarked")
             return probe
-        plan = plan_for(
-            settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
-        )
+        try:
+            plan = plan_for(
+                settings, check.target, profile=name, label=f"check #{check.id}", snapshot_id=obs.snapshot_id
+            )
+        except ValueError as exc:  # DatasetError, NotForBenchServingError
+            probe.notes.append(f"profile {name}: {exc}: not benchmarked")
+            return probe
         plan = await routed(plan, ts)
         node = ts.node0 if plan.backend == "bench_serving" else None
         run = await run_plan(plan, store=rt.store, node=node)

@@ -42,8 +42,17 @@ from typing import Any, Literal, overload
 import httpx
 
 from bot.bench.client_health import ClientHealth, WorkerStats, judge
-from bot.bench.metrics import RequestRecord, summarize
-from bot.bench.tokenizer import TokenizerError, load_token_counter
+from bot.bench.datasets import (
+    DatasetError,
+    DatasetSpec,
+    PromptRow,
+    read_prompt_file,
+    run_prefix,
+    sample_rows,
+    words_for,
+)
+from bot.bench.metrics import RequestRecord, ServiceLevels, summarize
+from bot.bench.tokenizer import TokenCounter, TokenizerError, load_token_counter
 from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
 from bot.http import get as http_get
 
@@ -104,7 +113,16 @@ class LoadSpec:
     measurement set its own), so a server's prefix cache never answers a prompt it has seen."""
     tokenizer: str | None = None
     """A tokenizer file on the bot host (`[targets.NAME.bench] tokenizer`): counts each chunk's
-    tokens when the server sends no running usage (`bot.bench.tokenizer`)."""
+    tokens when the server sends no running usage (`bot.bench.tokenizer`), and the lengths of a
+    dataset's prompts (`bot.bench.datasets`)."""
+    dataset: DatasetSpec = field(default_factory=DatasetSpec)
+    burstiness: float = 1.0
+    """Open loop: 1 is Poisson; gamma-distributed gaps otherwise (`worker.arrival_gap`)."""
+    slo: ServiceLevels = field(default_factory=ServiceLevels)
+    """What a request must meet to count in `goodput` (none set: no goodput)."""
+    sweep: Literal["concurrency", "rate"] = "concurrency"
+    """Which sweep the level belongs to: a rate sweep's level is stored by its rate alone
+    (`concurrency` is then only the cap on requests in flight)."""
 
     def check(self) -> None:
         if self.num_requests is None and self.duration_s is None:
@@ -115,6 +133,10 @@ class LoadSpec:
             raise ValueError("request_rate must be positive (None for a closed loop)")
         if self.workers < 1 or self.input_len < 1 or self.output_len < 1:
             raise ValueError("workers, input_len and output_len must be at least 1")
+        if not self.burstiness > 0:
+            raise ValueError("burstiness must be positive (1: Poisson)")
+        if self.dataset.kind in ("sharegpt", "jsonl") and self.dataset.prompt_file is None:
+            raise ValueError(f"dataset {self.dataset.kind} needs its prompt file")
 
     @property
     def path(self) -> str:
@@ -193,12 +215,29 @@ def _shares(total: int | None, parts: int) -> list[int | None]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
-    """Each worker's share: slots, requests and rate split evenly (Poisson streams superpose)."""
+@dataclass(frozen=True)
+class Prepared:
+    """A level's dataset made ready in the parent, before any load: a prompt file's sampled rows
+    and the run's salt prefix, a shared-prefix dataset's words per part, and how lengths were
+    counted (for the evidence)."""
+
+    rows: tuple[PromptRow, ...] = ()
+    row_prefix: str = ""
+    system_words: int = 0
+    question_words: int = 0
+    lengths: str = "calibrated from the server's usage (random words)"
+
+
+def plans(spec: LoadSpec, model: str, prepared: Prepared | None = None) -> list[WorkerPlan]:
+    """Each worker's share: slots, requests and rate split evenly (Poisson streams superpose;
+    gamma streams of the same shape and scale do too, the sum keeping the mean rate); a prompt
+    file's rows dealt round the workers."""
+    prepared = prepared or Prepared()
     workers = min(spec.workers, spec.concurrency or spec.workers)
     if spec.num_requests is not None:
         workers = max(1, min(workers, spec.num_requests))
     headers = (("Authorization", f"Bearer {spec.api_key}"),) if spec.api_key else ()
+    gsp = spec.dataset.shared_prefix if spec.dataset.kind == "generated-shared-prefix" else None
     out = []
     for index, (slots, count) in enumerate(
         zip(_shares(spec.concurrency, workers), _shares(spec.num_requests, workers), strict=True)
@@ -225,9 +264,51 @@ def plans(spec: LoadSpec, model: str) -> list[WorkerPlan]:
                 headers=headers,
                 prompt_salt=spec.prompt_salt,
                 tokenizer=spec.tokenizer,
+                dataset=spec.dataset.kind,
+                shared_prefix=gsp,
+                system_words=prepared.system_words,
+                question_words=prepared.question_words,
+                rows=prepared.rows[index::workers] or prepared.rows,
+                row_prefix=prepared.row_prefix,
+                workers=workers,
+                burstiness=spec.burstiness,
             )
         )
     return out
+
+
+def prepare(
+    spec: LoadSpec,
+    count_tokens: TokenCounter | None,
+    candidates: list[tuple[str, str | int]] | None,
+    run: int,
+) -> Prepared:
+    """The level's dataset, sampled and sized in the parent (a bad file fails here, before load)."""
+    counted = f"counted with the tokenizer file {spec.tokenizer}" if count_tokens else None
+    dataset = spec.dataset
+    if dataset.kind == "generated-shared-prefix":
+        shape = dataset.shared_prefix
+        return Prepared(
+            system_words=words_for(shape.system_prompt_len, count_tokens),
+            question_words=words_for(shape.question_len, count_tokens),
+            lengths=counted or "approximated: one token per word (no tokenizer file)",
+        )
+    if dataset.kind in ("sharegpt", "jsonl"):
+        assert candidates is not None
+        rows = sample_rows(
+            candidates,
+            spec.num_requests,
+            seed=spec.seed,
+            count_tokens=count_tokens,
+            fixed_output_len=dataset.fixed_output_len,
+            context_len=dataset.context_len,
+        )
+        return Prepared(
+            rows=tuple(rows),
+            row_prefix=run_prefix(spec.prompt_salt, run),
+            lengths=counted or "approximated: 4 characters per token (no tokenizer file)",
+        )
+    return Prepared()
 
 
 class LoadWorkers:
@@ -249,6 +330,10 @@ class LoadWorkers:
         self._lock = threading.Lock()
         self._busy = False
         self._closed = False
+        self._runs = 0
+        """Runs so far: each run's prompt-file salt prefix is its own (`datasets.run_prefix`)."""
+        self._files: dict[tuple[str, int, int], list[tuple[str, str | int]]] = {}
+        """Prompt files read, by (path, size, mtime): read once per plan, not per level."""
 
     def __enter__(self) -> LoadWorkers:
         return self
@@ -259,18 +344,24 @@ class LoadWorkers:
     def run(self, spec: LoadSpec) -> LevelResult:
         """Run one level and return its result. Blocks; from async code use `run_async`."""
         spec.check()
+        counter = None
         if spec.tokenizer is not None:
             try:  # here, so a bad file fails the level before any load, with the file's problem
-                load_token_counter(spec.tokenizer)
+                counter = load_token_counter(spec.tokenizer)
             except TokenizerError as exc:
                 raise LoadError(str(exc)) from None
+        try:
+            prepared = prepare(spec, counter, self._candidates(spec.dataset), self._runs)
+        except DatasetError as exc:
+            raise LoadError(str(exc)) from None
+        self._runs += 1
         model = spec.model or discover_model(spec.base_url, api_key=spec.api_key)
         spec = replace(spec, model=model)
         with self._lock:
             self._check_open()
             self._busy = True
         try:
-            worker_plans = plans(spec, model)
+            worker_plans = plans(spec, model, prepared)
             conns = self._started(len(worker_plans))
             for conn, plan in zip(conns, worker_plans, strict=True):
                 _send(conn, ("run", plan))
@@ -298,7 +389,32 @@ class LoadWorkers:
                 self._discard(graceful=False)
         level = _merge(spec, results[0].t0 if start is None else start, results, ready)
         level.metrics["accept_length"] = read_accept_length(spec.base_url, api_key=spec.api_key)
+        level.metrics["dataset"] = spec.dataset.describe()
+        level.metrics["dataset_lengths"] = prepared.lengths
         return level
+
+    def read_prompts(self, dataset: DatasetSpec) -> None:
+        """Read the dataset's prompt file now (LoadError naming what is wrong with it), so a plan
+        checks it before it stores anything; its levels then reuse what was read. Blocks: from
+        async code in a thread."""
+        self._candidates(dataset)
+
+    def _candidates(self, dataset: DatasetSpec) -> list[tuple[str, str | int]] | None:
+        """A prompt file's candidate requests, read once per plan (again if the file changed)."""
+        if dataset.kind not in ("sharegpt", "jsonl") or dataset.prompt_file is None:
+            return None
+        path = dataset.prompt_file
+        try:
+            info = path.stat()
+        except OSError as exc:
+            raise LoadError(f"prompt file {path.name}: cannot read it ({exc.strerror or exc})") from None
+        key = (str(path), info.st_size, info.st_mtime_ns)
+        if key not in self._files:
+            try:
+                self._files[key] = read_prompt_file(path, dataset.kind)
+            except DatasetError as exc:
+                raise LoadError(str(exc)) from None
+        return self._files[key]
 
     async def run_async(self, spec: LoadSpec) -> LevelResult:
         """`run` from an event loop: the loop only waits; the load runs in other processes."""
@@ -460,6 +576,7 @@ def _merge(
         requested_input_len=spec.input_len,
         request_rate=spec.request_rate,
         max_concurrency=spec.concurrency,
+        slo=spec.slo,
     )
     health = judge(
         [WorkerStats(r.cpu_s, r.wall_s, r.events, r.lag_s, r.idle_s) for r in results],

@@ -23,6 +23,11 @@ Definitions (SGLang `bench_serving.calculate_metrics`, python/sglang/bench_servi
 * statistics: mean, median, std (population, as numpy's default), p90, p95, p99 (numpy's
   linear interpolation) and, for ITL, max; in milliseconds, keys `<stat>_<metric>_ms`.
 
+Goodput is vLLM's `bench serve --goodput` (vllm/benchmarks/serve.py `calculate_metrics`): the
+completed requests whose TTFT, TPOT and E2E each meet its service-level objective (`<=`; a
+request of one output token has TPOT 0 there), divided by `duration`; `good_requests` is their
+count. Only the objectives given count; with none, both are null.
+
 Failed requests count in `failed` (errors grouped by kind and message) and in nothing else.
 flagbot's additions next to bench_serving's keys: `failed`, `errors`, `output_tokens_source`,
 `total_output_chunks`, `chunk_tokens_source`, the `chunk_itl` statistics and the dispatch delay
@@ -44,6 +49,8 @@ import numpy as np
 __all__ = [
     "STATS",
     "RequestRecord",
+    "ServiceLevels",
+    "good_requests",
     "group_error",
     "peak_concurrency_per_s",
     "summarize",
@@ -100,6 +107,61 @@ class RequestRecord:
     @property
     def e2e(self) -> float:
         return self.end - self.send
+
+
+@dataclass(frozen=True)
+class ServiceLevels:
+    """Service-level objectives in milliseconds (None: not an objective), vLLM's `--goodput`
+    keys `ttft`, `tpot`, `e2el`."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.tpot_ms, self.e2e_ms))
+
+    @classmethod
+    def parse(cls, text: str) -> ServiceLevels:
+        """`ttft_ms:500,tpot_ms:50,e2e_ms:8000` (a command's `slo=`; any subset, each once)
+        -> ServiceLevels; ValueError naming what is wrong."""
+        values: dict[str, float] = {}
+        for part in text.split(","):
+            name, colon, number = part.strip().partition(":")
+            if name not in ("ttft_ms", "tpot_ms", "e2e_ms") or not colon:
+                raise ValueError(
+                    f"slo {part.strip()!r}: write ttft_ms:N, tpot_ms:N or e2e_ms:N, comma-separated"
+                )
+            if name in values:
+                raise ValueError(f"slo {name} given twice")
+            try:
+                value = float(number)
+            except ValueError:
+                raise ValueError(f"slo {name}: {number!r} is not a number of milliseconds") from None
+            if not 0 < value < float("inf"):
+                raise ValueError(f"slo {name}: must be a positive number of milliseconds")
+            values[name] = value
+        return cls(values.get("ttft_ms"), values.get("tpot_ms"), values.get("e2e_ms"))
+
+    def describe(self) -> str:
+        """`ttft_ms<=500, tpot_ms<=50` (what the evidence prints beside goodput)."""
+        parts = [
+            (n, v) for n, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms))
+        ]
+        return ", ".join(f"{name}<={value:g}" for name, value in parts if value is not None)
+
+
+def good_requests(records: Sequence[RequestRecord], slo: ServiceLevels) -> int:
+    """Completed requests meeting every objective of `slo`, as vLLM counts them for goodput."""
+    good = 0
+    for r in records:
+        if not r.ok:
+            continue
+        tpot = (r.e2e - r.ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+        measured = ((slo.ttft_ms, r.ttft), (slo.tpot_ms, tpot), (slo.e2e_ms, r.e2e))
+        if all(limit is None or value * 1000.0 <= limit for limit, value in measured):
+            good += 1
+    return good
 
 
 _VOLATILE = re.compile(r"0x[0-9a-f]+|[0-9a-f]{16,}|\d+\.\d+|\d{4,}", re.IGNORECASE)
@@ -172,6 +234,7 @@ def summarize(
     requested_input_len: int,
     request_rate: float | None,
     max_concurrency: int | None,
+    slo: ServiceLevels | None = None,
 ) -> dict[str, Any]:
     """The result of one benchmark level, as bench_serving would write it (plus flagbot's keys)."""
     ok = [r for r in records if r.ok]
@@ -218,5 +281,8 @@ def summarize(
         "p90_dispatch_delay_ms": float(np.percentile(delays, 90)) * 1000.0 if delays else None,
         "p99_dispatch_delay_ms": float(np.percentile(delays, 99)) * 1000.0 if delays else None,
         "errors": dict(Counter(group_error(r.error or "unknown error") for r in failed).most_common()),
+        "slo": slo.describe() if slo else None,
+        "good_requests": good_requests(ok, slo) if slo else None,
+        "goodput": good_requests(ok, slo) / duration if slo else None,
     }
     return metrics

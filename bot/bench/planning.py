@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.bench.datasets import dataset_spec
+from bot.bench.metrics import ServiceLevels
 from bot.bench.run import Backend, BenchPlan
 from bot.config import Settings
 
 
 class UnknownProfileError(LookupError):
     """A profile name flagbot.toml's [bench] does not define."""
+
+
+class NotForBenchServingError(ValueError):
+    """A plan for `backend=bench_serving` that asks for what flagbot's remote bench_serving run
+    does not send or measure (another dataset, gamma arrivals, goodput): refused rather than
+    measured as something else."""
 
 
 def profile_name(settings: Settings, target: str | None, requested: str | None) -> str:
@@ -38,12 +46,18 @@ def plan_for(
     label: str = "",
     snapshot_id: int | None = None,
     base_url: str | None = None,
+    dataset: str | None = None,
+    slo: ServiceLevels | None = None,
 ) -> BenchPlan:
     """The plan that measures `target` (a configured one, or with `base_url` any server, stored
-    under `target`); UnknownProfileError for a profile that is not configured."""
+    under `target`); UnknownProfileError for a profile that is not configured, DatasetError
+    for a dataset word (`dataset`, else the profile's) that cannot be used,
+    NotForBenchServingError for what that backend cannot do. `slo` replaces the profile's
+    goodput objectives."""
     config = settings.targets.get(target)
     name = profile_name(settings, target if config else None, profile)
-    return BenchPlan.build(
+    chosen = dataset_spec(settings.bench[name], dataset, settings.bench_prompt_dir)
+    plan = BenchPlan.build(
         target=target,
         base_url=base_url or (config.http_base() if config else ""),
         profile_name=name,
@@ -53,6 +67,8 @@ def plan_for(
         backend=backend,
         label=label,
         snapshot_id=snapshot_id,
+        dataset=chosen,
+        slo=slo,
         **(
             {
                 "bench_serving": config.bench_serving,
@@ -64,3 +80,11 @@ def plan_for(
             else {}
         ),
     )
+    if plan.backend == "bench_serving" and (
+        chosen.kind != "random" or plan.objectives() or plan.profile.burstiness != 1
+    ):
+        raise NotForBenchServingError(
+            "backend=bench_serving sends its own random dataset with Poisson arrivals and reports "
+            "no goodput here: use backend=builtin for another dataset, burstiness or slo"
+        )
+    return plan

@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from bot.bench.datasets import DatasetSpec, dataset_spec
 from bot.bench.loadgen import LevelResult, LoadSpec, LoadWorkers, discover_model
+from bot.bench.metrics import ServiceLevels
 from bot.bench.remote import NodeRunner, resolve_command, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
@@ -39,6 +41,7 @@ KEY_METRICS = (
     "p99_itl_ms",
     "median_e2e_latency_ms",
     "accept_length",
+    "goodput",
 )
 """What the set summary, the table and the chart show per level."""
 
@@ -74,7 +77,32 @@ class BenchPlan:
     http_way: str = ""
     """How the server was reached (`direct`, `through an SSH forward on node 0`), for the thread."""
     tokenizer: str | None = None
-    """The target's tokenizer file (`[targets.NAME.bench] tokenizer`) for counting chunk tokens."""
+    """The target's tokenizer file (`[targets.NAME.bench] tokenizer`) for counting chunk tokens
+    and a dataset's prompt lengths."""
+    dataset: DatasetSpec | None = None
+    """What the plan sends (`planning.plan_for` resolves the profile's or the command's word;
+    None: the profile's, which must then need no prompt file)."""
+    slo: ServiceLevels | None = None
+    """The goodput objectives (None: the profile's `slo`)."""
+
+    def levels(self) -> list[tuple[int | None, float | None]]:
+        """Each level as (concurrency, request rate), the way its measurements are stored: a
+        concurrency sweep's levels (with the profile's one `request_rate`, or closed loop), or
+        a rate sweep's rates (`request_rates`, capped by `max_concurrency`) with no concurrency,
+        so its levels are named `rate=R` (`samples.level_of`)."""
+        rates = self.profile.request_rates
+        if rates is not None:
+            return [(None, rate) for rate in rates]
+        return [(c, self.profile.request_rate) for c in self.concurrency]
+
+    def dataset_sent(self) -> DatasetSpec:
+        return self.dataset if self.dataset is not None else dataset_spec(self.profile)
+
+    def objectives(self) -> ServiceLevels:
+        if self.slo is not None:
+            return self.slo
+        slo = self.profile.slo
+        return ServiceLevels(slo.ttft_ms, slo.tpot_ms, slo.e2e_ms)
 
     @classmethod
     def build(
@@ -112,20 +140,28 @@ class BenchPlan:
             return self
         return replace(self, reach_url=reach_url, node_url=node_url, http_way=way)
 
-    def spec(self, concurrency: int) -> LoadSpec:
-        """The load of one level, identical for both backends (flagbot's generator then warms
-        the plan's later runs lighter: `run_plan`)."""
+    def spec(self, concurrency: int | None, request_rate: float | None = None) -> LoadSpec:
+        """The load of one level (`levels()`), identical for both backends (flagbot's generator
+        then warms the plan's later runs lighter: `run_plan`). A rate sweep's level is capped
+        by `max_concurrency`; a concurrency level keeps the profile's `request_rate`."""
         p = self.profile
+        if p.request_rates is not None:
+            rate, cap = request_rate, p.max_concurrency
+            count = p.num_requests
+        else:
+            assert concurrency is not None, "a concurrency sweep's level has a concurrency"
+            rate, cap = p.request_rate, concurrency
+            count = p.requests_at(concurrency)
         return LoadSpec(
             base_url=self.load_url,
             endpoint=p.endpoint,
             model=self.model,
             input_len=p.input_len,
             output_len=p.output_len,
-            num_requests=None if p.duration is not None else p.requests_at(concurrency),
+            num_requests=None if p.duration is not None else count,
             duration_s=p.duration.total_seconds() if p.duration is not None else None,
-            concurrency=concurrency,
-            request_rate=p.request_rate,
+            concurrency=cap,
+            request_rate=rate,
             warmup_requests=p.warmup_requests,
             seed=p.seed,
             request_timeout_s=p.request_timeout.total_seconds(),
@@ -133,6 +169,10 @@ class BenchPlan:
             workers=p.client_workers,
             extra_cost_us=self.extra_cost_us,
             tokenizer=self.tokenizer,
+            dataset=self.dataset_sent(),
+            burstiness=p.burstiness,
+            slo=self.objectives(),
+            sweep="rate" if p.request_rates is not None else "concurrency",
         )
 
     def params(self) -> dict[str, Any]:
@@ -144,12 +184,21 @@ class BenchPlan:
             "profile": self.profile_name,
             "backend": self.backend,
             "base_url": self.base_url,
-            "concurrency": list(self.concurrency),
+            "concurrency": list(self.concurrency) if p.request_rates is None else None,
             "repeats": self.repeats,
             "request_rate": p.request_rate,
+            "request_rates": p.request_rates,
+            "max_concurrency": p.max_concurrency,
+            "burstiness": p.burstiness,
+            "dataset": self.dataset_sent().describe(),
+            "slo": self.objectives().describe() or None,
             "input_len": p.input_len,
             "output_len": p.output_len,
-            "num_requests": {str(c): p.requests_at(c) for c in self.concurrency}
+            "num_requests": (
+                {str(c): p.requests_at(c) for c in self.concurrency}
+                if p.request_rates is None
+                else p.num_requests
+            )
             if p.duration is None
             else None,
             "duration_s": p.duration.total_seconds() if p.duration is not None else None,
@@ -174,6 +223,20 @@ class BenchRun:
     measurements: list[Measurement]
     levels: list[tuple[int, LevelResult]]
     """(repeat, result) in the order they ran."""
+
+    def workload(self) -> str:
+        """What was sent and how its lengths were counted, and the goodput objectives, in words
+        for the evidence: `dataset generated-shared-prefix (...), lengths approximated: ...`."""
+        params = self.set.params or {}
+        lengths = next(
+            (m for _, r in self.levels if isinstance(m := r.metrics.get("dataset_lengths"), str)), None
+        )
+        parts = [f"dataset {params.get('dataset') or 'random'}" + (f", lengths {lengths}" if lengths else "")]
+        if isinstance(params.get("burstiness"), int | float) and params["burstiness"] != 1:
+            parts.append(f"gamma arrivals, burstiness {params['burstiness']:g}")
+        if params.get("slo"):
+            parts.append(f"goodput = requests/s meeting {params['slo']}")
+        return "; ".join(parts)
 
 
 def jsonable(value: Any) -> Any:
@@ -242,6 +305,9 @@ async def _run_plan(
 ) -> BenchRun:
     if plan.backend == "bench_serving" and node is None:
         raise ValueError("backend bench_serving needs a session to the target's node 0")
+    workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
+    if plan.backend == "builtin":  # a prompt file that cannot be used fails before anything is stored
+        await asyncio.to_thread(workers.read_prompts, plan.dataset_sent())
     mset = MeasurementSet(
         target=plan.target,
         snapshot_id=plan.snapshot_id,
@@ -267,14 +333,13 @@ async def _run_plan(
         model = await asyncio.to_thread(discover_model, plan.load_url)
     # this set's own prompts: never ones an earlier set sent to the same running server
     salt = mset.id if mset.id is not None else secrets.randbits(31)
-    workers = LoadWorkers()  # flagbot's own workers, kept for all the plan's runs
     command = plan.bench_serving
     if plan.backend == "bench_serving" and node is not None:  # the host's module, asked once per plan
         command = await resolve_command(node, command, fallback_version=plan.sglang_version)
     try:
         for repeat in range(first_repeat, first_repeat + plan.repeats):
-            for concurrency in plan.concurrency:
-                spec = plan.spec(concurrency)
+            for concurrency, request_rate in plan.levels():
+                spec = plan.spec(concurrency, request_rate)
                 if plan.backend == "builtin":
                     spec = replace(spec, model=model, prompt_salt=salt)
                     if levels:
@@ -297,7 +362,7 @@ async def _run_plan(
                     snapshot_id=plan.snapshot_id,
                     profile=plan.profile_name,
                     concurrency=concurrency,
-                    request_rate=plan.profile.request_rate,
+                    request_rate=request_rate,
                     repeat=repeat,
                     metrics=jsonable({**result.metrics, "client": result.health.to_json()}),
                     client_bound=result.client_bound,
@@ -325,22 +390,33 @@ async def _run_plan(
 
 def summarize_levels(levels: Sequence[tuple[int, LevelResult]]) -> dict[str, Any]:
     """Per concurrency: repeats, failed requests, client-bound repeats and the mean of each key metric."""
-    return _summary([(r.spec.concurrency, r.metrics, r.client_bound) for _, r in levels])
+    return _summary(
+        [(_stored_concurrency(r.spec), r.spec.request_rate, r.metrics, r.client_bound) for _, r in levels]
+    )
 
 
 def summarize_rows(measurements: Sequence[Measurement]) -> dict[str, Any]:
     """`summarize_levels` over stored measurements (a set that was extended)."""
-    return _summary([(m.concurrency, m.metrics, m.client_bound) for m in measurements])
+    return _summary([(m.concurrency, m.request_rate, m.metrics, m.client_bound) for m in measurements])
 
 
-def _summary(runs: Sequence[tuple[int | None, dict[str, Any], bool]]) -> dict[str, Any]:
-    by_level: dict[int | None, list[tuple[dict[str, Any], bool]]] = {}
-    for concurrency, metrics, bound in runs:
-        by_level.setdefault(concurrency, []).append((metrics, bound))
+def _stored_concurrency(spec: LoadSpec) -> int | None:
+    """A level's concurrency as its measurement stores it: none for a rate sweep's level, whose
+    `concurrency` is only the cap (the metrics keep it as `max_concurrency`)."""
+    return None if spec.sweep == "rate" else spec.concurrency
+
+
+def _summary(runs: Sequence[tuple[int | None, float | None, dict[str, Any], bool]]) -> dict[str, Any]:
+    """Per level (a concurrency, or a rate sweep's rate): the rows of the set's summary."""
+    by_level: dict[tuple[int | None, float | None], list[tuple[dict[str, Any], bool]]] = {}
+    for concurrency, request_rate, metrics, bound in runs:
+        level = (concurrency, request_rate if concurrency is None else None)
+        by_level.setdefault(level, []).append((metrics, bound))
     rows = []
-    for concurrency, results in by_level.items():
+    for (concurrency, request_rate), results in by_level.items():
         row: dict[str, Any] = {
             "concurrency": concurrency,
+            **({"request_rate": request_rate} if concurrency is None and request_rate is not None else {}),
             "repeats": len(results),
             "completed": sum(int(m.get("completed") or 0) for m, _ in results),
             "failed": sum(int(m.get("failed") or 0) for m, _ in results),

@@ -45,17 +45,19 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal
 
+from bot.bench.datasets import SALT_WORDS, DatasetKind, PromptRow, group_order, system_prompt
 from bot.bench.metrics import RequestRecord
 from bot.bench.prompts import calibrate, make_prompt
 from bot.bench.sse import Chunk, SSEDecoder, interpret
 from bot.bench.tokenizer import TokenCounter, load_token_counter
 from bot.bench.worker_meters import IdleMeter, lag_probe, spin
+from bot.config.schema import SharedPrefixShape
 
 if TYPE_CHECKING:
     import aiohttp
     import httpx
 
-__all__ = ["WorkerPlan", "WorkerResult", "note_chunk", "worker_main"]
+__all__ = ["WorkerPlan", "WorkerResult", "arrival_gap", "note_chunk", "worker_main"]
 
 ClientKind = Literal["httpx", "aiohttp"]
 
@@ -87,6 +89,30 @@ class WorkerPlan:
     """Sets this plan's prompt stream apart from other plans' with the same seed."""
     tokenizer: str | None = None
     """The target's tokenizer file: counts a chunk's tokens when the stream has no running usage."""
+    dataset: DatasetKind = "random"
+    shared_prefix: SharedPrefixShape | None = None
+    """`generated-shared-prefix`: the groups; prompts are `system_words` + `question_words` words."""
+    system_words: int = 0
+    question_words: int = 0
+    rows: tuple[PromptRow, ...] = ()
+    """`sharegpt`/`jsonl`: this worker's share of the sampled requests, sent in order (cycled)."""
+    row_prefix: str = ""
+    """The run's salt words in front of every file prompt (`datasets.run_prefix`)."""
+    workers: int = 1
+    """Workers of the level: a shared-prefix request's place in the group order is
+    `k * workers + index` for this worker's k-th request."""
+    burstiness: float = 1.0
+    """Open loop: the gamma shape of the gaps between arrivals (1: Poisson)."""
+
+
+def arrival_gap(rng: random.Random, rate: float, burstiness: float) -> float:
+    """Seconds to the next arrival at `rate` requests/s: exponential for `burstiness` 1
+    (Poisson, bench_serving's `get_request`), else gamma with shape `burstiness` and scale
+    1 / (rate x burstiness), as vLLM's `bench serve --burstiness` draws it: the mean gap stays
+    1 / rate, and a burstiness below 1 bunches arrivals, above 1 evens them out."""
+    if burstiness == 1.0:
+        return rng.expovariate(rate)
+    return rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
 
 
 @dataclass
@@ -118,6 +144,14 @@ class _Kept:
     prompts: dict[tuple[int, int, int], random.Random] = field(default_factory=dict)
     counters: dict[str, TokenCounter] = field(default_factory=dict)
     """Loaded tokenizer files, by path (loaded once per process, not per run)."""
+    systems: dict[tuple[int, int, int, int], str] = field(default_factory=dict)
+    """Shared system prompts by (seed, salt, group, words): made once per process and set."""
+
+    def system_prompt(self, plan: WorkerPlan, group: int) -> str:
+        key = (plan.seed, plan.prompt_salt, group, plan.system_words)
+        if key not in self.systems:
+            self.systems[key] = system_prompt(plan.seed, plan.prompt_salt, group, plan.system_words)
+        return self.systems[key]
 
     def token_counter(self, plan: WorkerPlan) -> TokenCounter | None:
         if plan.tokenizer is None:
@@ -165,7 +199,12 @@ class _Worker:
         self.warmed = kept.warmed
         self.rng = kept.prompt_rng(plan)
         self.count_text = kept.token_counter(plan)
+        self.kept = kept
         self.words = plan.input_len
+        self.made = 0  # measured prompts made in this run: the place in the group order or the rows
+        self.order = (
+            group_order(plan.seed, plan.prompt_salt, plan.shared_prefix) if plan.shared_prefix else []
+        )
         self.events = 0
         self.records: list[RequestRecord] = []
         self.headers = {"Content-Type": "application/json", **dict(plan.headers)}
@@ -230,25 +269,47 @@ class _Worker:
         error = None
         for _ in range(2 * wanted + 1 if wanted else 0):
             record = RequestRecord(scheduled=0.0, send=0.0)
-            await self._one(record, self._body(self.plan.warmup_max_tokens))
+            await self._one(record, self._body(self.plan.warmup_max_tokens, warmup=True))
             if not record.ok:
                 error = record.error
                 continue
             succeeded += 1
             reported = record.prompt_tokens
-            self.words = calibrate(self.plan.input_len, self.words, reported)
+            if self.plan.dataset == "random":  # the other datasets' lengths are their own
+                self.words = calibrate(self.plan.input_len, self.words, reported)
             if succeeded == wanted:
                 break
         if wanted and not succeeded:
             raise RuntimeError(f"every warmup request failed: {error}")
         return reported
 
-    def _body(self, max_tokens: int | None = None) -> bytes:
+    def _next_prompt(self, *, warmup: bool) -> tuple[str, int]:
+        """The next prompt of the plan's dataset and the output tokens it asks for.
+
+        A warmup request sends the dataset's next request without taking its place (a shared
+        prefix is warmed, as bench_serving's warmup with its first request does); a file
+        prompt's warmup goes behind fresh salt words instead of the run's, so no measured
+        request finds its whole prompt cached by the warmup."""
         plan = self.plan
-        prompt = make_prompt(self.rng, self.words)
+        made = self.made
+        if not warmup:
+            self.made += 1
+        if plan.shared_prefix is not None and self.order:
+            group = self.order[(made * plan.workers + plan.index) % len(self.order)]
+            question = make_prompt(self.rng, plan.question_words)
+            return f"{self.kept.system_prompt(plan, group)}\n\n{question}", plan.shared_prefix.output_len
+        if plan.dataset in ("sharegpt", "jsonl") and plan.rows:
+            row = plan.rows[made % len(plan.rows)]
+            prefix = make_prompt(self.rng, SALT_WORDS) if warmup else plan.row_prefix
+            return f"{prefix} {row.prompt}", row.output_len
+        return make_prompt(self.rng, self.words), plan.output_len
+
+    def _body(self, max_tokens: int | None = None, *, warmup: bool = False) -> bytes:
+        plan = self.plan
+        prompt, output_len = self._next_prompt(warmup=warmup)
         body: dict[str, Any] = {
             "model": plan.model,
-            "max_tokens": max_tokens or plan.output_len,
+            "max_tokens": max_tokens or output_len,
             "temperature": 0.0,
             "ignore_eos": True,
             "stream": True,
@@ -312,8 +373,8 @@ class _Worker:
         await asyncio.gather(*(slot() for _ in range(self.plan.concurrency or 1)))
 
     async def _open(self, t0: float, body: Callable[[int], bytes], deadline: float) -> None:
-        """Poisson arrivals (seeded); a concurrency cap delays sends as bench_serving's semaphore does,
-        and the delay is kept (`send - scheduled`) instead of hidden."""
+        """Poisson or gamma arrivals (seeded, `arrival_gap`); a concurrency cap delays sends as
+        bench_serving's semaphore does, and the delay is kept (`send - scheduled`) instead of hidden."""
         plan = self.plan
         assert plan.request_rate is not None
         arrivals = random.Random(plan.seed * 7919 + plan.index)  # noqa: S311 - benchmark schedule
@@ -327,7 +388,7 @@ class _Worker:
             record = RequestRecord(scheduled=when, send=when)
             self.records.append(record)
             tasks.append(asyncio.create_task(self._capped(cap, record, body(index))))
-            when += arrivals.expovariate(plan.request_rate)
+            when += arrival_gap(arrivals, plan.request_rate, plan.burstiness)
         await asyncio.gather(*tasks)
 
     async def _capped(self, cap: asyncio.Semaphore | None, record: RequestRecord, body: bytes) -> None:

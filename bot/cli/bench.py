@@ -36,6 +36,7 @@ from bot.app.context import AppContext, console_actor
 from bot.bench.compare_sets import Compared
 from bot.bench.loadgen import LoadError
 from bot.bench.run import BenchRun, jsonable
+from bot.bench.samples import level_of
 from bot.cli.common import (
     CHAT_CONTEXT,
     catalog_for,
@@ -159,10 +160,12 @@ def bench(ctx: typer.Context) -> None:
         raise fail(message, code=1)
 
 
-def _levels(run: BenchRun) -> dict[int | None, list[Measurement]]:
-    levels: dict[int | None, list[Measurement]] = {}
+def _levels(run: BenchRun) -> dict[str, list[Measurement]]:
+    """Measurements by level name (`64` for a concurrency, `rate=8` for a rate sweep's level)."""
+    levels: dict[str, list[Measurement]] = {}
     for row in run.measurements:
-        levels.setdefault(row.concurrency, []).append(row)
+        name = str(row.concurrency) if row.concurrency is not None else level_of(None, row.request_rate)
+        levels.setdefault(name, []).append(row)
     return levels
 
 
@@ -174,8 +177,11 @@ def _mean(rows: list[Measurement], key: str) -> float | None:
 def print_levels(console: Console, run: BenchRun) -> None:
     """The measurement set as one row per concurrency: means over its repeats."""
     s = run.set
-    columns = ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
+    columns: tuple[str, ...] = ("conc", "reps", "ok/failed", "out tok/s", "cv", "req/s", "TTFT p50", "TTFT p99",
                "TPOT mean", "ITL p50", "ITL p99", "E2E p50", "client")  # fmt: skip
+    goodput = any(isinstance(r.metrics.get("goodput"), int | float) for r in run.measurements)
+    if goodput:  # a column only when the profile or command set service-level objectives
+        columns = (*columns[:-1], "goodput", columns[-1])
     rows: list[tuple[str | Text, ...]] = []
     for level, level_rows in _levels(run).items():
         out = [r.metrics.get("output_throughput") for r in level_rows]
@@ -202,11 +208,13 @@ def print_levels(console: Console, run: BenchRun) -> None:
                 number(_mean(level_rows, "median_itl_ms"), 2),
                 number(_mean(level_rows, "p99_itl_ms"), 2),
                 number(_mean(level_rows, "median_e2e_latency_ms")),
+                *((number(_mean(level_rows, "goodput"), 2),) if goodput else ()),
                 Text(f"CLIENT-BOUND {bound}/{len(level_rows)}", "red") if bound else "ok",
             )
         )
     title = f"measurement set #{s.id}: {s.target}, profile {s.profile}, backend {s.backend}"
     print_table(console, title, columns, rows, right=range(len(columns) - 1))
+    console.print(run.workload())
 
 
 def _print(run: BenchRun, comparison: Compared | str | None, chart: str | None) -> None:

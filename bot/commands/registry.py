@@ -308,13 +308,14 @@ COMMANDS: tuple[CommandSpec, ...] = (
         "bench",
         "Benchmark the running server with a profile; compare with a stored measurement set.",
         "mutating",
-        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [compare-to=ID] [rerun=EXPERIMENT] [wait=DURATION] [target=NAME]",
+        "bench [profile=NAME] [concurrency=LIST] [repeats=N] [backend=builtin|bench_serving] [dataset=NAME] [slo=OBJECTIVES] [compare-to=ID] [rerun=EXPERIMENT] [wait=DURATION] [target=NAME]",
         (
             "bench",
             "bench rerun=42",
             "bench profile=quick concurrency=1,64",
             "bench profile=full repeats=5",
             "bench backend=bench_serving",
+            "bench dataset=generated-shared-prefix slo=ttft_ms:500,tpot_ms:50",
             "bench compare-to=12",
             "bench wait=10m",
         ),
@@ -329,6 +330,13 @@ COMMANDS: tuple[CommandSpec, ...] = (
                 "builtin: flagbot's load generator; bench_serving: SGLang's client on node 0 over SSH",
                 ("builtin", "bench_serving"),
             ),
+            Option(
+                "dataset",
+                "text",
+                "random, generated-shared-prefix, or a prompt file under bench_prompt_dir: "
+                "sharegpt:FILE or jsonl:FILE (default: the profile's)",
+            ),
+            Option("slo", "text", "goodput objectives in ms, e.g. ttft_ms:500,tpot_ms:50,e2e_ms:8000"),
             Option("compare-to", "id", "a stored measurement set to judge this one against"),
             Option(
                 "rerun",

@@ -33,6 +33,7 @@ from bot.config.change_rules import (
     ChangeRules,
     ProtectedMode,
 )
+from bot.config.datasets import DatasetError, parse_dataset
 from bot.config.hook_command import check_hook_command
 from bot.config.unit_names import check_service_name, is_template, template_instance
 from bot.config.verdicts import Verdicts
@@ -327,6 +328,13 @@ class BenchServingCommand(Strict):
     tokenizer: NodePath | None = None
 
 
+def _absolute_path(value: Path | None, what: str) -> Path | None:
+    """A path read on the bot host must not depend on the directory flagbot was started in."""
+    if value is not None and not value.is_absolute():
+        raise ValueError(f"{value}: give an absolute path {what}")
+    return value
+
+
 class TargetBench(Strict):
     """What flagbot's own load generator needs to know about a target (`[targets.NAME.bench]`)."""
 
@@ -335,12 +343,7 @@ class TargetBench(Strict):
     when the server sends no running usage (`bot.bench.tokenizer`). Read from this file only,
     never fetched; without the `tokenizers` package only a WordLevel file is accepted."""
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _absolute(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_absolute():
-            raise ValueError(f"{value}: give an absolute path to the tokenizer file")
-        return value
+    _absolute = field_validator("tokenizer")(lambda value: _absolute_path(value, "to the tokenizer file"))
 
 
 class FreezeWindow(Strict):
@@ -422,8 +425,37 @@ class Target(Strict):
         return self.base_url or f"http://{self.nodes[0].host}:30000"
 
 
+class SharedPrefixShape(Strict):
+    """bench_serving's `generated-shared-prefix` dataset (`--gsp-*`, 0.5.10's defaults):
+    `num_groups` system prompts of `system_prompt_len` tokens, each shared by
+    `prompts_per_group` requests with their own `question_len`-token question."""
+
+    num_groups: int = Field(64, ge=1, le=100_000)
+    prompts_per_group: int = Field(16, ge=1, le=100_000)
+    system_prompt_len: int = Field(2048, ge=1, le=1_000_000)
+    question_len: int = Field(128, ge=1, le=1_000_000)
+    output_len: int = Field(256, ge=1, le=1_000_000)
+
+
+class ServiceLevelObjectives(Strict):
+    """What a request must meet to count in goodput (vLLM's `--goodput ttft:… tpot:… e2el:…`)."""
+
+    ttft_ms: float | None = Field(None, gt=0)
+    tpot_ms: float | None = Field(None, gt=0)
+    e2e_ms: float | None = Field(None, gt=0)
+
+
+def _dataset_word(value: str) -> str:
+    try:
+        parse_dataset(value)
+    except DatasetError as exc:
+        raise ValueError(str(exc)) from None
+    return value.strip()
+
+
 class BenchProfile(Strict):
-    """A named benchmark shape: bench_serving's random dataset with fixed lengths (docs/bench.md).
+    """A named benchmark shape: a dataset (bench_serving's random one with fixed lengths by
+    default) and a load shape (docs/bench.md).
 
     Levels are `concurrency` values: closed loop (each slot sends its next request when its last
     one ends), or with `request_rate` Poisson arrivals capped at that many in flight, exactly as
@@ -449,6 +481,27 @@ class BenchProfile(Strict):
     request_timeout: Duration = timedelta(minutes=10)
     level_timeout: Duration = timedelta(minutes=20)
     client_workers: int = Field(1, ge=1, le=64)
+    dataset: Annotated[str, AfterValidator(_dataset_word)] = "random"
+    gsp: SharedPrefixShape = SharedPrefixShape()
+    sharegpt_output_len: int | None = Field(None, ge=4)
+    sharegpt_context_len: int | None = Field(None, ge=2)
+    request_rates: list[Annotated[float, Field(gt=0)]] | None = Field(None, min_length=1)
+    max_concurrency: int | None = Field(None, ge=1, le=100_000)
+    burstiness: float = Field(1.0, gt=0, le=1000)
+    slo: ServiceLevelObjectives = ServiceLevelObjectives()
+
+    @model_validator(mode="after")
+    def _one_sweep(self) -> BenchProfile:
+        """A rate sweep's levels are its rates; a single `request_rate` beside them would be ignored."""
+        if self.request_rates is not None and self.request_rate is not None:
+            raise ValueError(
+                "give request_rate (one rate, levels by concurrency) or request_rates (a rate sweep), not both"
+            )
+        if self.max_concurrency is not None and self.request_rates is None:
+            raise ValueError(
+                "max_concurrency caps a rate sweep (request_rates); a concurrency sweep caps by its levels"
+            )
+        return self
 
     def requests_at(self, concurrency: int) -> int:
         """Requests one level sends: enough that every slot is refilled `rounds` times."""
@@ -611,6 +664,8 @@ class Settings(BaseSettings):
     playbook_dirs: list[Path] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)
     bench: dict[str, BenchProfile] = Field(default_factory=_shipped_profiles)
+    bench_prompt_dir: Path | None = None
+    """The only directory prompt files (`dataset = "sharegpt:FILE"`) are read from (None: none are)."""
     slack: SlackSettings = SlackSettings()
     schedules: Schedules = Schedules()
     database: DatabaseSettings = DatabaseSettings()
@@ -627,6 +682,10 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+    _absolute_prompt_dir = field_validator("bench_prompt_dir")(
+        lambda value: _absolute_path(value, "for bench_prompt_dir")
+    )
 
     @field_validator("bench", mode="after")
     @classmethod

@@ -34,11 +34,17 @@ def is_server_metric(metric: str) -> bool:
 
 
 def bench_value(summary: Mapping[str, Any] | None, metric: str) -> float | None:
-    """A benchmark metric of a set: the mean at its highest concurrency level, where capacity binds."""
-    levels = [row for row in (summary or {}).get("levels", []) if row.get("concurrency") is not None]
+    """A benchmark metric of a set: the mean at its highest concurrency level, where capacity
+    binds; a rate sweep's (levels by `request_rate`, no concurrency) at its highest rate."""
+    rows = (summary or {}).get("levels", [])
+    levels = [row for row in rows if row.get("concurrency") is not None]
+    key = "concurrency"
+    if not levels:
+        levels = [row for row in rows if isinstance(row.get("request_rate"), int | float)]
+        key = "request_rate"
     if not levels:
         return None
-    top = max(levels, key=lambda row: row["concurrency"])
+    top = max(levels, key=lambda row: row[key])
     value = top.get(metric)
     return float(value) if isinstance(value, int | float) else None
 

@@ -12,6 +12,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bot.bench.samples import level_of
 from bot.commands import Invocation
 from bot.config.schema import parse_duration
 from bot.loop.logbook import story
@@ -233,7 +234,13 @@ def _baseline(store: Store, target: str, *, diff: bool) -> dict[str, Any]:
     data: dict[str, Any] = {"baseline": base.model_dump(mode="json"), "lines": lines}
     if loaded is not None:
         rows = [
-            [level["concurrency"], level.get("output_throughput"), level.get("median_ttft_ms")]
+            [
+                level["concurrency"]  # a rate sweep's level has none: shown as rate=R
+                if level["concurrency"] is not None
+                else level_of(None, level.get("request_rate")),
+                level.get("output_throughput"),
+                level.get("median_ttft_ms"),
+            ]
             for level in loaded.set.summary.get("levels", [])
         ]
         data["tables"] = [_table("Baseline benchmark", ["concurrency", "out tok/s", "TTFT p50 ms"], rows)]

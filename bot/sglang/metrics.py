@@ -26,7 +26,12 @@ LATENCY = tuple(
     for kind in ("e2e_latency", "ttft", "tpot", "itl")
     for stat in ("mean", "median", "std", "p90", "p95", "p99", "max")
 )
-BENCH = tuple(sorted({key for key in LABELS.values() if key != "backend"} | set(LATENCY)))
+FLAGBOT_BENCH = ("goodput", "good_requests")
+"""flagbot's own benchmark figures beside bench_serving's: goodput under the profile's
+service-level objectives (vLLM's `bench serve --goodput`, requests/s) and the count behind it."""
+BENCH = tuple(
+    sorted({key for key in LABELS.values() if key != "backend"} | set(LATENCY) | set(FLAGBOT_BENCH))
+)
 KNOWN = frozenset(CAPACITY + STATUS + BENCH)
 _PARSED = re.compile(r"^parsed\.[a-z_][a-z0-9_]*$")
 

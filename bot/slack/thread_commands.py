@@ -24,6 +24,7 @@ from bot.app.errors import AppError
 from bot.app.target_commands import TargetChange, change_steps, rollback_or_reconcile
 from bot.app.targets import target_of
 from bot.bench.loadgen import LevelResult, LoadError
+from bot.bench.samples import level_of
 from bot.commands import Invocation
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
@@ -220,10 +221,14 @@ async def run_bench(
 
 def _bench_evidence(result: BenchResult) -> list[Evidence]:
     plan, run = result.plan, result.run
+    levels = run.set.summary.get("levels", [])
+    columns: tuple[tuple[str, str | None], ...] = _COLUMNS
+    if any(isinstance(level.get("goodput"), int | float) for level in levels):  # objectives were set
+        columns = (*_COLUMNS[:-1], ("goodput req/s", "goodput"), _COLUMNS[-1])
     rows = []
-    for level in run.set.summary.get("levels", []):
+    for level in levels:
         cells = []
-        for column, key in _COLUMNS:
+        for column, key in columns:
             if key is not None:
                 cells.append(_number(level.get(key), 2 if "tpot" in key or "itl" in key else 1))
             elif column == "ok/failed":
@@ -234,6 +239,8 @@ def _bench_evidence(result: BenchResult) -> list[Evidence]:
                     if level.get("client_bound")
                     else "ok"
                 )
+            elif level["concurrency"] is None:  # a rate sweep's level
+                cells.append(level_of(None, level.get("request_rate")))
             else:
                 cells.append(str(level[column]))
         rows.append(tuple(cells))
@@ -241,7 +248,10 @@ def _bench_evidence(result: BenchResult) -> list[Evidence]:
         f"Benchmark: set #{run.set.id}, {plan.target}, profile {plan.profile_name}, backend {plan.backend}"
     )
     table = TableBlock(
-        title, tuple(c for c, _ in _COLUMNS), tuple(rows), "latencies in ms; means over repeats"
+        title,
+        tuple(c for c, _ in columns),
+        tuple(rows),
+        f"latencies in ms; means over repeats; {run.workload()}",
     )
     blocks: list[Evidence] = [table]
     if result.chart is not None:

@@ -17,6 +17,7 @@ from bot.bench.compare_sets import Compared, compare_by_id, save_comparison, sid
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.power import Sizing, size_reference
 from bot.bench.run import BenchPlan, run_plan
+from bot.bench.samples import level_of
 from bot.bench.verdict import ComparisonResult, VerdictSettings
 from bot.loop.actions import StepContext, action
 from bot.loop.expectations import evaluate_all, load_measured, results_table
@@ -111,7 +112,7 @@ async def measure(
                 more, store=ctx.store, node=node, extend=run.set.id, first_repeat=sizing.measured
             )
             note += f"; {sizing.more} more repeats run"
-    await _emit_set(ctx, label, run.set, plan, note)
+    await _emit_set(ctx, label, run.set, plan, f"{note}; {run.workload()}")
     result["client_bound"] = run.set.client_bound
     return result
 
@@ -125,20 +126,23 @@ async def _size(ctx: StepContext, set_id: int) -> Sizing:
 
 async def _emit_set(ctx: StepContext, label: str, mset: MeasurementSet, plan: BenchPlan, note: str) -> None:
     rows = []
-    for level in mset.summary.get("levels", []):
+    levels = mset.summary.get("levels", [])
+    goodput = any(isinstance(level.get("goodput"), int | float) for level in levels)
+    for level in levels:
         rows.append(
             (
-                str(level["concurrency"]),
+                level_of(level["concurrency"], level.get("request_rate")),
                 str(level["repeats"]),
                 fmt(level.get("output_throughput")),
                 fmt(level.get("median_ttft_ms")),
                 fmt(level.get("mean_tpot_ms")),
+                *((fmt(level.get("goodput")),) if goodput else ()),
                 f"{level['completed']}/{level['failed']}",
                 "CLIENT-BOUND" if level.get("client_bound") else "ok",
             )
         )
     accepted = [
-        f"c={level['concurrency']}: {level['accept_length']:.2f}"
+        f"{level_of(level['concurrency'], level.get('request_rate'))}: {level['accept_length']:.2f}"
         for level in mset.summary.get("levels", [])
         if isinstance(level.get("accept_length"), int | float)
     ]
@@ -147,7 +151,16 @@ async def _emit_set(ctx: StepContext, label: str, mset: MeasurementSet, plan: Be
     await ctx.emit(
         TableBlock(
             f"Benchmark ({label}): set #{mset.id}, profile {plan.profile_name}, backend {plan.backend}",
-            ("concurrency", "repeats", "out tok/s", "TTFT p50 ms", "TPOT ms", "ok/failed", "client"),
+            (
+                "level",
+                "repeats",
+                "out tok/s",
+                "TTFT p50 ms",
+                "TPOT ms",
+                *(("goodput req/s",) if goodput else ()),
+                "ok/failed",
+                "client",
+            ),
             tuple(rows),
             note,
         )

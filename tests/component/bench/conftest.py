@@ -8,6 +8,7 @@ The scenario is the shipped tiny-cpu slowed 4x (`decode_scale`): ~16 ms between 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from tests.support.twin_process import Twin, tiny
@@ -35,3 +36,21 @@ def measured_truth(twin: Twin, expected: int) -> list[dict[str, Any]]:
 
     twin.wait_for(lambda: len(records()) >= expected, timeout=20, what=f"{expected} truth records")
     return records()
+
+
+def twin_config(directory: Path, twin: Twin, profile: str, tables: str, *, top: str = "") -> dict[str, str]:
+    """flagbot.toml in `directory` naming `twin` as the default target `twin`, whose benchmark
+    profile is `profile` (its `[bench.…]` tables in `tables`; `top`: more top-level keys);
+    returns the environment that points the CLI at it."""
+    path = directory / "flagbot.toml"
+    path.write_text(
+        f"""default_target = "twin"
+{top}
+[targets.twin]
+unit = "sglang-qwen.service"
+base_url = "{twin.base}"
+benchmark_profile = "{profile}"
+nodes = [{{ host = "127.0.0.1" }}]
+{tables}"""
+    )
+    return {"FLAGBOT_CONFIG": str(path)}

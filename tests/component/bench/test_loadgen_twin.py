@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.bench.loadgen import LoadError, LoadSpec, run_load, run_load_async
-from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed
+from tests.component.bench.conftest import OUTPUT_LEN, measured_truth, slowed, twin_config
 from tests.component.test_cli import flagbot
 from tests.support.twin_process import TwinFactory
 
@@ -150,23 +150,19 @@ def test_an_unreachable_server_fails_with_one_clear_error(twins: TwinFactory) ->
 def test_the_cli_end_to_end_table_json_chart_and_comparison(twins: TwinFactory, tmp_path: Path) -> None:
     twin = twins.start(scenario=slowed())
     twin.wait_ready()
-    (tmp_path / "flagbot.toml").write_text(
-        f"""default_target = "twin"
-[targets.twin]
-unit = "sglang-qwen.service"
-base_url = "{twin.base}"
-benchmark_profile = "small"
-nodes = [{{ host = "127.0.0.1" }}]
-[bench.small]
+    env = twin_config(
+        tmp_path,
+        twin,
+        "small",
+        f"""[bench.small]
 concurrency = [1, 4]
 input_len = 256
 output_len = {OUTPUT_LEN}
 num_requests = 4
 repeats = 3
 warmup_requests = 1
-"""
+""",
     )
-    env = {"FLAGBOT_CONFIG": str(tmp_path / "flagbot.toml")}
     assert flagbot("db", "upgrade", cwd=tmp_path, env=env).returncode == 0
     chart = tmp_path / "bench.png"
     table = flagbot("bench", "--chart", str(chart), cwd=tmp_path, env=env)
