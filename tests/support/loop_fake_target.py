@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bot.bench.run import BenchRun
 from bot.config import Settings
 from bot.loop.preflight import PreflightReport
 from bot.loop.steps import analysis_steps, measure_steps, target_steps
@@ -190,7 +191,7 @@ class FakeTarget:
                 summary=summary,
             )
         )
-        return SimpleNamespace(set=row)
+        return BenchRun(set=row, measurements=[], levels=[])  # its evidence words are the real ones
 
     def compare_by_id(
         self, store: Store, reference: int, candidate: int, *_: Any, save: bool = True, **__: Any
