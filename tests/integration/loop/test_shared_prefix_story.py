@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from flagbot_lab.testbed import Testbed, leftovers, unavailable_reason
-from tests.integration.loop.support import flagbot, flagbot_json, write_config
+from flagbot_lab.testbed import Testbed, unavailable_reason
+from tests.integration.loop.support import booted, flagbot, flagbot_json, write_config
 from tests.integration.loop.test_story import blocks
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -46,14 +46,8 @@ def dense_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"testbed unavailable: {reason}")
-    bed = Testbed(INSTANCE, tmp_path_factory.mktemp("dense"), nodes=1, scenario="tiny-cpu")
-    try:
-        bed.up(replace=True)
-        bed.wait_healthy(timeout=180)
+    with booted(Testbed(INSTANCE, tmp_path_factory.mktemp("dense"), nodes=1, scenario="tiny-cpu")) as bed:
         yield bed
-    finally:
-        bed.down()
-        assert leftovers(INSTANCE) == []
 
 
 async def test_disabling_the_radix_cache_regresses_ttft_only_where_prompts_share_a_prefix(
