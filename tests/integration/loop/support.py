@@ -13,12 +13,14 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bot.store import Store
 from bot.target.readiness import Backoff
-from flagbot_lab.testbed import Testbed
+from flagbot_lab.testbed import Testbed, leftovers
 from tests.support.processes import communicate
 
 FLAGBOT = shutil.which("flagbot", path=str(Path(sys.executable).parent)) or "flagbot"
@@ -40,6 +42,20 @@ def write_config(bed: Testbed, tmp_path: Path) -> Path:
     path = tmp_path / "flagbot.toml"
     path.write_text(text + PROFILE + f'\n[database]\nsqlite_path = "{tmp_path / "flagbot.db"}"\n')
     return path
+
+
+@contextmanager
+def booted(bed: Testbed) -> Iterator[Testbed]:
+    """`bed` up and healthy for the block (a crashed run's nodes of its instance replaced), then
+    down with nothing of its instance left: for a test that needs nodes of another kind than the
+    session's."""
+    try:
+        bed.up(replace=True)
+        bed.wait_healthy(timeout=180)
+        yield bed
+    finally:
+        bed.down()
+        assert leftovers(bed.instance) == []
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -21,8 +21,8 @@ from bot.app.connect_check import connect_checks
 from bot.config import load_settings
 from bot.target.nodestate import node_state
 from bot.target.sudoers import needed_commands
-from flagbot_lab.testbed import Testbed, leftovers
-from tests.integration.loop.support import flagbot, flagbot_json, write_config
+from flagbot_lab.testbed import Testbed
+from tests.integration.loop.support import booted, flagbot, flagbot_json, write_config
 from tests.integration.target.support_control import session_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -46,12 +46,9 @@ def layout_bed(
         unit_layout=request.param,
     )
     try:
-        bed.up(replace=True)
-        bed.wait_healthy(timeout=180)
-        yield bed
+        with booted(bed):
+            yield bed
     finally:
-        bed.down()
-        assert leftovers(bed.instance) == []
         testbed.up(replace=True)
         testbed.wait_healthy(timeout=180)
 
