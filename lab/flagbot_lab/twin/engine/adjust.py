@@ -364,7 +364,9 @@ class _Run:
                 reserved = max(reserved, 10 * 1024)
             fraction = round((gpu_mem - reserved) / gpu_mem, 3)
             vision = self.s.model.vision
-            if self.s.model.multimodal and vision is not None:  # `memory_hook.py` `adjust_mem_fraction_for_vlm`
+            if (
+                self.s.model.multimodal and vision is not None
+            ):  # `memory_hook.py` `adjust_mem_fraction_for_vlm`
                 fraction = adjust_mem_fraction_for_vlm(fraction, vision.num_layers, vision.hidden_size)
             a["mem_fraction_static"] = fraction
 

@@ -205,7 +205,9 @@ def _mamba_ratio_0_5_23(a: Mapping[str, Any]) -> int:
         additional = 1
     elif strategy == "extra_buffer":
         overlap = not a.get("disable_overlap_schedule")
-        additional = MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP if overlap else MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP
+        additional = (
+            MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP if overlap else MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP
+        )
     return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + additional
 
 

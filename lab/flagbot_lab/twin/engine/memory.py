@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .graphs import decode_batch_sizes, prefill_token_sizes
-from .hybrid import mamba_ratio as hybrid_mamba_ratio
 from .hybrid import (
     VLM_CACHE_SIZE_MB,
     no_request_fits_0_5_23,
@@ -40,6 +39,7 @@ from .hybrid import (
     size_state_cache_0_5_23,
     state_cache_too_small_0_5_23,
 )
+from .hybrid import mamba_ratio as hybrid_mamba_ratio
 from .releases import DEFAULT_RELEASE, release
 from .scenario import Effect, Scenario
 
@@ -332,7 +332,11 @@ def plan_memory(
         # 0.5.23 `_handle_max_mamba_cache` (`hybrid.size_state_cache_0_5_23`)
         mamba_ratio = hybrid_mamba_ratio(a, r)
         cache = size_state_cache_0_5_23(
-            rest, a, state_bytes_per_request=model.hybrid.state_bytes_per_request, dp_size=dp, ratio=mamba_ratio
+            rest,
+            a,
+            state_bytes_per_request=model.hybrid.state_bytes_per_request,
+            dp_size=dp,
+            ratio=mamba_ratio,
         )
         mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.state_gib
         reservation = cache.speculative_reservation_gib
@@ -340,7 +344,9 @@ def plan_memory(
         if mamba_size <= 0:
             values.update(speculative_reservation_gib=reservation, max_mamba_cache_size=mamba_size)
             values.update(mamba_state_gib=0.0, mamba_ratio=mamba_ratio)
-            text = state_cache_too_small_0_5_23(mamba_size, rest - reservation, model.hybrid.state_bytes_per_request)
+            text = state_cache_too_small_0_5_23(
+                mamba_size, rest - reservation, model.hybrid.state_bytes_per_request
+            )
             return _failed(values, f"RuntimeError: {text}", "kv")
     elif model.hybrid is not None and rebased:
         # 0.5.9 / 0.5.10: SGLang's own rule (`hybrid.py`): the speculative reservation, then an
