@@ -25,7 +25,7 @@ from flagbot_lab.twin.engine.hybrid import (
     state_cache_too_small_0_5_23,
     vlm_reservation_line_0_5_23,
 )
-from flagbot_lab.twin.engine.memory import mamba_cap_warning
+from flagbot_lab.twin.engine.memory import mamba_cap_warning, plan_memory
 from flagbot_lab.twin.engine.releases import release
 from flagbot_lab.twin.engine.scenario import Scenario, scenario_from_dict
 from flagbot_lab.twin.engine.startup import Resolved, resolve, resolve_args
@@ -220,6 +220,15 @@ def test_the_seed_is_capped_by_the_state_cache_and_the_fused_workspace_cuts_it_f
         # the warning of resolve_max_num_reqs, in logging's %d form, on every rank
         assert _lines(resolved).count(MAMBA_CAP % (effective, slots, 5)) == 1  # node 0 has one rank
         assert mamba_cap_warning(effective, slots, 5) == MAMBA_CAP % (effective, slots, 5)
+
+
+@pytest.mark.parametrize("jitter", [-0.03, 0.0, 0.03])
+def test_34_and_24_hold_at_both_ends_of_the_jitter(jitter: float) -> None:
+    scenario = _scenario()
+    assert scenario.noise.restart_memory_jitter_gib == 0.03
+    for extra, effective in (((), 34), (("--enable-fused-moe-sum-all-reduce",), 24)):
+        post = resolve_args(pair_argv(scenario.launch, 0, *extra), scenario, seed=1, env={})
+        assert plan_memory(post.server_args, scenario, jitter_gib=jitter).max_running_requests == effective
 
 
 def test_the_multimodal_reservation_is_logged_before_the_state_cache() -> None:

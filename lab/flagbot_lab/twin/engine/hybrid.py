@@ -85,11 +85,14 @@ MAMBA_RADIX_CACHE_ARCHITECTURES_0_5_23 = frozenset(
         "JetNemotronForCausalLM",
         "JetVLMForConditionalGeneration",
         "Lfm2ForCausalLM",
+        "Lfm2MoeForCausalLM",
+        "ZayaForCausalLM",
+        "Glm5NextForConditionalGeneration",
     }
 )
 """The architectures 0.5.23 `srt/arg_groups/overrides.py` `_MAMBA_RADIX_CACHE_ARCHS` sends
-through `_mamba_radix_cache_resolution` (the head of the list; `GraniteMoeHybridForCausalLM`
-and registry-only specs are gated by their config, which a scenario does not carry)."""
+through `_mamba_radix_cache_resolution` (`GraniteMoeHybridForCausalLM` and registry-only specs
+are gated by their config, which a scenario does not carry)."""
 
 MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23 = frozenset(
     {

@@ -11,8 +11,10 @@ arguments, which is the seeds' incident. The formulas are SGLang's:
 * hybrid linear-attention models first set aside the state cache: on 0.5.9 / 0.5.10 by
   SGLang's `handle_max_mamba_cache` (`hybrid.py`: the speculative reservation, then an explicit
   size, `max_running_requests` without radix cache, or a `ratio / (1 + ratio)` share of what is
-  left); on 0.5.23 by the twin's older rule (a share of `rest` minus any flag workspace carved
-  from it), in slots of `state_bytes_per_request` -> `max_mamba_cache_size`;
+  left); on 0.5.23 by its `_handle_max_mamba_cache` (`hybrid.size_state_cache_0_5_23`: a padding
+  slot per pool, the speculative states solved jointly with the state cache, after a multimodal
+  model's embedding-cache reservation), in slots of `state_bytes_per_request` ->
+  `max_mamba_cache_size`;
 * `max_total_num_tokens = int(kv_rest * 2**30) // cell_size`, capped by `--max-total-tokens`,
   rounded down to `page_size`; MHA `cell_size = kv_heads_per_rank * (head_dim + v_head_dim) *
   kv_layers * dtype_bytes` where a hybrid model's kv_layers are its full-attention layers;
