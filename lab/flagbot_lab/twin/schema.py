@@ -182,7 +182,6 @@ class CapabilityRange(_Strict):
 class Effect(_Strict):
     memory_gib: float = Field(default=0.0, ge=0)
     lazy_memory_gib: float = Field(default=0.0, ge=0)
-    hybrid_state_workspace_gib: float = Field(default=0.0, ge=0)
     implies: dict[str, Any] = Field(default_factory=dict)
     throughput_factor: float = Field(default=1.0, gt=0)
     crash: str | None = None

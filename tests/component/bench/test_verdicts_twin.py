@@ -60,7 +60,6 @@ def _rule(flag: str, factor: float, requires: dict[str, str] | None = None) -> d
     effect = {
         "memory_gib": 0.0,
         "lazy_memory_gib": 0.0,
-        "hybrid_state_workspace_gib": 0.0,
         "implies": {},
         "throughput_factor": factor,
         "crash": None,

@@ -6,9 +6,10 @@ are 0.5.23's: `server_args={...}`, nested graph settings, the KV line with its d
 capture lines; the benchmark client is `sglang.benchmark.serving`) for one pin, one `try` and one
 bench_serving level, then switched back: about two twin restarts more than a plain try.
 
-On 0.5.23 the fused MoE all-reduce still takes its workspace out of the hybrid state cache, and
-the effective max_running_requests falls from 48 to 31 while the parsed value stays 48
-(tests/unit/twin/test_releases.py pins both numbers on the engine).
+On 0.5.23 the hybrid state cache already caps the effective max_running_requests at 34 (EAGLE
+keeps the overlap scheduler, so the extra buffer needs 5 state slots per request), and the fused
+MoE all-reduce's workspace cuts it to 24 while the parsed value stays 48
+(tests/unit/twin/test_hybrid_0_5_23.py pins both numbers on the engine).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ async def test_the_seed_story_on_sglang_0_5_23(testbed: Testbed, tmp_path: Path)
 
         code, pinned, err = await flagbot_json(config, "baseline", "pin")
         assert code == 0 and pinned["verdict"] == "pinned", (pinned, err)
-        assert "max_running_requests 48" in pinned["summary"]
+        assert "max_running_requests 34" in pinned["summary"]
 
         code, tried, err = await flagbot_json(config, "try", FUSED_MOE)
         assert code == 0 and tried["verdict"] == "regressed", (tried, err)
@@ -56,8 +57,8 @@ async def test_the_seed_story_on_sglang_0_5_23(testbed: Testbed, tmp_path: Path)
             store.close()
         capacity = next(b for b in evidence if b.get("title", "").startswith("Capacity: before vs after"))
         rows = {row["metric"]: row for row in capacity["rows"]}
-        assert rows["max_running_requests (effective)"]["before"] == "48"
-        assert rows["max_running_requests (effective)"]["after"] == "31"
+        assert rows["max_running_requests (effective)"]["before"] == "34"
+        assert rows["max_running_requests (effective)"]["after"] == "24"
         assert rows["max_running_requests (parsed, server_args)"]["after"] == "48"
         verdict = next(b for b in evidence if b["kind"] == "verdict" and b["verdict"] == "regressed")
         assert verdict["details"][0].startswith("verdict: regressed (guarded by max_running_requests)")

@@ -12,6 +12,10 @@ import pytest
 from bot.sglang.log import parse_log_lines, parse_log_stream, parse_log_text
 from bot.sglang.log_report import chain_of, chain_text
 from bot.target.snapshot_facts import capacity
+from flagbot_lab.twin.engine.scenario import scenario_from_dict
+from flagbot_lab.twin.engine.startup import resolve
+from flagbot_lab.twin.schema import compile_scenario
+from tests.support.twin_launch import pair_argv
 
 RELEASES = Path(__file__).resolve().parents[2] / "fixtures" / "sglang-releases"
 HYBRID: list[dict[str, Any]] = json.loads((RELEASES / "hybrid.json").read_text())
@@ -153,3 +157,23 @@ def test_chain_of_finds_the_chain_holding_readinesss_first_fatal_line() -> None:
     assert chain_of(report, "KeyError: 'glm_moe_dsa'")[-1]["text"] == GLM_VALUE_ERROR
     assert chain_of(report, None)[-1]["text"] == GLM_VALUE_ERROR
     assert chain_of(report, "RuntimeError: not in this journal") == []
+
+
+def test_a_0_5_23_twin_start_reads_its_mamba_line_and_cap_warning() -> None:
+    """The twin's 0.5.23 seed start with the fused workspace (tests/unit/twin/test_hybrid_0_5_23.py):
+    the parser finds the state-cache line, the cap warning with 5 slots per request, and says why."""
+    scenario = scenario_from_dict(compile_scenario("seed-gb10-0.5.23"))
+    argv = pair_argv(scenario.launch, 0, "--enable-fused-moe-sum-all-reduce")
+    resolved = resolve(argv, scenario, start_seed=1, env={})
+    now, lines = 1_764_000_000.0, []
+    for step in resolved.steps:
+        now += step.delay_s
+        lines.append(step.render(now))
+    report = parse_log_lines(lines)
+    assert report.current.unparsed == {}
+    state = report.current.state_cache
+    assert state is not None and state["max_mamba_cache_size"] == resolved.memory.max_mamba_cache_size == 124
+    assert report.current.mamba_cap == {"max_running_requests": 24, "max_mamba_cache_size": 124, "ratio": 5}
+    cap = capacity(report, None, "0.5.23")
+    assert cap["max_mamba_cache_size"] == 124
+    assert cap["capped_by_state_cache"] is not None and "124 // 5" in cap["capped_by_state_cache"]

@@ -65,6 +65,7 @@ from .hybrid import (
     ServerArgsRefusedError,
     adjust_mem_fraction_for_vlm,
     handle_mamba_radix_cache,
+    resolve_mamba_radix_cache_0_5_23,
 )
 from .releases import release
 from .scenario import Scenario
@@ -361,12 +362,19 @@ class _Run:
                 reserved += len(prefill["bs"]) * 8
             if gpu_mem > 60 * 1024:
                 reserved = max(reserved, 10 * 1024)
-            a["mem_fraction_static"] = round((gpu_mem - reserved) / gpu_mem, 3)
+            fraction = round((gpu_mem - reserved) / gpu_mem, 3)
+            vision = self.s.model.vision
+            if (
+                self.s.model.multimodal and vision is not None
+            ):  # `memory_hook.py` `adjust_mem_fraction_for_vlm`
+                fraction = adjust_mem_fraction_for_vlm(fraction, vision.num_layers, vision.hidden_size)
+            a["mem_fraction_static"] = fraction
 
     def model_specific(self) -> None:
         """§3.4 #8/#9: FlashInfer AllReduce fusion is auto-enabled on SM90/SM10X only; a hybrid
         model of `RADIX_CACHE_ARCHITECTURES` goes through `_handle_mamba_radix_cache` first
-        (`hybrid.py`; 0.5.23's rules are not modelled), which may refuse the launch line."""
+        (`hybrid.py`), which may refuse the launch line; on 0.5.23 through
+        `_mamba_radix_cache_resolution`, which resolves the strategy silently."""
         a = self.a
         gpu = self.s.gpu
         arch = self.s.model.architecture
@@ -377,6 +385,8 @@ class _Run:
         ):
             for text in handle_mamba_radix_cache(a, arch, self.r):
                 self.warn(text)
+        elif self.s.model.hybrid is not None and self.r.mamba_configurator:
+            resolve_mamba_radix_cache_0_5_23(a, arch)
         family = arch.split("For", 1)[0]
         if (
             family in AR_FUSION_FAMILIES

@@ -6,9 +6,12 @@ flag-tuning bot must see (0.5.10 refuses a launch line 0.5.9 accepts). Each func
 follows one function of the released wheels (`pip download sglang==X --no-deps`), cited in its
 docstring and in docs/twin.md "Hybrid models"; the twin follows the sources, never the reverse.
 
-The releases modelled here are 0.5.9 and 0.5.10. 0.5.23 keeps the twin's older sizing rule
-(`memory.py`), and a scenario whose architecture is not one of `RADIX_CACHE_ARCHITECTURES`
-skips `handle_mamba_radix_cache`, as SGLang's `_handle_model_specific_adjustments` does.
+The releases modelled here are 0.5.9, 0.5.10 and 0.5.23. 0.5.23 moved each step: the strategy
+is resolved by `srt/arg_groups/overrides.py` `_mamba_radix_cache_resolution` (the `*_0_5_23`
+names below), the state cache is sized by `srt/mem_cache/kv_cache_configurator.py`
+`_handle_max_mamba_cache` with a padding slot and a joint speculative solve, and the slots per
+request come from its `_calculate_mamba_ratio`. A scenario whose architecture is not one of the
+release's radix-cache architectures skips the strategy step, as SGLang does.
 """
 
 from __future__ import annotations
@@ -58,6 +61,76 @@ E_EXTRA_BUFFER_NO_RADIX_0_5_10 = (
 )
 
 
+MAMBA_RADIX_CACHE_ARCHITECTURES_0_5_23 = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "KimiK3ForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeV3ForCausalLM",
+        "BailingMoeV3VLForConditionalGeneration",
+        "Qwen3NextForCausalLM",
+        "Qwen3_5MoeForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen4ExpForConditionalGeneration",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "NemotronHForCausalLM",
+        "NemotronHPuzzleForCausalLM",
+        "NemotronH_Omni_Reasoning_V3",
+        "FalconH1ForCausalLM",
+        "JetNemotronForCausalLM",
+        "JetVLMForConditionalGeneration",
+        "Lfm2ForCausalLM",
+        "Lfm2MoeForCausalLM",
+        "ZayaForCausalLM",
+        "Glm5NextForConditionalGeneration",
+    }
+)
+"""The architectures 0.5.23 `srt/arg_groups/overrides.py` `_MAMBA_RADIX_CACHE_ARCHS` sends
+through `_mamba_radix_cache_resolution` (`GraniteMoeHybridForCausalLM` and registry-only specs
+are gated by their config, which a scenario does not carry)."""
+
+MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23 = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3_5ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen4ExpForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "MiniCPMV4_7ForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeV3ForCausalLM",
+        "BailingMoeV3VLForConditionalGeneration",
+        "FalconH1ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "Glm5NextForConditionalGeneration",
+        "NemotronHForCausalLM",
+        "NemotronHPuzzleForCausalLM",
+        "NemotronH_Omni_Reasoning_V3",
+        "KimiK3ForConditionalGeneration",
+        "InklingForConditionalGeneration",
+        "InklingForConditionalGenerationMTP",
+    }
+)
+"""0.5.23 `overrides.py` `_MAMBA_EXTRA_BUFFER_ARCHS`: `supports_mamba_cache_extra_buffer` is
+true for these with `--linear-attn-backend triton` (the default) on a non-XPU platform."""
+
+EXTRA_BUFFER_STRATEGIES = ("extra_buffer", "extra_buffer_lazy")
+"""0.5.23 `model_override_base.py` `mamba_extra_buffer_of`: the strategies that keep the ping-pong
+state buffers (with the radix cache on)."""
+
+VLM_CACHE_SIZE_MB = 100
+"""0.5.23 `srt/environ.py` `SGLANG_VLM_CACHE_SIZE_MB` default."""
+
+
 class ServerArgsRefusedError(ValueError):
     """`ServerArgs.__post_init__` raised: the launch line is refused before `server_args=` is
     printed. `str()` is SGLang's message; the exception class shown is `ValueError`."""
@@ -95,6 +168,52 @@ def handle_mamba_radix_cache(a: MutableMapping[str, Any], arch: str, r: Release)
     raise ServerArgsRefusedError(E_SPEC_RADIX_0_5_10.format(arch=arch))
 
 
+def resolve_mamba_radix_cache_0_5_23(a: MutableMapping[str, Any], arch: str) -> None:
+    """0.5.23 `srt/arg_groups/overrides.py` `_mamba_radix_cache_resolution`, run from
+    `model_hook.py` `handle_mamba_radix_cache` before the speculative hook: no warning and no
+    refusal of speculative decoding any more.
+
+    With the radix cache off nothing changes. Otherwise `uses_mamba_radix_cache` is set, and an
+    `auto` strategy becomes `extra_buffer` when the overlap scheduler is wanted (or
+    `page_size > 1`) and the model supports the extra buffer on the `triton` linear-attention
+    backend; else `no_buffer`, and the overlap scheduler is turned off silently.
+    """
+    if arch not in MAMBA_RADIX_CACHE_ARCHITECTURES_0_5_23 or a.get("disable_radix_cache"):
+        return
+    a["uses_mamba_radix_cache"] = True
+    if a.get("mamba_radix_cache_strategy", "auto") != "auto":
+        return
+    wants_overlap = not a.get("disable_overlap_schedule")
+    wants_paging = a.get("page_size") is not None and int(a["page_size"]) > 1
+    supports_extra_buffer = (
+        arch in MAMBA_EXTRA_BUFFER_ARCHITECTURES_0_5_23 and a.get("linear_attn_backend", "triton") == "triton"
+    )
+    if (wants_overlap or wants_paging) and supports_extra_buffer:
+        a["mamba_radix_cache_strategy"] = "extra_buffer"
+    else:
+        a["mamba_radix_cache_strategy"] = "no_buffer"
+        a["disable_overlap_schedule"] = True
+
+
+def _mamba_ratio_0_5_23(a: Mapping[str, Any]) -> int:
+    """0.5.23 `kv_cache_configurator.py` `_calculate_mamba_ratio` with
+    `SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK` at its default (off): 1 without the radix cache, else 3
+    plus `allocation_sizing.py` `get_mamba_tracking_slots` for the extra buffer (1 lazy, else 2
+    with the overlap scheduler on and 1 with it off)."""
+    if a.get("disable_radix_cache"):
+        return 1
+    additional = 0
+    strategy = a.get("mamba_radix_cache_strategy")
+    if strategy == "extra_buffer_lazy":
+        additional = 1
+    elif strategy == "extra_buffer":
+        overlap = not a.get("disable_overlap_schedule")
+        additional = (
+            MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP if overlap else MAMBA_CACHE_V2_ADDITIONAL_RATIO_NO_OVERLAP
+        )
+    return MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO + additional
+
+
 def mamba_ratio(a: Mapping[str, Any], r: Release) -> int:
     """How many state slots one running request needs: `max_num_reqs` is capped by
     `max_mamba_cache_size // ratio`.
@@ -102,8 +221,10 @@ def mamba_ratio(a: Mapping[str, Any], r: Release) -> int:
     1 with `--disable-radix-cache`, else 3, plus for `extra_buffer` the ping-pong buffers:
     0.5.10 `_calculate_mamba_ratio` adds 2 with the overlap scheduler on and 1 with it off;
     0.5.9 `init_memory_pool` adds 1 under speculative decoding and 2 without, whatever the
-    overlap scheduler does.
+    overlap scheduler does; 0.5.23 as `_mamba_ratio_0_5_23` says.
     """
+    if r.mamba_configurator:
+        return _mamba_ratio_0_5_23(a)
     if a.get("disable_radix_cache"):
         return 1
     additional = 0
@@ -179,8 +300,101 @@ def size_state_cache(
     )
 
 
+def size_state_cache_0_5_23(
+    rest_gib: float, a: Mapping[str, Any], *, state_bytes_per_request: int, dp_size: int, ratio: int
+) -> StateCache:
+    """0.5.23 `srt/mem_cache/kv_cache_configurator.py` `_handle_max_mamba_cache`, called from
+    `_profile_available_bytes` with the memory left for caches (`ratio` is
+    `_calculate_mamba_ratio`'s). Every pool has one padding slot, so the state cache holds
+    `max_mamba_cache_size + 1` requests' state; `dp` divides only under DP attention
+    (`attn_dp_size`).
+
+    * `--max-mamba-cache-size` N: `N // dp` slots; speculative decoding reserves
+      `per_req x (min(max(1, max_running_requests // dp), size // ratio) + 1) x draft tokens`.
+    * `--disable-radix-cache` with a known `max_running_requests`: `max(1, mrr // dp)` slots,
+      the reservation `per_req x (size + 1) x draft tokens`.
+    * else the budget `rest x r/(1+r)` (r = `--mamba-full-memory-ratio`, resolved to 0.9) holds
+      the slots and, under speculative decoding, their intermediate states, solved jointly:
+      `size = (budget - per_req x (1 + D)) // (per_req x (1 + D / ratio))`, the reservation as in
+      the first branch; without it `size = (budget - per_req) // per_req`.
+
+    The KV pool gets `rest - reservation - (size + 1) x per_req`.
+    """
+    divisor = dp_size if a.get("enable_dp_attention") else 1
+    per_req = state_bytes_per_request
+    speculative = a.get("speculative_algorithm") is not None
+    drafts = int(a.get("speculative_num_draft_tokens") or 0) if speculative else 0
+    requests = max(1, int(a.get("max_running_requests") or 0) // divisor)
+    reservation_bytes = 0
+    if a.get("max_mamba_cache_size") is not None:
+        size, rule = int(a["max_mamba_cache_size"]) // divisor, "explicit"
+        if speculative:
+            reservation_bytes = per_req * (min(requests, size // ratio) + 1) * drafts
+    elif a.get("disable_radix_cache") and a.get("max_running_requests") is not None:
+        size, rule = requests, "max_running_requests"
+        if speculative:
+            reservation_bytes = per_req * (size + 1) * drafts
+    else:
+        full_ratio = float(a.get("mamba_full_memory_ratio") or 0.9)
+        budget_bytes = rest_gib * full_ratio / (1 + full_ratio) * GIB
+        rule = "ratio"
+        if speculative:
+            size = int((budget_bytes - per_req * (1 + drafts)) // (per_req * (1 + drafts / ratio)))
+            reservation_bytes = per_req * (min(requests, size // ratio) + 1) * drafts
+        else:
+            size = int((budget_bytes - per_req) // per_req)
+    reservation = reservation_bytes / GIB
+    state = (size + 1) * per_req / GIB
+    return StateCache(
+        speculative_reservation_gib=reservation,
+        max_mamba_cache_size=size,
+        state_gib=state,
+        kv_rest_gib=rest_gib - reservation - state,
+        rule=rule,
+    )
+
+
+def state_cache_too_small_0_5_23(size: int, rest_gib: float, state_bytes_per_request: int) -> str:
+    """0.5.23 `_handle_max_mamba_cache`'s RuntimeError text when no state slot is left
+    (`rest_gib` is what remained after the speculative reservation)."""
+    return (
+        "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+        f"Computed max_mamba_cache_size={size} "
+        f"(total_rest_memory={rest_gib:.2f} GB, "
+        f"mamba_cache_per_req={state_bytes_per_request / (1 << 20):.2f} MB). "
+        "Try: (1) reduce --max-running-requests, "
+        "(2) increase --mem-fraction-static, "
+        "(3) reduce --speculative-num-draft-tokens, or "
+        "(4) use GPUs with more memory."
+    )
+
+
+def no_request_fits_0_5_23(size: int, ratio: int, max_num_reqs: int) -> str:
+    """0.5.23 `KVCacheConfigurator.resolve_max_num_reqs`' RuntimeError text when the state cache
+    holds fewer slots than one request needs."""
+    return (
+        "Hybrid (mamba/linear-attention) state cache is too small to serve "
+        f"any requests. max_mamba_cache_size={size}, "
+        f"mamba_ratio={ratio}, resulting max_num_reqs={max_num_reqs}. "
+        "Try: (1) reduce --max-running-requests, "
+        "(2) increase --mem-fraction-static, or "
+        "(3) use GPUs with more memory."
+    )
+
+
+def vlm_reservation_line_0_5_23() -> str:
+    """0.5.23 `kv_cache_configurator.py` `mm_runtime_reservation_gb`'s INFO line: a multimodal
+    model's embedding cache (`SGLANG_VLM_CACHE_SIZE_MB`, 100) is taken from the memory that
+    sizes the caches, before the state cache."""
+    return (
+        f"Reserving {VLM_CACHE_SIZE_MB / 1024:.2f} GB of the KV budget for post-sizing multimodal "
+        "allocations (feature-transport pools + embedding cache)."
+    )
+
+
 def adjust_mem_fraction_for_vlm(mem_fraction_static: float, vit_layers: int, vit_hidden_size: int) -> float:
-    """`ServerArgs.adjust_mem_fraction_for_vlm` (0.5.9 and 0.5.10 `srt/server_args.py`), applied
+    """`ServerArgs.adjust_mem_fraction_for_vlm` (0.5.9 and 0.5.10 `srt/server_args.py`; 0.5.23
+    `srt/arg_groups/memory_hook.py`, without post-capture KV sizing), applied
     to an automatic `mem_fraction_static` of a multimodal model: 0.95 times a factor that falls
     10 % per doubling of the vision tower's `layers x hidden^2` over ViT-L/14 (24 x 1024^2),
     clamped to [0.8, 1.05]."""

@@ -11,8 +11,10 @@ arguments, which is the seeds' incident. The formulas are SGLang's:
 * hybrid linear-attention models first set aside the state cache: on 0.5.9 / 0.5.10 by
   SGLang's `handle_max_mamba_cache` (`hybrid.py`: the speculative reservation, then an explicit
   size, `max_running_requests` without radix cache, or a `ratio / (1 + ratio)` share of what is
-  left); on 0.5.23 by the twin's older rule (a share of `rest` minus any flag workspace carved
-  from it), in slots of `state_bytes_per_request` -> `max_mamba_cache_size`;
+  left); on 0.5.23 by its `_handle_max_mamba_cache` (`hybrid.size_state_cache_0_5_23`: a padding
+  slot per pool, the speculative states solved jointly with the state cache, after a multimodal
+  model's embedding-cache reservation), in slots of `state_bytes_per_request` ->
+  `max_mamba_cache_size`;
 * `max_total_num_tokens = int(kv_rest * 2**30) // cell_size`, capped by `--max-total-tokens`,
   rounded down to `page_size`; MHA `cell_size = kv_heads_per_rank * (head_dim + v_head_dim) *
   kv_layers * dtype_bytes` where a hybrid model's kv_layers are its full-attention layers;
@@ -32,8 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .graphs import decode_batch_sizes, prefill_token_sizes
+from .hybrid import (
+    VLM_CACHE_SIZE_MB,
+    no_request_fits_0_5_23,
+    size_state_cache,
+    size_state_cache_0_5_23,
+    state_cache_too_small_0_5_23,
+)
 from .hybrid import mamba_ratio as hybrid_mamba_ratio
-from .hybrid import size_state_cache
 from .releases import DEFAULT_RELEASE, release
 from .scenario import Effect, Scenario
 
@@ -74,7 +82,6 @@ class MemoryPlan:
     mem_fraction_static: float
     flag_memory_gib: float
     rest_memory_gib: float
-    hybrid_state_workspace_gib: float
     max_mamba_cache_size: int | None
     mamba_state_gib: float
     speculative_reservation_gib: float
@@ -289,8 +296,6 @@ def plan_memory(
     weights = model.weight_gib / (tp * pp)
     flag_mem = _sum(effects, "memory_gib")
     rebased = not release(scenario.sglang_version).deferred_resolution
-    # a workspace carved out of the state cache is the twin's older rule, kept for 0.5.23 only
-    workspace = _sum(effects, "hybrid_state_workspace_gib") if model.hybrid and not rebased else 0.0
     post = pre - weights
     values: dict[str, Any] = {
         "total_gib": total,
@@ -302,7 +307,6 @@ def plan_memory(
         "post_model_load_gib": post,
         "mem_fraction_static": mfs,
         "flag_memory_gib": flag_mem,
-        "hybrid_state_workspace_gib": workspace,
         "context_len": int(a.get("context_length") or model.context_length),
     }
     if scenario.faults.oom_start or post < 0:
@@ -319,7 +323,34 @@ def plan_memory(
     mamba_ratio: int | None = None
     kv_rest = rest
     reservation = 0.0
-    if model.hybrid is not None and rebased:
+    r = release(scenario.sglang_version)
+    if r.mamba_configurator and model.multimodal:
+        # 0.5.23 `_profile_available_bytes`: a multimodal model's embedding cache is reserved
+        # from what sizes the caches (`mm_runtime_reservation_gb`)
+        rest -= VLM_CACHE_SIZE_MB / 1024
+        values["rest_memory_gib"] = rest
+        kv_rest = rest
+    if model.hybrid is not None and r.mamba_configurator:
+        # 0.5.23 `_handle_max_mamba_cache` (`hybrid.size_state_cache_0_5_23`)
+        mamba_ratio = hybrid_mamba_ratio(a, r)
+        cache = size_state_cache_0_5_23(
+            rest,
+            a,
+            state_bytes_per_request=model.hybrid.state_bytes_per_request,
+            dp_size=dp,
+            ratio=mamba_ratio,
+        )
+        mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.state_gib
+        reservation = cache.speculative_reservation_gib
+        kv_rest = cache.kv_rest_gib
+        if mamba_size <= 0:
+            values.update(speculative_reservation_gib=reservation, max_mamba_cache_size=mamba_size)
+            values.update(mamba_state_gib=0.0, mamba_ratio=mamba_ratio)
+            text = state_cache_too_small_0_5_23(
+                mamba_size, rest - reservation, model.hybrid.state_bytes_per_request
+            )
+            return _failed(values, f"RuntimeError: {text}", "kv")
+    elif model.hybrid is not None and rebased:
         # 0.5.9 / 0.5.10: SGLang's own rule (`hybrid.py`): the speculative reservation, then an
         # explicit size, `max_running_requests` without radix cache, or the ratio split
         cache = size_state_cache(
@@ -332,19 +363,6 @@ def plan_memory(
         reservation = cache.speculative_reservation_gib
         mamba_ratio = hybrid_mamba_ratio(a, release(scenario.sglang_version))
         kv_rest = cache.kv_rest_gib
-    elif model.hybrid is not None:  # 0.5.23: the twin's older rule, not re-based on its sources
-        ratio = float(a.get("mamba_full_memory_ratio") or 0.9)
-        per_req = model.hybrid.state_bytes_per_request
-        if a.get("max_mamba_cache_size") is not None:
-            mamba_size = int(a["max_mamba_cache_size"])
-        else:
-            budget = rest * ratio / (1 + ratio) - workspace
-            mamba_size = max(0, int(budget * GIB) // per_req)
-        mamba_gib = mamba_size * per_req / GIB
-        mamba_ratio = 1 if a.get("disable_radix_cache") else 3
-        if a.get("mamba_scheduler_strategy") == "extra_buffer":
-            mamba_ratio += 1
-        kv_rest = rest - mamba_gib - workspace
     values["speculative_reservation_gib"] = reservation
     values.update(max_mamba_cache_size=mamba_size, mamba_state_gib=mamba_gib, mamba_ratio=mamba_ratio)
 
@@ -392,6 +410,9 @@ def plan_memory(
             dp if a.get("enable_dp_attention") else 1,
             mamba_size, mamba_ratio or 3, mrr,
         )  # fmt: skip
+    if r.mamba_configurator and tokens > 0 and mrr <= 0 and mamba_size and mamba_ratio:
+        text = no_request_fits_0_5_23(mamba_size, mamba_ratio, mrr)
+        return _failed(values, f"RuntimeError: {text}", "kv")
     if rest <= 0 or tokens <= 0 or mrr <= 0:
         return _failed(values, NOT_ENOUGH_MEMORY.format(mfs=mfs), "kv")
 
@@ -399,7 +420,7 @@ def plan_memory(
     v_gib = tokens * heads * model.value_head_dim * model.kv_layers * dtype_bytes / GIB
     drafts = int(a.get("speculative_num_draft_tokens") or 0)
     req_to_token = mrr * (values["context_len"] + 4 + drafts) * 4 / GIB
-    pool_end = post - flag_mem - k_gib - v_gib - mamba_gib - reservation - workspace - req_to_token
+    pool_end = post - flag_mem - k_gib - v_gib - mamba_gib - reservation - req_to_token
     values.update(
         max_total_num_tokens=tokens,
         k_size_gib=k_gib,
@@ -508,7 +529,6 @@ def refused_plan(scenario: Scenario, failure: str) -> MemoryPlan:
         "post_model_load_gib": 0.0,
         "mem_fraction_static": 0.0,
         "flag_memory_gib": 0.0,
-        "hybrid_state_workspace_gib": 0.0,
         "context_len": scenario.model.context_length,
     }
     return _failed(values, failure, "args")

@@ -68,6 +68,12 @@ class Release:
     mamba_extra_ratio_by_overlap: bool = True
     """The extra buffer's state slots follow the overlap scheduler (0.5.10
     `_calculate_mamba_ratio`); 0.5.9 `init_memory_pool` follows speculative decoding instead."""
+    mamba_configurator: bool = False
+    """Hybrid models follow 0.5.23's moved code: the strategy resolves from `auto`
+    (`srt/arg_groups/overrides.py` `_mamba_radix_cache_resolution`), the state cache is sized by
+    `srt/mem_cache/kv_cache_configurator.py` `_handle_max_mamba_cache` (padding slot, joint
+    speculative solve) and its `_calculate_mamba_ratio`; a multimodal model reserves its
+    embedding cache first (`mm_runtime_reservation_gb`)."""
     mamba_spec_dp_cap: bool = False
     """Speculative hybrid models under DP attention are also capped at `max_running_requests //
     dp_size` (0.5.9 `init_memory_pool`)."""
@@ -126,6 +132,7 @@ _TABLE = {
         benchmark_package=True,
         bench_modules=("sglang.benchmark.serving", "sglang.bench_serving"),
         retract_mamba_gained=True,
+        mamba_configurator=True,
     ),
 }
 

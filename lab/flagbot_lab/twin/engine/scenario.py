@@ -236,9 +236,8 @@ class Effect:
     """What a flag (or a combination) does to the twin.
 
     `memory_gib`: taken before the KV pool is sized (fewer tokens); `lazy_memory_gib`: taken
-    after startup (only the free memory shown drops); `hybrid_state_workspace_gib`: carved out of
-    the hybrid state-cache budget (fewer state slots, so a lower effective max_running_requests),
-    honoured on 0.5.23 only, where the twin's sizing is not SGLang's (`memory.py`);
+    after startup (only the free memory shown drops); a hybrid model's state cache is sized from
+    what `memory_gib` leaves, as SGLang sizes it (`hybrid.py`), so it costs state slots too;
     `implies`: ServerArgs fields set as if by SGLang's post-init; `throughput_factor` multiplies
     decode speed; `crash`: the start fails with this exception line; `startup_extra_s` is added
     to CUDA graph capture; `hang_during_warmup`: uvicorn comes up (so `/health` answers 503) but
@@ -249,7 +248,6 @@ class Effect:
 
     memory_gib: float = 0.0
     lazy_memory_gib: float = 0.0
-    hybrid_state_workspace_gib: float = 0.0
     implies: Mapping[str, Any] = field(default_factory=dict)
     throughput_factor: float = 1.0
     crash: str | None = None

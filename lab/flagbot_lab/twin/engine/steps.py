@@ -17,6 +17,7 @@ from typing import Any
 from . import logfmt
 from .adjust import PostInit, server_args_line
 from .graphs import decode_batch_sizes, prefill_token_sizes
+from .hybrid import vlm_reservation_line_0_5_23
 from .memory import CUDA_GRAPH_FAILED_HINT, MemoryPlan
 from .releases import release
 from .scenario import Scenario
@@ -312,6 +313,8 @@ def build_steps(
         else f"torch.{dtype.replace('fp8_', 'float8_')}"
     )
     b.first(b.g(0.05), f"Using KV cache dtype: {torch_dtype}", "kv")
+    if r.mamba_configurator and model.multimodal:  # 0.5.23 `mm_runtime_reservation_gb`
+        b.each(0.0, vlm_reservation_line_0_5_23(), "kv")
     if plan.failure_phase == "kv":
         b.failure(t.kv_alloc_s, [plan.failure or ""])
         return b.steps
