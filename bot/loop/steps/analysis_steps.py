@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.capacity import gpu_facts
 from bot.loop.expectations import Measured
 from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate, restart_bound
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
@@ -32,7 +33,7 @@ from bot.loop.steps.common import (
     rests_on,
     snapshot_value,
 )
-from bot.loop.steps.learn_steps import gpu_facts, record_observation
+from bot.loop.steps.learn_steps import record_observation
 from bot.loop.steps.measure_steps import bench_plan
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets

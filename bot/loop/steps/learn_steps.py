@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.loop.actions import StepContext, action
+from bot.loop.capacity import gpu_facts
 from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.steps.common import changes_of, snapshot_value
 from bot.sglang.expectation import parse_expectation
@@ -20,19 +21,6 @@ from bot.store.hypotheses import add_hypothesis, get_hypothesis, resolve_hypothe
 from bot.store.observations import add_observation
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
-
-
-def gpu_facts(snapshot: Any) -> tuple[str | None, str | None]:
-    """(GPU name, compute capability) of node 0's first GPU in a snapshot, when nvidia-smi answered."""
-    if snapshot is None:
-        return None, None
-    gpus = (snapshot.effective or {}).get("gpus") or {}
-    for found in gpus.values():
-        if found:
-            first = found[0]
-            cap = first.get("compute_cap")
-            return first.get("name"), None if cap is None else str(cap)
-    return None, None
 
 
 async def record_observation(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.app.predict import PredictAnswer, _history, explicit_keys, figures_of
+from bot.app.predict import PredictAnswer
+from bot.loop.capacity import explicit_keys, figures_of, free_memory_history
 from bot.sglang.capacity_model import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
@@ -68,7 +69,7 @@ def test_the_jitter_history_keeps_starts_of_the_same_release_and_weights_only() 
         snapshot(79.0, version="0.5.9"),
         snapshot(figures=False),
     ]
-    assert _history(history, last) == [80.0, 80.1]
+    assert free_memory_history(history, last) == [80.0, 80.1]
 
 
 def test_the_answer_shows_todays_figures_the_band_the_steps_and_the_call() -> None:
