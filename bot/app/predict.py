@@ -16,8 +16,8 @@ from typing import Any
 from bot.app.context import AppContext
 from bot.app.errors import AppError
 from bot.commands import Invocation
-from bot.loop.capacity import predict_for_target
-from bot.sglang.capacity_model import Band, PredictInputError, Prediction, Unknown, shown_number
+from bot.loop.capacity import call_rows, figure_rows, predict_for_target
+from bot.sglang.capacity_model import PredictInputError, Prediction
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,7 @@ class PredictAnswer:
         figures = {
             "title": f"predicted capacity of {self.target} after {'; '.join(self.prediction.changes)}",
             "columns": ["figure", "today", "predicted (band)"],
-            "rows": [
-                [f.name, _shown(f.today), "unknown" if self.prediction.unknown else _predicted(f.predicted)]
-                for f in self.prediction.figures
-            ],
+            "rows": [list(row) for row in figure_rows(self.prediction)],
         }
         steps = {
             "title": "the arithmetic, step by step",
@@ -53,10 +50,7 @@ class PredictAnswer:
                 {
                     "title": "expectations against the predicted band",
                     "columns": ["expectation", "call", "why"],
-                    "rows": [
-                        [str(c.expectation), f"{c.call}{' (confident)' if c.confident else ''}", c.why]
-                        for c in self.prediction.calls
-                    ],
+                    "rows": [list(row) for row in call_rows(self.prediction)],
                 }
             )
         return found
@@ -81,14 +75,6 @@ class PredictAnswer:
             "lines": self.lines(),
             "tables": self.tables(),
         }
-
-
-def _shown(value: float | None) -> str:
-    return "—" if value is None else shown_number(value)
-
-
-def _predicted(figure: Band | Unknown) -> str:
-    return str(figure) if isinstance(figure, Unknown) else figure.shown()
 
 
 async def predict_change(ctx: AppContext, invocation: Invocation, target: str) -> PredictAnswer:

@@ -20,11 +20,14 @@ from typing import Any
 
 from bot.sglang.capacity_model import (
     MODELLED_FLAGS,
+    Band,
     LearnedCost,
     Prediction,
     StartFigures,
+    Unknown,
     jitter_band,
     predict,
+    shown_number,
     start_figures,
 )
 from bot.sglang.change import Change
@@ -185,6 +188,41 @@ def learned_costs(
     return found
 
 
+def _shown(value: float | None) -> str:
+    return "—" if value is None else shown_number(value)
+
+
+def figure_rows(prediction: Prediction) -> list[tuple[str, str, str]]:
+    """(figure, today, predicted with its band) for each figure: what `predict` and the try's
+    preflight both show."""
+    return [
+        (
+            f.name,
+            _shown(f.today),
+            "unknown"
+            if prediction.unknown
+            else str(f.predicted)
+            if isinstance(f.predicted, Unknown)
+            else f.predicted.shown(),
+        )
+        for f in prediction.figures
+    ]
+
+
+def call_rows(prediction: Prediction) -> list[tuple[str, str, str]]:
+    """(expectation, call, why) for each expectation judged against the predicted band."""
+    return [
+        (str(c.expectation), f"{c.call}{' (confident)' if c.confident else ''}", c.why)
+        for c in prediction.calls
+    ]
+
+
+def headline(prediction: Prediction) -> Band | None:
+    """The predicted effective max_running_requests (the figure a try's verdict guards), when known."""
+    found = prediction.figure("max_running_requests").predicted
+    return found if isinstance(found, Band) else None
+
+
 @dataclass(frozen=True)
 class TargetPrediction:
     """A prediction for one target, with the stored start it was made from."""
@@ -228,11 +266,14 @@ __all__ = [
     "PREDICTION_MISSED",
     "StartIdentity",
     "TargetPrediction",
+    "call_rows",
     "cost_detail",
     "explicit_keys",
+    "figure_rows",
     "figures_of",
     "free_memory_history",
     "gpu_facts",
+    "headline",
     "identity_of",
     "learned_costs",
     "predict_for_target",

@@ -1143,7 +1143,7 @@ def predict(
     not compute is predicted from its `learned` workspace when there is one."""
     described = tuple(change.describe() for change in changes)
     rules = rule_set(figures.version)
-    today = _today(figures)
+    today = today_figures(figures)
     applied = apply_change(figures.server_args, changes, learned)
     inputs = _prepare(figures)
     if applied.unmodelled:
@@ -1197,8 +1197,10 @@ def _dp_attention(args: Mapping[str, Any]) -> int:
     return int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
 
 
-def _today(f: StartFigures) -> dict[str, float | None]:
-    """Today's figures; `max_running_requests` the total over DP workers, as observe stores it."""
+def today_figures(f: StartFigures) -> dict[str, float | None]:
+    """A start's figures by the names a prediction gives (`METRICS`); `max_running_requests` the
+    total over DP workers, as observe stores it. Also what a try's start measured, to score the
+    prediction made for it."""
     parsed = _int(f.server_args.get("max_running_requests"))
     per_worker = f.max_running_requests
     return {
@@ -1260,4 +1262,5 @@ __all__ = [
     "server_args_key",
     "shown_number",
     "start_figures",
+    "today_figures",
 ]

@@ -1,0 +1,107 @@
+"""The capacity prediction in the try loop, played on the seed story (issue 23, items 2 to 4).
+
+The built-in `try` runs on the fake target layer (tests/support/loop_fake_target.py) whose starts
+are the twin's seed-gb10 starts (the engine in-process, its lines parsed and stored as `observe`
+stores them: tests/support/twin_start.py). `--enable-fused-moe-sum-all-reduce` takes a workspace
+while the model loads: effective max_running_requests 48 -> 26. The model does not compute that
+flag, so the first try cannot predict it and restarts; its two starts measure the workspace, the
+knowledge base keeps it, and trying the flag again with `max_running_requests>=48` is stopped
+before any restart. `force=yes` goes ahead, and its prediction is scored against the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from bot.loop.capacity import MEMORY_COST
+from bot.loop.engine import Engine
+from bot.loop.report import MemoryReporter
+from bot.loop.run_state import RunState
+from bot.sglang.change import Change
+from bot.sglang.flagset import FlagSet
+from bot.store import AsyncStore, Snapshot, Store
+from bot.store.experiments import get_experiment
+from bot.store.observations import list_observations
+from bot.store.records import evidence_of
+from tests.support.loop_fake_target import TARGET, faked_target, settings
+from tests.support.twin_start import twin_scenario, twin_snapshot
+
+FUSED_MOE = Change("add", "--enable-fused-moe-sum-all-reduce")
+EXPECT = "max_running_requests>=48"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[AsyncStore]:
+    opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
+    opened.upgrade()
+    astore = AsyncStore(opened)
+    yield astore
+    astore._executor.shutdown(wait=True)
+    opened.close()
+
+
+def seed_gb10_starts() -> Callable[[FlagSet, int], Snapshot]:
+    scenario = twin_scenario("seed-gb10")
+
+    def start(flags: FlagSet, invocation: int) -> Snapshot:
+        return twin_snapshot(TARGET, scenario, flags.argv(), seed=invocation)
+
+    return start
+
+
+async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_goes_ahead(
+    store: AsyncStore, tmp_path: Path
+) -> None:
+    engine = Engine(settings(tmp_path), store, MemoryReporter(), cache_dir=tmp_path / "cache")
+    params = {"changes": [FUSED_MOE.to_json()], "expect": [EXPECT]}
+    with faked_target(store.store) as fake:
+        fake.flags = FlagSet(())
+        fake.start_of = seed_gb10_starts()
+        first = await engine.run("try", params, target=TARGET, actor="cli:t")
+        restarts_after_first = len(fake.restarts)
+        second = await engine.run("try", params, target=TARGET, actor="cli:t")
+        restarts_after_second = len(fake.restarts)
+        forced = await engine.run("try", {**params, "force": True}, target=TARGET, actor="cli:t")
+        flags_after_forced = fake.restarts[restarts_after_second]
+
+    # the first try could not predict the flag (not modelled, nothing learned): it restarted,
+    # measured 26, and its two starts measured the workspace (the twin's is 9.24 GiB)
+    assert restarts_after_first >= 1
+    first_state = RunState.load((await store.run(get_experiment, store.store, first.experiment_id)).state)
+    assert first_state.prediction is not None
+    assert first_state.prediction.predicted_capacity is None
+    assert first_state.prediction.measured_capacity == 26
+    costs = {
+        o.experiment_id: o for o in await store.run(list_observations, store.store) if o.kind == MEMORY_COST
+    }
+    learned = costs[first.experiment_id]
+    assert learned.flag == FUSED_MOE.flag
+    assert learned.gpu_name == "NVIDIA GB10"
+    assert learned.detail["workspace_gib"] == pytest.approx(9.24, abs=0.1)
+
+    # the second try: predicted 26 from the learned workspace, stopped before any restart
+    assert second.status == "failed"
+    assert restarts_after_second == restarts_after_first
+    assert "predicted to fail before any restart" in (second.summary or "")
+    assert EXPECT in (second.summary or "")
+    assert f"knowledge fact #{learned.id}" in (second.summary or "")
+    assert "force=yes" in (second.summary or "")
+    second_state = RunState.load((await store.run(get_experiment, store.store, second.experiment_id)).state)
+    assert second_state.prediction is not None
+    assert second_state.prediction.predicted_capacity == 26
+    assert second_state.restart.applied is False
+    shown = [e.title for e in await store.run(evidence_of, store.store, second.experiment_id)]
+    assert any(title.startswith("Predicted capacity (from the start of snapshot #") for title in shown)
+
+    # force=yes: the same try restarts, and its prediction is scored against the start it made
+    assert any(item.flag == FUSED_MOE.flag for item in flags_after_forced.items)
+    forced_state = RunState.load((await store.run(get_experiment, store.store, forced.experiment_id)).state)
+    assert forced_state.prediction is not None
+    assert forced_state.prediction.forced is True
+    assert forced_state.prediction.measured_capacity == 26
+    assert forced_state.prediction.missed is False
+    # the forced try measured the workspace again (the stopped one restarted nothing, learned nothing)
+    assert set(costs) == {first.experiment_id, forced.experiment_id}
