@@ -4,7 +4,7 @@
 `measure_steps`: benchmark, compare, keep or revert. `state_steps`: revert plans, verify,
 baseline. `learn_steps`: the hypothesis log and knowledge observations. `analysis_steps`:
 preflight, ranked hypotheses, isolate. `predict_steps`: the capacity prediction before a restart
-(it can stop a try) and its score after. `schedule_steps`: verification checks later (bot.schedule).
+(it can stop a try) and its score once the start is observed. `schedule_steps`: verification checks later (bot.schedule).
 """
 
 from bot.loop.steps import (

@@ -4,7 +4,7 @@ Why: a restart costs up to fifteen minutes on the seeds' nodes, and the incident
 them learning that a flag cut effective max_running_requests 48 -> 26. The preflight predicts the
 change's capacity from the last start (`bot.loop.capacity`); an expectation the whole predicted
 band fails stops the try before anything changes, unless `force=yes`. Every try then keeps its
-prediction next to what the start measured (`RunState.prediction`, read by `log` and the digest),
+prediction next to what the start measured (`RunState.prediction`, scored by `await_start`, read by `log` and the digest),
 and a start outside its band is recorded as a finding of its own: the model is kept honest by
 its misses. (The `learn` step measures the workspace of a flag the model does not compute from
 the try's two starts: `learn_steps.learn_memory_cost`.)
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.loop.actions import StepContext, action
+from bot.loop.actions import StepContext
 from bot.loop.capacity import (
     PREDICTION_MISSED,
     call_rows,
@@ -161,16 +161,13 @@ def _misses(prediction: dict[str, Any], measured: dict[str, float | None]) -> li
     return found
 
 
-@action(
-    "score_prediction",
-    summary="Put the preflight's capacity prediction next to the start the change made; a miss is a finding",
-)
-async def score_prediction(ctx: StepContext) -> dict[str, Any]:
+async def score_prediction(ctx: StepContext) -> dict[str, Any] | None:
+    """Put the preflight's prediction next to the start the change made (`await_start` calls it
+    once the start is observed; not a step of its own, so stored runs keep their step numbers).
+    None when the run made no prediction (a playbook without the try's preflight)."""
     record = ctx.state.prediction
     if record is None:
-        return {"skipped": "no prediction was made"}
-    if ctx.state.restart.start_failed:
-        return {"skipped": "the start failed: nothing to compare"}
+        return None
     after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     if after is None:
         return {"skipped": "the start after the change was not observed"}
