@@ -27,8 +27,8 @@ STATEMENTS_PER_TRY = 219
 """Counted on this commit (lease statements aside, the wait queue's among them: taking the lease
 asks `lease_waiter` whether anyone queued first); bench/experiment_counts.py shows where they go.
 213 before issue 23's capacity prediction, which adds 6: the preflight reads the target's starts
-and the knowledge observations and shows its prediction, `await_start` reads the new start and
-shows the prediction against it (one `observe` row each side of the count)."""
+and the knowledge observations and shows its prediction (here: none, the fake's starts have no
+memory lines), `await_start` reads the new start and shows the prediction against it."""
 
 
 def _kind(statement: str) -> str:
