@@ -135,6 +135,45 @@ class PredictionRecord(_Record):
     misses: list[str] = Field(default_factory=list)
     """Each figure outside its band: name, band, measured."""
 
+    def describe(self) -> str:
+        """The prediction against the start in words (what `log` shows for a try)."""
+        if self.stopped is not None:
+            return f"stopped before the restart: predicted max_running_requests {band_text(self.predicted_capacity, self.predicted_low, self.predicted_high)}"
+        if self.not_made is not None:
+            return f"no prediction ({self.not_made})"
+        return prediction_error_text(
+            self.predicted_capacity,
+            self.predicted_low,
+            self.predicted_high,
+            self.measured_capacity,
+            self.missed,
+        )
+
+
+def band_text(value: int | None, low: int | None, high: int | None) -> str:
+    """A predicted count with its band: `26`, `26 (25..27)`, or `unknown`."""
+    if value is None:
+        return "unknown"
+    return str(value) if low is None or high is None or low == high else f"{value} ({low}..{high})"
+
+
+def prediction_error_text(
+    predicted: int | None, low: int | None, high: int | None, measured: int | None, missed: bool | None
+) -> str:
+    """Predicted effective max_running_requests next to the measured one, with the error and
+    whether the start fell outside the band (`log` and the digest say it the same way)."""
+    if predicted is None:
+        return (
+            f"max_running_requests not predicted (unknown), measured {'-' if measured is None else measured}"
+        )
+    if measured is None:
+        return f"predicted max_running_requests {band_text(predicted, low, high)}, not measured"
+    verdict = "missed: outside the band" if missed else "within the band"
+    return (
+        f"predicted max_running_requests {band_text(predicted, low, high)}, measured {measured} "
+        f"(error {measured - predicted:+d}, {verdict})"
+    )
+
 
 class Start(_Record):
     """One start of the target the run looked at: its snapshot and the measurement set taken of it."""
