@@ -43,6 +43,8 @@ MEMORY_COST = "memory-cost"
 """Knowledge observation kind: the workspace a flag took before the memory profile, measured by a try."""
 PREDICTION_MISSED = "prediction-missed"
 """Knowledge observation kind: a try's start fell outside the band its preflight predicted."""
+PREDICTED_FAIL = "predicted-fail"
+"""The verdict of a try its preflight stopped before the restart (an expectation predicted to fail)."""
 
 
 def recorded_figures(snapshot: Snapshot) -> Mapping[str, Any] | None:
@@ -263,6 +265,7 @@ def predict_for_target(
 __all__ = [
     "HISTORY",
     "MEMORY_COST",
+    "PREDICTED_FAIL",
     "PREDICTION_MISSED",
     "StartIdentity",
     "TargetPrediction",

@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.loop.actions import StepContext
 from bot.loop.capacity import (
+    PREDICTED_FAIL,
     PREDICTION_MISSED,
     call_rows,
     figure_rows,
@@ -142,7 +143,7 @@ async def predict_before_restart(ctx: StepContext, *, force: bool) -> dict[str, 
             TextBlock(f"{why}. force=yes: going ahead with the restart.", "Preflight: predicted to fail")
         )
         return {"prediction": "predicted-fail", "forced": True}
-    ctx.state.conclusion.verdict = "predicted-fail"
+    ctx.state.conclusion.verdict = PREDICTED_FAIL
     raise PredictedFailureError(why)
 
 
