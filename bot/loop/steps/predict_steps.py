@@ -147,7 +147,7 @@ async def predict_before_restart(ctx: StepContext, *, force: bool) -> dict[str, 
     raise PredictedFailureError(why)
 
 
-def _misses(prediction: dict[str, Any], measured: dict[str, float | None]) -> list[str]:
+def figures_outside_band(prediction: dict[str, Any], measured: dict[str, float | None]) -> list[str]:
     """Each predicted figure the start measured outside its band (beyond the printing's rounding)."""
     found: list[str] = []
     for figure in prediction.get("figures") or []:
@@ -175,7 +175,7 @@ async def score_prediction(ctx: StepContext) -> dict[str, Any] | None:
     measured = today_figures(figures_of(after))
     capacity = measured.get("max_running_requests")
     record.measured_capacity = round(capacity) if capacity is not None else None
-    record.misses = _misses(record.prediction, measured)
+    record.misses = figures_outside_band(record.prediction, measured)
     scored = record.predicted_capacity is not None and capacity is not None
     record.missed = bool(record.misses) if scored or record.misses else None
     ctx.state.prediction = record
@@ -214,6 +214,7 @@ async def score_prediction(ctx: StepContext) -> dict[str, Any] | None:
 
 __all__ = [
     "PredictedFailureError",
+    "figures_outside_band",
     "predict_before_restart",
     "score_prediction",
     "stop_reason",
