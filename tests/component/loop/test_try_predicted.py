@@ -43,6 +43,12 @@ async def store(tmp_path: Path) -> AsyncIterator[AsyncStore]:
     opened.close()
 
 
+async def state_of(store: AsyncStore, experiment_id: int) -> RunState:
+    row = await store.run(get_experiment, store.store, experiment_id)
+    assert row is not None
+    return RunState.load(row.state)
+
+
 def seed_gb10_starts() -> Callable[[FlagSet, int], Snapshot]:
     scenario = twin_scenario("seed-gb10")
 
@@ -70,7 +76,7 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
     # the first try could not predict the flag (not modelled, nothing learned): it restarted,
     # measured 26, and its two starts measured the workspace (the twin's is 9.24 GiB)
     assert restarts_after_first >= 1
-    first_state = RunState.load((await store.run(get_experiment, store.store, first.experiment_id)).state)
+    first_state = await state_of(store, first.experiment_id)
     assert first_state.prediction is not None
     assert first_state.prediction.predicted_capacity is None
     assert first_state.prediction.measured_capacity == 26
@@ -89,7 +95,7 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
     assert EXPECT in (second.summary or "")
     assert f"knowledge fact #{learned.id}" in (second.summary or "")
     assert "force=yes" in (second.summary or "")
-    second_state = RunState.load((await store.run(get_experiment, store.store, second.experiment_id)).state)
+    second_state = await state_of(store, second.experiment_id)
     assert second_state.prediction is not None
     assert second_state.prediction.predicted_capacity == 26
     assert second_state.restart.applied is False
@@ -98,7 +104,7 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
 
     # force=yes: the same try restarts, and its prediction is scored against the start it made
     assert any(item.flag == FUSED_MOE.flag for item in flags_after_forced.items)
-    forced_state = RunState.load((await store.run(get_experiment, store.store, forced.experiment_id)).state)
+    forced_state = await state_of(store, forced.experiment_id)
     assert forced_state.prediction is not None
     assert forced_state.prediction.forced is True
     assert forced_state.prediction.measured_capacity == 26
