@@ -12,12 +12,17 @@ before any restart. `force=yes` goes ahead, and its prediction is scored against
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 
-from bot.loop.capacity import MEMORY_COST
+from bot.commands import parse_command
+from bot.digest import build_digest, render_markdown
+from bot.digest.week import IsoWeek, zone
+from bot.loop.capacity import MEMORY_COST, PREDICTION_MISSED
 from bot.loop.engine import Engine
+from bot.loop.records_view import read
 from bot.loop.report import MemoryReporter
 from bot.loop.run_state import RunState
 from bot.sglang.change import Change
@@ -111,3 +116,53 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
     assert forced_state.prediction.missed is False
     # the forced try measured the workspace again (the stopped one restarted nothing, learned nothing)
     assert set(costs) == {first.experiment_id, forced.experiment_id}
+
+
+async def test_log_and_the_digest_show_the_prediction_error_and_a_miss_is_a_finding(
+    store: AsyncStore, tmp_path: Path
+) -> None:
+    """Three tries of the flag: no prediction (no start observed yet), then predicted 26 and
+    measured 26 (force=yes), then a start that (by a changed twin) keeps 48: a miss."""
+    config = settings(tmp_path)
+    engine = Engine(config, store, MemoryReporter(), cache_dir=tmp_path / "cache")
+    params = {"changes": [FUSED_MOE.to_json()], "expect": [EXPECT], "force": True}
+    starts = seed_gb10_starts()
+    with faked_target(store.store) as fake:
+        fake.flags = FlagSet(())
+        fake.start_of = starts
+        first = await engine.run("try", params, target=TARGET, actor="cli:t")
+        scored = await engine.run("try", params, target=TARGET, actor="cli:t")
+        fake.start_of = lambda flags, invocation: starts(
+            FlagSet(()), invocation
+        )  # the flag costs nothing now
+        missed = await engine.run("try", params, target=TARGET, actor="cli:t")
+
+    answer = await store.run(read, store.store, parse_command("log"), TARGET, actor="cli:t")
+    table = next(t for t in answer["tables"] if t["title"].startswith("Capacity predicted before each try"))
+    rows = {row[1]: row for row in table["rows"]}
+    assert rows[f"#{first.experiment_id}"][2:] == ["unknown", "26", "-", "-"]  # no start to predict from
+    assert rows[f"#{scored.experiment_id}"][3:] == ["26", "+0", "no"]
+    assert rows[f"#{scored.experiment_id}"][2].startswith("26")
+    assert rows[f"#{missed.experiment_id}"][3:] == ["48", "+22", "yes"]
+    story = " ".join(row[3] for row in answer["tables"][0]["rows"])
+    assert "measured 48 (error +22, missed: outside the band)" in story
+
+    findings = [o for o in await store.run(list_observations, store.store) if o.kind == PREDICTION_MISSED]
+    assert [o.experiment_id for o in findings] == [missed.experiment_id]
+    assert "max_running_requests: predicted 26" in findings[0].text
+    assert "measured 48" in findings[0].text
+
+    row = await store.run(get_experiment, store.store, missed.experiment_id)
+    assert row is not None
+    created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
+    digest = await store.run(
+        build_digest, store.store, config, IsoWeek.containing(created, zone(config.schedules.timezone))
+    )
+    assert [(p.experiment_id, p.error, p.missed) for p in digest.predictions][1:] == [
+        (scored.experiment_id, 0, False),
+        (missed.experiment_id, 22, True),
+    ]
+    markdown = render_markdown(digest)
+    assert "## Capacity predicted before the restart (1 missed)" in markdown
+    assert "measured 48 (error +22, missed: outside the band)" in markdown
+    assert any(item.kind == PREDICTION_MISSED for item in digest.learned)
