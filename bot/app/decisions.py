@@ -5,7 +5,8 @@ The rules read the stored experiment only (its playbook, status, verdict and `Ru
 
 - Only a run that changed the target (a `try`, or a playbook of its shape: the change was applied
   and restarted) gets buttons. A baseline, verify, revert or isolate run, a dry run, and a run that
-  stopped before its restart have none: nothing of theirs is left to keep, revert or re-measure.
+  stopped before its restart have none: nothing of theirs is left to keep, revert or re-measure
+  (except Restart anyway, below).
 - **Keep** only where a decision is pending (`decision_pending`). Never the primary button after a
   regression: the primary is Revert then.
 - **Revert** only where the change is still applied (`change_in_place`).
