@@ -7,11 +7,12 @@ while the model loads: effective max_running_requests 48 -> 26. The model does n
 flag, so the first try cannot predict it and restarts; its two starts measure the workspace, the
 knowledge base keeps it, and trying the flag again with `max_running_requests>=48` is stopped
 before any restart. `force=yes` goes ahead, and its prediction is scored against the start.
+The store is the loop's conftest one: SQLite and PostgreSQL (the digest's JSON reads differ).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from bot.loop.report import MemoryReporter
 from bot.loop.run_state import RunState
 from bot.sglang.change import Change
 from bot.sglang.flagset import FlagSet
-from bot.store import AsyncStore, Snapshot, Store
+from bot.store import AsyncStore, Snapshot
 from bot.store.experiments import get_experiment
 from bot.store.observations import list_observations
 from bot.store.records import evidence_of
@@ -36,16 +37,6 @@ from tests.support.twin_start import twin_scenario, twin_snapshot
 
 FUSED_MOE = Change("add", "--enable-fused-moe-sum-all-reduce")
 EXPECT = "max_running_requests>=48"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    opened.upgrade()
-    astore = AsyncStore(opened)
-    yield astore
-    astore._executor.shutdown(wait=True)
-    opened.close()
 
 
 async def state_of(store: AsyncStore, experiment_id: int) -> RunState:
