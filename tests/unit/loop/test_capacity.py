@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.loop.capacity import MEMORY_COST, StartIdentity, cost_detail, identity_of, learned_costs
+from bot.loop.capacity import (
+    MEMORY_COST,
+    StartIdentity,
+    cost_detail,
+    explicit_keys,
+    figures_of,
+    free_memory_history,
+    identity_of,
+    learned_costs,
+)
 from bot.store.loop_models import KnowledgeObservation
 from bot.store.models import Snapshot
+from tests.unit.app.test_predict import snapshot
 
 FUSED = "--enable-fused-moe-sum-all-reduce"
 MODEL = "/shared/models/Qwen3.5-122B-A10B"
@@ -71,3 +81,29 @@ def test_a_starts_identity_is_its_model_path_first_gpu_tp_and_release() -> None:
         effective={"gpus": {"node0": [{"name": GB10, "compute_cap": "12.1"}]}},
     )
     assert identity_of(snapshot) == HERE
+
+
+def test_the_launch_lines_flags_are_the_explicit_server_args_keys() -> None:
+    assert explicit_keys([{"flag": "--mem-fraction-static"}, {"flag": "--max-running-requests"}]) == {
+        "mem_fraction_static",
+        "max_running_requests",
+    }
+
+
+def test_a_stored_start_becomes_the_models_input_with_its_gpu_memory() -> None:
+    figures = figures_of(snapshot())
+    assert figures.pre_model_load_gib == 80.0
+    assert figures.gpu_total_mib == 81559.0
+    assert "mem_fraction_static" in figures.explicit
+
+
+def test_the_jitter_history_keeps_starts_of_the_same_release_and_weights_only() -> None:
+    last = snapshot(80.0)
+    history = [
+        last,
+        snapshot(80.1),
+        snapshot(70.0, weight=30.0),
+        snapshot(79.0, version="0.5.9"),
+        snapshot(figures=False),
+    ]
+    assert free_memory_history(history, last) == [80.0, 80.1]
