@@ -82,7 +82,7 @@ async def preflight(ctx: StepContext, *, dry_run: bool = False, force: bool = Fa
     ctx.state.preflight = PreflightFacts(
         gpus=report.gpus, gpus_read_at=report.gpus_read_at, report=report.to_json()
     )
-    predicted = await predict_before_restart(ctx, force=force or dry_run)  # a dry run only shows it
+    predicted = await predict_before_restart(ctx, force=force, dry_run=dry_run)
     if dry_run:
         ctx.state.conclusion.verdict = "dry-run"
         raise StopPlaybook("dry run: preflight done, nothing changed on the target")

@@ -56,7 +56,9 @@ class PredictedFailureError(RuntimeError):
 
 def _learned_sources(prediction: Prediction) -> list[str]:
     return [
-        f"{step.name}: {step.source}" for step in prediction.steps if step.name.startswith("workspace of ")
+        f"{step.name} ({step.formula}): {step.source}"
+        for step in prediction.steps
+        if step.name.startswith("workspace of ")
     ]
 
 
@@ -95,9 +97,10 @@ async def _not_made(ctx: StepContext, why: str) -> dict[str, Any]:
     return {"prediction": "none"}
 
 
-async def predict_before_restart(ctx: StepContext, *, force: bool) -> dict[str, Any]:
+async def predict_before_restart(ctx: StepContext, *, force: bool, dry_run: bool = False) -> dict[str, Any]:
     """The preflight's prediction: shown as evidence and kept in the run's state; an expectation
-    predicted to fail with confidence raises PredictedFailureError unless `force`."""
+    predicted to fail with confidence raises PredictedFailureError unless `force` (or `dry_run`:
+    a dry run restarts nothing, it only shows the prediction)."""
     try:
         found = await ctx.store.run(
             predict_for_target, ctx.store.store, ctx.target, changes_of(ctx), expectations_of(ctx)
@@ -112,8 +115,8 @@ async def predict_before_restart(ctx: StepContext, *, force: bool) -> dict[str, 
     prediction = found.prediction
     record = _record(found.snapshot_id, prediction)
     why = stop_reason(found.snapshot_id, prediction)
-    record.forced = why is not None and force
-    record.stopped = why if why is not None and not force else None
+    record.forced = why is not None and force and not dry_run
+    record.stopped = why if why is not None and not (force or dry_run) else None
     ctx.state.prediction = record
     notes = [f"band: {prediction.band}"]
     if prediction.unknown:
@@ -136,8 +139,12 @@ async def predict_before_restart(ctx: StepContext, *, force: bool) -> dict[str, 
                 tuple(call_rows(prediction)),
             )
         )
-    if why is None:
-        return {"prediction": "made", "predicted_capacity": record.predicted_capacity}
+    if why is None or dry_run:
+        return {
+            "prediction": "made",
+            "predicted_capacity": record.predicted_capacity,
+            "fails": why is not None,
+        }
     if force:
         await ctx.emit(
             TextBlock(f"{why}. force=yes: going ahead with the restart.", "Preflight: predicted to fail")

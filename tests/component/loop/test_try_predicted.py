@@ -65,6 +65,7 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
         first = await engine.run("try", params, target=TARGET, actor="cli:t")
         restarts_after_first = len(fake.restarts)
         second = await engine.run("try", params, target=TARGET, actor="cli:t")
+        dry = await engine.run("try", {**params, "dry_run": True}, target=TARGET, actor="cli:t")
         restarts_after_second = len(fake.restarts)
         forced = await engine.run("try", {**params, "force": True}, target=TARGET, actor="cli:t")
         flags_after_forced = fake.restarts[restarts_after_second]
@@ -97,6 +98,12 @@ async def test_the_second_fused_moe_try_is_stopped_before_any_restart_and_force_
     assert second_state.restart.applied is False
     shown = [e.title for e in await store.run(evidence_of, store.store, second.experiment_id)]
     assert any(title.startswith("Predicted capacity (from the start of snapshot #") for title in shown)
+
+    # a dry run shows the same prediction and ends as a dry run, without a stop or a restart
+    assert dry.status == "succeeded"
+    dry_state = await state_of(store, dry.experiment_id)
+    assert dry_state.prediction is not None
+    assert (dry_state.prediction.predicted_capacity, dry_state.prediction.stopped) == (26, None)
 
     # force=yes: the same try restarts, and its prediction is scored against the start it made
     assert any(item.flag == FUSED_MOE.flag for item in flags_after_forced.items)
