@@ -184,8 +184,9 @@ def learned_costs(
         found[obs.flag] = LearnedCost(
             obs.flag,
             float(gib),
-            f"knowledge fact #{obs.id}: measured by experiment #{obs.experiment_id} on {obs.target} "
-            f"({identity.describe()})",
+            f"knowledge fact #{obs.id}: measured"
+            + (f" by experiment #{obs.experiment_id}" if obs.experiment_id is not None else "")
+            + f" on {obs.target} ({identity.describe()})",
         )
     return found
 

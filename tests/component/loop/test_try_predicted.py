@@ -21,16 +21,25 @@ import pytest
 from bot.commands import parse_command
 from bot.digest import build_digest, render_markdown
 from bot.digest.week import IsoWeek, zone
-from bot.loop.capacity import MEMORY_COST, PREDICTION_MISSED
+from bot.loop.capacity import (
+    MEMORY_COST,
+    PREDICTION_MISSED,
+    cost_detail,
+    figures_of,
+    identity_of,
+    predict_for_target,
+)
 from bot.loop.engine import Engine
 from bot.loop.records_view import read
 from bot.loop.report import MemoryReporter
 from bot.loop.run_state import RunState
+from bot.sglang.capacity_model import Band, Unknown, learn_flag_cost
 from bot.sglang.change import Change
+from bot.sglang.expectation import parse_expectation
 from bot.sglang.flagset import FlagSet
-from bot.store import AsyncStore, Snapshot
+from bot.store import AsyncStore, Snapshot, Store
 from bot.store.experiments import get_experiment
-from bot.store.observations import list_observations
+from bot.store.observations import add_observation, list_observations
 from bot.store.records import evidence_of
 from tests.support.loop_fake_target import TARGET, faked_target, settings
 from tests.support.twin_start import twin_scenario, twin_snapshot
@@ -164,3 +173,53 @@ async def test_log_and_the_digest_show_the_prediction_error_and_a_miss_is_a_find
     assert "## Capacity predicted before the restart (1 missed)" in markdown
     assert "measured 48 (error +22, missed: outside the band)" in markdown
     assert any(item.kind == PREDICTION_MISSED for item in digest.learned)
+
+
+def test_a_workspace_learned_on_one_target_predicts_another_with_the_same_model_and_gpu(
+    sync_store: Store,
+) -> None:
+    """A second target (its own starts, never tried with the flag) is predicted from the fact
+    the first target's try wrote; a third on another GPU is not (unknown: needs a restart)."""
+    scenario = twin_scenario("seed-gb10")
+    gb10 = {
+        "node0": [{"name": "NVIDIA GB10", "compute_cap": "12.1", "memory.total": scenario.gpu.memory_mib}]
+    }
+    for target, gpus in (
+        ("seeds-b", gb10),
+        ("h200", {"node0": [{**gb10["node0"][0], "name": "NVIDIA H200"}]}),
+    ):
+        start = twin_snapshot(target, scenario, seed=5)
+        start.effective = {**start.effective, "gpus": gpus}
+        sync_store.add(start)
+    before = twin_snapshot(TARGET, scenario, seed=1)
+    before.effective = {**before.effective, "gpus": gb10}
+    after = twin_snapshot(TARGET, scenario, [FUSED_MOE.flag or ""], seed=2)
+    identity = identity_of(before)
+    workspace = learn_flag_cost(figures_of(before), figures_of(after))
+    assert not isinstance(workspace, Unknown)
+    fact = add_observation(
+        sync_store,
+        flag=FUSED_MOE.flag or "",
+        kind=MEMORY_COST,
+        text="measured",
+        target=TARGET,
+        gpu_name="NVIDIA GB10",
+        sglang_version=scenario.sglang_version,
+        detail=cost_detail(identity, workspace, 1, 2),
+    )
+
+    found = predict_for_target(sync_store, "seeds-b", [FUSED_MOE], [parse_expectation(EXPECT)])
+    assert found is not None
+    predicted = found.prediction.figure("max_running_requests").predicted
+    assert isinstance(predicted, Band)
+    assert predicted.value == 26
+    assert found.confident_failures
+    step = next(s for s in found.prediction.steps if s.name == f"workspace of {FUSED_MOE.flag}")
+    assert step.source == (
+        f"knowledge fact #{fact.id}: measured on {TARGET} "
+        f"(/shared/models/Qwen3.5-122B-A10B on NVIDIA GB10 (tp 2), SGLang {scenario.sglang_version})"
+    )
+
+    elsewhere = predict_for_target(sync_store, "h200", [FUSED_MOE], [parse_expectation(EXPECT)])
+    assert elsewhere is not None
+    assert elsewhere.prediction.unknown == f"the memory effect of {FUSED_MOE.flag} is not modelled"
