@@ -144,11 +144,18 @@ def identity_of(snapshot: Snapshot) -> StartIdentity:
 
 
 def cost_detail(
-    identity: StartIdentity, workspace_gib: float, before: int | None, after: int | None
+    identity: StartIdentity,
+    workspace_gib: float,
+    before: int | None,
+    after: int | None,
+    *,
+    value: str | tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """The detail a memory-cost observation is stored with (read back by `learned_costs`)."""
+    """The detail a memory-cost observation is stored with (read back by `learned_costs`):
+    `value` is the flag's value in the try that measured it (None for a switch)."""
     return {
         "workspace_gib": round(workspace_gib, 4),
+        "value": list(value) if isinstance(value, tuple) else value,
         "model": identity.model,
         "tp_size": identity.tp_size,
         "before_snapshot_id": before,
@@ -181,12 +188,18 @@ def learned_costs(
             or detail.get("tp_size") != identity.tp_size
         ):
             continue
+        value = detail.get("value")
         found[obs.flag] = LearnedCost(
             obs.flag,
             float(gib),
             f"knowledge fact #{obs.id}: measured"
             + (f" by experiment #{obs.experiment_id}" if obs.experiment_id is not None else "")
             + f" on {obs.target} ({identity.describe()})",
+            tuple(str(v) for v in value)
+            if isinstance(value, list)
+            else None
+            if value is None
+            else str(value),
         )
     return found
 

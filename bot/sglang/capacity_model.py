@@ -328,6 +328,9 @@ class LearnedCost:
     flag: str
     gib: float
     source: str
+    value: str | tuple[str, ...] | None = None
+    """The flag's value when it was measured (None: a switch): another value may cost another
+    workspace, so it is then not used."""
 
 
 @dataclass(frozen=True)
@@ -377,6 +380,8 @@ def apply_change(
             cost = (learned or {}).get(flag)
             if cost is None:
                 unmodelled.append(flag)
+            elif change.op != "remove" and change.value != cost.value:
+                unmodelled.append(f"{flag} at another value than the one its workspace was measured at")
             else:
                 workspaces.append((cost, _learned_workspace(args, change, cost)))
             continue

@@ -224,7 +224,7 @@ async def learn_memory_cost(ctx: StepContext, before: Snapshot | None, after: Sn
         flag=change.flag,
         kind=MEMORY_COST,
         text=text,
-        detail=cost_detail(identity, cost, before.id, after.id),
+        detail=cost_detail(identity, cost, before.id, after.id, value=change.value),
     )
     return 1
 

@@ -107,3 +107,9 @@ def test_the_jitter_history_keeps_starts_of_the_same_release_and_weights_only() 
         snapshot(figures=False),
     ]
     assert free_memory_history(history, last) == [80.0, 80.1]
+
+
+def test_the_value_a_cost_was_measured_at_comes_back_with_it() -> None:
+    row = cost(4, 2.0)
+    row.detail = cost_detail(HERE, 2.0, 1, 2, value=("a", "b"))
+    assert learned_costs([row], HERE)[FUSED].value == ("a", "b")

@@ -66,3 +66,14 @@ def test_removing_a_learned_flag_frees_its_workspace_and_adding_one_already_on_m
     assert figure(freed, "max_total_num_tokens").value == pytest.approx(dense().max_total_num_tokens, abs=2)
     again = predict(running, [Change("add", FUSED)], jitter_gib=0.0, learned=learned)
     assert figure(again, "max_total_num_tokens").value == pytest.approx(running.max_total_num_tokens, abs=2)
+
+
+def test_a_flag_measured_at_one_value_is_not_predicted_at_another() -> None:
+    flag = "--moe-workspace-mb"
+    learned = {flag: LearnedCost(flag, 2.0, "fact", value="512")}
+    same = predict(dense(), [Change("add", flag, "512")], jitter_gib=0.0, learned=learned)
+    assert same.unknown is None
+    other = predict(dense(), [Change("add", flag, "1024")], jitter_gib=0.0, learned=learned)
+    assert other.unknown == (
+        f"the memory effect of {flag} at another value than the one its workspace was measured at is not modelled"
+    )
