@@ -5,7 +5,8 @@ The rules read the stored experiment only (its playbook, status, verdict and `Ru
 
 - Only a run that changed the target (a `try`, or a playbook of its shape: the change was applied
   and restarted) gets buttons. A baseline, verify, revert or isolate run, a dry run, and a run that
-  stopped before its restart have none: nothing of theirs is left to keep, revert or re-measure.
+  stopped before its restart have none: nothing of theirs is left to keep, revert or re-measure
+  (except Restart anyway, below).
 - **Keep** only where a decision is pending (`decision_pending`). Never the primary button after a
   regression: the primary is Revert then.
 - **Revert** only where the change is still applied (`change_in_place`).
@@ -15,10 +16,14 @@ The rules read the stored experiment only (its playbook, status, verdict and `Ru
 - **Isolate** only after a regression of a change of more than one flag (isolating one flag
   tells nothing), on the expectation that failed, else on the metric that decided the regression
   (`isolate_expectation`).
+- **Restart anyway** only on a try its preflight stopped before the restart because an
+  expectation was predicted to fail (`RunState.prediction.stopped`): the same try with
+  `force=yes` (`force_command`); the permission rules of a typed `force=` apply to the click.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from bot.app.context import AppContext
@@ -26,6 +31,8 @@ from bot.app.errors import AppError
 from bot.bench.compare_sets import load_comparison
 from bot.loop.run_state import RunState, RunStateError
 from bot.loop.snapshot_values import snapshot_value
+from bot.sglang.change import Change
+from bot.sglang.flagset import FlagItem
 from bot.store import AsyncStore
 from bot.store.bench_repo import LoadedSet, load_set
 from bot.store.experiments import get_experiment
@@ -109,9 +116,51 @@ def changed_flag_count(experiment: Experiment) -> int:
     return len(changes) if isinstance(changes, list) else 0
 
 
+def _stopped_by_prediction(experiment: Experiment, state: RunState) -> bool:
+    return (
+        experiment.playbook == "try"
+        and state.prediction is not None
+        and state.prediction.stopped is not None
+        and not state.restart.applied
+    )
+
+
+def _change_words(change: Change) -> list[str]:
+    """A change as the words that typed it (`Change.describe`, one word per value)."""
+    if change.op == "env-set":
+        return ["env", "set", f"{change.env_name}={change.env_value}"]
+    if change.op == "env-unset":
+        return ["env", "unset", str(change.env_name)]
+    if change.op == "remove" or change.flag is None:
+        return ["remove", str(change.flag)]
+    return [change.op, *FlagItem(change.flag, change.value).argv()]
+
+
+def force_command(experiment: Experiment) -> str:
+    """The try again, as typed, with `force=yes`: its changes, expectations and options (each word
+    quoted for the command line's own reader, `bot.commands.tokens`)."""
+    params = experiment.params
+    words = [
+        "try",
+        *(
+            word
+            for item in params.get("changes") or []
+            for word in Change.from_json(item).describe().split(" ", 2)
+        ),
+    ]
+    words += [str(text) for text in params.get("expect") or []]
+    for name in ("profile", "keep", "because", "hypothesis"):
+        if params.get(name) not in (None, ""):
+            words.append(f"{name}={params[name]}")
+    words += ["force=yes", f"target={experiment.target}"]
+    return shlex.join(words)
+
+
 def next_actions(experiment: Experiment) -> NextActions:
     """The buttons of a finished run's card (see the module's rules); none for a run not over."""
     state = _state(experiment)
+    if state is not None and experiment.status in FINISHED and _stopped_by_prediction(experiment, state):
+        return NextActions(("force",), None)
     if state is None or experiment.status not in FINISHED or not _changed_target(experiment, state):
         return NextActions()
     in_place = _in_place(experiment, state)  # the state read once, for every rule
@@ -187,6 +236,8 @@ async def button_command(ctx: AppContext, experiment_id: int, action: str) -> st
         return f"revert {experiment_id} target={target}"
     if action == "rerun":
         return f"bench rerun={experiment_id} target={target}"
+    if action == "force":
+        return force_command(experiment)
     if action == "isolate":
         expectation = await isolate_expectation(ctx, experiment)
         return f"isolate {expectation} since={experiment_id} target={target}"

@@ -23,16 +23,19 @@ from bot.digest.model import (
     FlagDecision,
     HypothesisLine,
     Learned,
+    PredictionLine,
     TargetFlags,
 )
 from bot.digest.threads import threads_of
 from bot.digest.week import IsoWeek, zone
 from bot.heap import collections_paused
+from bot.loop.capacity import PREDICTED_FAIL
 from bot.loop.run_state import (
     FACT_PATHS,
     RUN_STATE_SCHEMA_VERSION,
     RunFacts,
     flags_from_json,
+    prediction_error_text,
     run_facts,
     run_facts_of,
 )
@@ -116,7 +119,31 @@ def _build(store: Store, settings: Settings, week: IsoWeek, target: str | None) 
         checks_note=checks_note,
         learned=[Learned(o.flag, o.kind, o.text, o.target, o.experiment_id, o.observed_at) for o in learned],
         chart=chart,
+        predictions=_predictions(experiments, states),
     )
+
+
+def _predictions(
+    experiments: Sequence[WeekExperiment], states: Mapping[int, RunFacts]
+) -> list[PredictionLine]:
+    """Each try that predicted capacity, with the error against its start (oldest first)."""
+    found: list[PredictionLine] = []
+    for e in experiments:
+        f = states[e.id]
+        if f.predicted_capacity is None and f.measured_capacity is None:
+            continue
+        text = prediction_error_text(
+            f.predicted_capacity, f.predicted_low, f.predicted_high, f.measured_capacity, f.prediction_missed
+        )
+        if e.verdict == PREDICTED_FAIL:
+            text = f"stopped before the restart: {text}"
+        error = (
+            None
+            if f.predicted_capacity is None or f.measured_capacity is None
+            else f.measured_capacity - f.predicted_capacity
+        )
+        found.append(PredictionLine(e.id, e.target, e.created_at, text, error, f.prediction_missed))
+    return found
 
 
 def _facts(store: Store, experiments: Sequence[WeekExperiment]) -> dict[int, RunFacts]:

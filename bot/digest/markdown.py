@@ -65,6 +65,7 @@ def render_markdown(digest: Digest, *, chart_path: str | None = None, limit: int
     out += _incidents(digest, cut)
     out += _checks(digest, cut)
     out += _learned(digest, cut)
+    out += _predictions(digest, cut)
     if chart_path:
         out += [
             "## Capacity and throughput",
@@ -255,6 +256,20 @@ def _checks(digest: Digest, cut: _Cut) -> list[str]:
     ]
     bullets += cut.rest(digest.checks, "failed checks")
     return _section("Failed checks", bullets, "None failed.")
+
+
+def _predictions(digest: Digest, cut: _Cut) -> list[str]:
+    """The capacity each try predicted before its restart against what its start measured; only
+    when the week had one."""
+    if not digest.predictions:
+        return []
+    bullets = [
+        f"- #{p.experiment_id} ({md(p.target)}, {md(local_time(digest, p.at))}): {md(p.text)}"
+        for p in cut.first(digest.predictions)
+    ]
+    bullets += cut.rest(digest.predictions, "predictions")
+    missed = sum(1 for p in digest.predictions if p.missed)
+    return _section(f"Capacity predicted before the restart ({missed} missed)", bullets, "None.")
 
 
 def _learned(digest: Digest, cut: _Cut) -> list[str]:

@@ -189,6 +189,29 @@ class CheckLine:
 
 
 @dataclass(frozen=True)
+class PredictionLine:
+    """A try's capacity prediction next to what its start measured (the prediction error over the
+    week); `missed`: the start fell outside the predicted band (also a finding under "learned")."""
+
+    experiment_id: int
+    target: str
+    at: datetime
+    text: str
+    error: int | None
+    missed: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "experiment_id": self.experiment_id,
+            "target": self.target,
+            "at": self.at.isoformat(),
+            "text": self.text,
+            "error": self.error,
+            "missed": self.missed,
+        }
+
+
+@dataclass(frozen=True)
 class Learned:
     """A knowledge-base observation added during the week."""
 
@@ -263,6 +286,8 @@ class Digest:
     not_started: list[ExperimentLine] = field(default_factory=list)
     """Runs that never reached a node (a key, known_hosts, host key or login failure before any
     change): listed apart, not among `experiments` nor in their failure count."""
+    predictions: list[PredictionLine] = field(default_factory=list)
+    """The week's tries that predicted capacity before their restart, oldest first."""
 
     @property
     def empty(self) -> bool:
@@ -307,6 +332,8 @@ class Digest:
             "rollbacks": len(self.rollbacks),
             "failed_checks": len(self.checks or []),
             "learned": len(self.learned),
+            "predictions": len(self.predictions),
+            "predictions_missed": sum(1 for p in self.predictions if p.missed),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -336,5 +363,6 @@ class Digest:
             "checks": None if self.checks is None else [c.to_json() for c in self.checks],
             "checks_note": self.checks_note,
             "learned": [item.to_json() for item in self.learned],
+            "predictions": [item.to_json() for item in self.predictions],
             "chart": self.chart.to_json(),
         }

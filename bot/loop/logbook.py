@@ -50,7 +50,52 @@ def _experiment_text(row: Experiment) -> str:
     culprits = state.isolate.culprits if state.isolate is not None else []
     if culprits:
         tail += "; culprit(s): " + ", ".join(culprits)
+    if state.prediction is not None and state.prediction.stopped is None:  # a stop says it in its summary
+        tail += "; " + state.prediction.describe()
     return f"{what} — {outcome}{summary}{tail}"
+
+
+@dataclass(frozen=True)
+class PredictionPoint:
+    """One try's capacity prediction next to what its start measured (`log`'s error over time)."""
+
+    at: datetime
+    experiment_id: int
+    predicted: int | None
+    low: int | None
+    high: int | None
+    measured: int | None
+    missed: bool | None
+    text: str
+
+    @property
+    def error(self) -> int | None:
+        return None if self.predicted is None or self.measured is None else self.measured - self.predicted
+
+
+def prediction_points(
+    store: Store, target: str, *, since: datetime | None = None, limit: int = 50
+) -> list[PredictionPoint]:
+    """The tries of `target` that made a prediction, oldest first (of the newest `limit` experiments)."""
+    points: list[PredictionPoint] = []
+    for row in list_experiments(store, target, since=since, limit=limit):
+        found = RunState.load(row.state).prediction
+        if found is None or row.id is None:
+            continue
+        points.append(
+            PredictionPoint(
+                row.created_at,
+                row.id,
+                found.predicted_capacity,
+                found.predicted_low,
+                found.predicted_high,
+                found.measured_capacity,
+                found.missed,
+                found.describe(),
+            )
+        )
+    points.sort(key=lambda point: (point.at, point.experiment_id))
+    return points
 
 
 def story(store: Store, target: str, *, since: datetime | None = None, limit: int = 50) -> list[Entry]:

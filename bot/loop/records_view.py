@@ -15,9 +15,9 @@ from typing import Any
 from bot.bench.samples import level_of
 from bot.commands import Invocation
 from bot.config.schema import parse_duration
-from bot.loop.logbook import story
+from bot.loop.logbook import prediction_points, story
 from bot.loop.postmortem import experiment_markdown
-from bot.loop.run_state import flags_from_json
+from bot.loop.run_state import band_text, flags_from_json
 from bot.loop.snapshot_values import snapshot_value
 from bot.sglang.change import diff_flagsets
 from bot.store import KnowledgeObservation, Store
@@ -204,16 +204,33 @@ def _log(store: Store, invocation: Invocation, target: str) -> dict[str, Any]:
         since = datetime.now(UTC) - window
     entries = story(store, target, since=since, limit=limit)
     rows = [[e.at.strftime("%Y-%m-%d %H:%M:%S"), e.kind, e.ref, e.text] for e in entries]
-    return {
-        "entries": [e.to_json() for e in entries],
-        "tables": [
+    tables = [
+        _table(
+            f"What was tried on {target}, and what was learned",
+            ["when (UTC)", "kind", "ref", "what"],
+            rows,
+        )
+    ]
+    points = prediction_points(store, target, since=since, limit=limit)
+    if points:
+        tables.append(
             _table(
-                f"What was tried on {target}, and what was learned",
-                ["when (UTC)", "kind", "ref", "what"],
-                rows,
+                "Capacity predicted before each try, and measured after it (effective max_running_requests)",
+                ["when (UTC)", "experiment", "predicted (band)", "measured", "error", "outside the band"],
+                [
+                    [
+                        p.at.strftime("%Y-%m-%d %H:%M:%S"),
+                        f"#{p.experiment_id}",
+                        band_text(p.predicted, p.low, p.high),
+                        p.measured,
+                        None if p.error is None else f"{p.error:+d}",
+                        None if p.missed is None else ("yes" if p.missed else "no"),
+                    ]
+                    for p in points
+                ],
             )
-        ],
-    }
+        )
+    return {"entries": [e.to_json() for e in entries], "tables": tables}
 
 
 def _baseline(store: Store, target: str, *, diff: bool) -> dict[str, Any]:

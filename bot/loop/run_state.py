@@ -110,6 +110,71 @@ class PreflightFacts(_Record):
     """The whole `PreflightReport.to_json()`, kept as the record of what was checked."""
 
 
+class PredictionRecord(_Record):
+    """The try's preflight prediction (`bot.loop.capacity`), kept next to what the start after the
+    change measured, so `log` and the digest can show how far off it was and a miss is a finding."""
+
+    snapshot_id: int | None = None
+    """The stored start the prediction was made from."""
+    prediction: dict[str, StoredJson] = Field(default_factory=dict)
+    """`Prediction.to_json()`: every figure with its band, the steps and their sources, the calls."""
+    not_made: str | None = None
+    """Why no prediction was made (no start with its memory lines recorded, a change it cannot read)."""
+    stopped: str | None = None
+    """Why the preflight stopped the try before its restart (an expectation predicted to fail)."""
+    forced: bool = False
+    """`force=yes` took the try past a predicted failure."""
+    predicted_capacity: int | None = None
+    predicted_low: int | None = None
+    predicted_high: int | None = None
+    """Effective max_running_requests predicted (the band's centre and ends), None when unknown."""
+    measured_capacity: int | None = None
+    """Effective max_running_requests of the start after the change (`score_prediction`)."""
+    missed: bool | None = None
+    """The measured start fell outside the predicted band (None: not scored)."""
+    misses: list[str] = Field(default_factory=list)
+    """Each figure outside its band: name, band, measured."""
+
+    def describe(self) -> str:
+        """The prediction against the start in words (what `log` shows for a try)."""
+        if self.stopped is not None:
+            return f"stopped before the restart: predicted max_running_requests {band_text(self.predicted_capacity, self.predicted_low, self.predicted_high)}"
+        if self.not_made is not None:
+            return f"no prediction ({self.not_made})"
+        return prediction_error_text(
+            self.predicted_capacity,
+            self.predicted_low,
+            self.predicted_high,
+            self.measured_capacity,
+            self.missed,
+        )
+
+
+def band_text(value: int | None, low: int | None, high: int | None) -> str:
+    """A predicted count with its band: `26`, `26 (25..27)`, or `unknown`."""
+    if value is None:
+        return "unknown"
+    return str(value) if low is None or high is None or low == high else f"{value} ({low}..{high})"
+
+
+def prediction_error_text(
+    predicted: int | None, low: int | None, high: int | None, measured: int | None, missed: bool | None
+) -> str:
+    """Predicted effective max_running_requests next to the measured one, with the error and
+    whether the start fell outside the band (`log` and the digest say it the same way)."""
+    if predicted is None:
+        return (
+            f"max_running_requests not predicted (unknown), measured {'-' if measured is None else measured}"
+        )
+    if measured is None:
+        return f"predicted max_running_requests {band_text(predicted, low, high)}, not measured"
+    verdict = "missed: outside the band" if missed else "within the band"
+    return (
+        f"predicted max_running_requests {band_text(predicted, low, high)}, measured {measured} "
+        f"(error {measured - predicted:+d}, {verdict})"
+    )
+
+
 class Start(_Record):
     """One start of the target the run looked at: its snapshot and the measurement set taken of it."""
 
@@ -259,6 +324,8 @@ class RunState(_Record):
     hypothesis_id: int | None = None
     conclusion: Conclusion = Field(default_factory=Conclusion)
     isolate: IsolateOutcome | None = None
+    prediction: PredictionRecord | None = None
+    """The capacity the try's preflight predicted, and later how it compares with the start."""
     restart_approved: bool = False
     """Whoever started the run may restart the target (the CLI; in Slack, an approved request):
     `heal` restarts a diverged `require_approval` target only then. Kept with the state, so a
@@ -322,6 +389,11 @@ class RunFacts:
     fatal_line: str | None = None
     rolled_back: bool = False
     culprits: tuple[str, ...] = ()
+    predicted_capacity: int | None = None
+    predicted_low: int | None = None
+    predicted_high: int | None = None
+    measured_capacity: int | None = None
+    prediction_missed: bool | None = None
 
     @classmethod
     def of(cls, state: RunState) -> RunFacts:
@@ -336,6 +408,11 @@ class RunFacts:
             fatal_line=state.restart.fatal_line,
             rolled_back=state.restart.rolled_back,
             culprits=tuple(state.isolate.culprits) if state.isolate is not None else (),
+            predicted_capacity=state.prediction.predicted_capacity if state.prediction else None,
+            predicted_low=state.prediction.predicted_low if state.prediction else None,
+            predicted_high=state.prediction.predicted_high if state.prediction else None,
+            measured_capacity=state.prediction.measured_capacity if state.prediction else None,
+            prediction_missed=state.prediction.missed if state.prediction else None,
         )
 
 
@@ -349,6 +426,11 @@ FACT_PATHS: Final[Mapping[str, tuple[tuple[str, str], type]]] = {
     "fatal_line": (("restart", "fatal_line"), str),
     "rolled_back": (("restart", "rolled_back"), bool),
     "culprits": (("isolate", "culprits"), list),
+    "predicted_capacity": (("prediction", "predicted_capacity"), int),
+    "predicted_low": (("prediction", "predicted_low"), int),
+    "predicted_high": (("prediction", "predicted_high"), int),
+    "measured_capacity": (("prediction", "measured_capacity"), int),
+    "prediction_missed": (("prediction", "missed"), bool),
 }
 """`RunFacts` field -> (its path in a schema-2 state, the JSON type stored there): what a reader
 of many states extracts in the database instead of decoding each whole state
@@ -388,6 +470,11 @@ def run_facts_of(values: Mapping[str, object]) -> RunFacts:
         fatal_line=_typed(values.get("fatal_line"), str),
         rolled_back=_typed(values.get("rolled_back"), bool) or False,
         culprits=tuple(c for c in culprits if isinstance(c, str)) if isinstance(culprits, list) else (),
+        predicted_capacity=_typed(values.get("predicted_capacity"), int),
+        predicted_low=_typed(values.get("predicted_low"), int),
+        predicted_high=_typed(values.get("predicted_high"), int),
+        measured_capacity=_typed(values.get("measured_capacity"), int),
+        prediction_missed=_typed(values.get("prediction_missed"), bool),
     )
 
 

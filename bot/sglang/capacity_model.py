@@ -320,28 +320,70 @@ def _spec(args: Mapping[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True)
+class LearnedCost:
+    """Memory a flag SGLang's arithmetic does not know takes before the memory profile (its
+    workspace), measured once from two starts of a try (`learn_flag_cost`) and carried by the
+    knowledge base; `source` says where it was measured (shown in the step that uses it)."""
+
+    flag: str
+    gib: float
+    source: str
+    value: str | tuple[str, ...] | None = None
+    """The flag's value when it was measured (None: a switch): another value may cost another
+    workspace, so it is then not used."""
+
+
+@dataclass(frozen=True)
 class AppliedChange:
-    """The `server_args` after a change, the keys it touched, and the flags the model does not
-    compute (their effect is unknown)."""
+    """The `server_args` after a change, the keys it touched, the flags the model does not
+    compute (their effect is unknown) and the learned workspaces the change adds (+) or frees (-)."""
 
     args: dict[str, Any]
     touched: frozenset[str]
     unmodelled: tuple[str, ...]
+    workspaces: tuple[tuple[LearnedCost, float], ...] = ()
 
 
-def apply_change(args: Mapping[str, Any], changes: Iterable[Change]) -> AppliedChange:
+def server_args_key(flag: str) -> str:
+    """The `server_args` field of a flag: `--enable-fused-moe-sum-all-reduce` -> `enable_fused_moe_sum_all_reduce`."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def _learned_workspace(args: Mapping[str, Any], change: Change, cost: LearnedCost) -> float:
+    """What a change of a flag with a learned cost does to the memory before the profile: adding
+    it to a start that runs without it takes its workspace, removing it from one that runs with
+    it frees it; anything else moves nothing (today's start already paid or never paid it)."""
+    running = _on(args.get(server_args_key(cost.flag)))
+    if change.op in ("add", "set") and not running:
+        return cost.gib
+    if change.op == "remove" and running:
+        return -cost.gib
+    return 0.0
+
+
+def apply_change(
+    args: Mapping[str, Any], changes: Iterable[Change], learned: Mapping[str, LearnedCost] | None = None
+) -> AppliedChange:
     """`args` with `changes` applied; a removed flag returns to its default (None when post-init
-    derives it). Raises PredictInputError for a value that cannot be the flag's."""
+    derives it); a flag the model does not compute but whose workspace was `learned` adds or frees
+    that workspace. Raises PredictInputError for a value that cannot be the flag's."""
     new = dict(args)
     unmodelled: list[str] = []
     touched: set[str] = set()
+    workspaces: list[tuple[LearnedCost, float]] = []
     for change in changes:
         if change.op in ("env-set", "env-unset"):
             unmodelled.append(f"env {change.env_name}")
             continue
         flag = change.flag or ""
         if flag not in _FLAG_KEYS:
-            unmodelled.append(flag)
+            cost = (learned or {}).get(flag)
+            if cost is None:
+                unmodelled.append(flag)
+            elif change.op != "remove" and change.value != cost.value:
+                unmodelled.append(f"{flag} at another value than the one its workspace was measured at")
+            else:
+                workspaces.append((cost, _learned_workspace(args, change, cost)))
             continue
         key, kind = _FLAG_KEYS[flag]
         touched.add(key)
@@ -364,7 +406,7 @@ def apply_change(args: Mapping[str, Any], changes: Iterable[Change]) -> AppliedC
             raise PredictInputError(f"{flag}={value!r}: the model knows {', '.join(_SPECULATIVE_ALGORITHMS)}")
         if key == "kv_cache_dtype" and value != "auto" and value not in _KV_DTYPE_BYTES:
             raise PredictInputError(f"{flag}={value!r}: the model knows auto, {', '.join(_KV_DTYPE_BYTES)}")
-    return AppliedChange(new, frozenset(touched), tuple(unmodelled))
+    return AppliedChange(new, frozenset(touched), tuple(unmodelled), tuple(workspaces))
 
 
 def memory_tier(gpu_mib: float, tp: int, rules: RuleSet) -> tuple[int, int]:
@@ -668,6 +710,19 @@ def recompute_profile(figures: StartFigures) -> tuple[int, str] | Unknown:
     return tokens, formula
 
 
+def learn_flag_cost(before: StartFigures, after: StartFigures) -> float | Unknown:
+    """The workspace (GiB) a flag took, from the start before a try that added it (`before`) and
+    the start after (`after`): what the after start's pools leave unexplained minus what the
+    before start's left (the profile rule explains every modelled flag, so the rest is the new
+    flag's). Unknown when either start's figures cannot be explained (module doc)."""
+    earlier, later = _prepare(before), _prepare(after)
+    if isinstance(earlier, Unknown):
+        return earlier
+    if isinstance(later, Unknown):
+        return later
+    return later.workspace_gib - earlier.workspace_gib
+
+
 def _reservation_gib(args: Mapping[str, Any], state_bytes: float, rules: RuleSet) -> float:
     """`handle_max_mamba_cache`' speculative reservation (0.5.9 / 0.5.10): state per request x
     (max_running_requests // dp) x draft tokens, set aside before the state cache is sized."""
@@ -862,12 +917,19 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
         return _unknown_outcome(mfs, parsed, steps)
     args["mem_fraction_static"] = mfs
     pre, post = f.pre_model_load_gib + jitter, f.post_model_load_gib + jitter
-    rest = post - pre * (1 - mfs) - inputs.workspace_gib
+    learned = sum(gib for _, gib in applied.workspaces)
+    for cost, gib in applied.workspaces:
+        steps.append(
+            Step(f"workspace of {cost.flag}", f"{gib:+.2f} GiB before the profile (learned)", cost.source)
+        )
+    rest = post - pre * (1 - mfs) - inputs.workspace_gib - learned
     steps.append(
         Step(
             "rest memory",
             f"post {post:.2f} - pre {pre:.2f} x (1 - {mfs:.4f}) - unexplained at the last start "
-            f"{inputs.workspace_gib:+.2f} = {rest:.3f} GiB",
+            f"{inputs.workspace_gib:+.2f}"
+            + (f" - learned workspaces {learned:+.2f}" if learned else "")
+            + f" = {rest:.3f} GiB",
             f"{SRC_PROFILE} ({cite})",
         )
     )
@@ -1080,12 +1142,14 @@ def predict(
     jitter_gib: float = DEFAULT_JITTER_GIB,
     band_source: str = "",
     expectations: Sequence[Expectation] = (),
+    learned: Mapping[str, LearnedCost] | None = None,
 ) -> Prediction:
-    """Predict the start after `changes` from today's `figures` (module doc)."""
+    """Predict the start after `changes` from today's `figures` (module doc); a flag the rules do
+    not compute is predicted from its `learned` workspace when there is one."""
     described = tuple(change.describe() for change in changes)
     rules = rule_set(figures.version)
-    today = _today(figures)
-    applied = apply_change(figures.server_args, changes)
+    today = today_figures(figures)
+    applied = apply_change(figures.server_args, changes, learned)
     inputs = _prepare(figures)
     if applied.unmodelled:
         inputs = Unknown(f"the memory effect of {', '.join(applied.unmodelled)} is not modelled")
@@ -1138,8 +1202,10 @@ def _dp_attention(args: Mapping[str, Any]) -> int:
     return int(args.get("dp_size") or 1) if _on(args.get("enable_dp_attention")) else 1
 
 
-def _today(f: StartFigures) -> dict[str, float | None]:
-    """Today's figures; `max_running_requests` the total over DP workers, as observe stores it."""
+def today_figures(f: StartFigures) -> dict[str, float | None]:
+    """A start's figures by the names a prediction gives (`METRICS`); `max_running_requests` the
+    total over DP workers, as observe stores it. Also what a try's start measured, to score the
+    prediction made for it."""
     parsed = _int(f.server_args.get("max_running_requests"))
     per_worker = f.max_running_requests
     return {
@@ -1185,6 +1251,7 @@ __all__ = [
     "MODELLED_FLAGS",
     "Band",
     "ExpectationCall",
+    "LearnedCost",
     "PredictInputError",
     "Prediction",
     "StartFigures",
@@ -1193,9 +1260,12 @@ __all__ = [
     "figures_json",
     "is_capacity_metric",
     "jitter_band",
+    "learn_flag_cost",
     "predict",
     "recompute_profile",
     "rule_set",
+    "server_args_key",
     "shown_number",
     "start_figures",
+    "today_figures",
 ]

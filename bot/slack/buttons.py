@@ -266,6 +266,12 @@ async def _button_words(services: SlackServices, action_id: str, value: ActionVa
     if action_id == "flagbot_test_hypothesis":
         row, chosen = await proposal(services, experiment_id, value.item or 0)
         return f"{chosen.command} target={row.target}"
-    if action_id not in ("flagbot_revert", "flagbot_cancel", "flagbot_isolate", "flagbot_rerun"):
+    if action_id not in (
+        "flagbot_revert",
+        "flagbot_cancel",
+        "flagbot_isolate",
+        "flagbot_rerun",
+        "flagbot_force",
+    ):
         return None
     return await button_command(services.context, experiment_id, value.action)

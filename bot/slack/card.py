@@ -32,7 +32,7 @@ from bot.slack.render_tables import (
 
 MAX_ACTION_VALUE = 2000
 """Characters of a button's value."""
-ACTIONS = ("revert", "keep", "rerun", "isolate", "cancel", "approve", "deny", "test_hypothesis")
+ACTIONS = ("revert", "keep", "rerun", "isolate", "force", "cancel", "approve", "deny", "test_hypothesis")
 """What a button asks for; its action id is `flagbot_<action>`."""
 ITEM_ACTIONS = frozenset({"test_hypothesis"})
 """Actions whose button names one item of the experiment (the rank of a proposed hypothesis)."""
@@ -160,6 +160,7 @@ _LABELS = {
     "keep": ("Keep", None),
     "rerun": ("Re-run benchmark", None),
     "isolate": ("Isolate", None),
+    "force": ("Restart anyway (force=yes)", None),
     "cancel": ("Cancel", "danger"),
     "approve": ("Approve", "primary"),
     "deny": ("Deny", "danger"),
@@ -173,6 +174,11 @@ _CONFIRM = {
         "Stop it",
     ),
     "approve": ("Approve?", "Approve experiment #{id}? It restarts the servers.", "Approve"),
+    "force": (
+        "Restart anyway?",
+        "Experiment #{id} was predicted to fail its expectation. Run the same try with force=yes (a restart)?",
+        "Restart anyway",
+    ),
 }
 
 

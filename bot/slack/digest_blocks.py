@@ -181,6 +181,14 @@ def render_blocks(digest: Digest, *, chart: Path | None = None) -> Rendered:
         empty="no new observations",
         more=more,
     )
+    if digest.predictions:
+        blocks += _part(
+            f"Capacity predicted before the restart ({sum(1 for p in digest.predictions if p.missed)} missed)",
+            digest.predictions,
+            lambda p: f"#{p.experiment_id} on {clip_escaped(p.target, 80)}: {clip_escaped(p.text, 400)}",
+            empty="none",
+            more=more,
+        )
     text = summary(f"{digest.title()}: {glance(digest)}")
     return Rendered(blocks, text, images=[chart] if chart is not None else [])
 

@@ -201,8 +201,8 @@ def may_approve(
 
 
 def decide_click(action: str, roles: frozenset[Role], *, actor: str) -> Decision:
-    """May `actor` press a card's button (Revert, Keep, Re-run, Isolate, Cancel, Run this
-    experiment)? Each changes the target or records the team's decision: the operator role at
+    """May `actor` press a card's button (Revert, Keep, Re-run, Isolate, Restart anyway, Cancel,
+    Run this experiment)? Each changes the target or records the team's decision: the operator role at
     least; the command a button stands for is then decided as if typed."""
     if "operator" in roles or "admin" in roles:
         return Decision(True, f"the {action} button; you ({actor}) have {_have(roles)}.", role="operator")

@@ -11,7 +11,7 @@ the run's state, exactly as it runs in production. `--enable-metrics` costs the 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,20 +75,30 @@ class FakeTarget:
     restarts: list[FlagSet] = field(default_factory=list)
     hand_edit: str | None = None
     """A diff: the unit was changed by hand (`check_unedited` refuses it)."""
+    start_of: Callable[[FlagSet, int], Snapshot] | None = None
+    """The start a flag set makes (flags, invocation -> snapshot), e.g. the twin's with its memory
+    lines (tests/support/twin_start.py); None: a start without them, capacity by `capacity`."""
 
-    def observation(self) -> SimpleNamespace:
-        """A start as `observe` reports it, its snapshot stored as the real one would be."""
-        row = self.store.add(
-            Snapshot(
+    def _snapshot(self) -> Snapshot:
+        if self.start_of is None:
+            return Snapshot(
                 target=TARGET,
                 node="node0",
-                invocation_id=f"inv-{self.invocation}",
                 sglang_version="0.5.10",
                 requested_flags=self.flags.to_json(),
                 effective={"max_running_requests": capacity(self.flags), "gpus": GPUS},
                 ready=True,
             )
-        )
+        start = self.start_of(self.flags, self.invocation)
+        measured = (start.effective.get("gpus") or {}).get("node0") or [{}]
+        start.effective = {**start.effective, "gpus": {"node0": [{**GPUS["node0"][0], **measured[0]}]}}
+        return start
+
+    def observation(self) -> SimpleNamespace:
+        """A start as `observe` reports it, its snapshot stored as the real one would be."""
+        start = self._snapshot()
+        start.invocation_id = f"inv-{self.invocation}"
+        row = self.store.add(start)
         return SimpleNamespace(
             evidence=[],
             requested=self.flags.to_json(),
@@ -98,7 +108,7 @@ class FakeTarget:
             startup_error=None,
             snapshot_id=row.id,
             invocation=f"inv-{self.invocation}",
-            effective={"max_running_requests": capacity(self.flags)},
+            effective={"max_running_requests": row.effective.get("max_running_requests")},
         )
 
     # --- the functions the steps call, by the names they import ---------------------------------

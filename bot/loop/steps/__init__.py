@@ -3,13 +3,15 @@
 `target_steps`: heal, snapshot, apply + restart, await the start, restore, the interrupt check.
 `measure_steps`: benchmark, compare, keep or revert. `state_steps`: revert plans, verify,
 baseline. `learn_steps`: the hypothesis log and knowledge observations. `analysis_steps`:
-preflight, ranked hypotheses, isolate. `schedule_steps`: verification checks later (bot.schedule).
+preflight, ranked hypotheses, isolate. `predict_steps`: the capacity prediction before a restart
+(it can stop a try) and its score once the start is observed. `schedule_steps`: verification checks later (bot.schedule).
 """
 
 from bot.loop.steps import (
     analysis_steps,
     learn_steps,
     measure_steps,
+    predict_steps,
     schedule_steps,
     state_steps,
     target_steps,
@@ -19,6 +21,7 @@ __all__ = [
     "analysis_steps",
     "learn_steps",
     "measure_steps",
+    "predict_steps",
     "schedule_steps",
     "state_steps",
     "target_steps",

@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.bench.run import run_plan
 from bot.loop.actions import StepContext, StopPlaybook, action
+from bot.loop.capacity import gpu_facts
 from bot.loop.expectations import Measured
 from bot.loop.isolate import Premise, ProbeAnswer, ProbeRecord, isolate, restart_bound
 from bot.loop.knowledge import KnowledgeBase, knowledge_files
@@ -32,8 +33,9 @@ from bot.loop.steps.common import (
     rests_on,
     snapshot_value,
 )
-from bot.loop.steps.learn_steps import gpu_facts, record_observation
+from bot.loop.steps.learn_steps import record_observation
 from bot.loop.steps.measure_steps import bench_plan
+from bot.loop.steps.predict_steps import predict_before_restart
 from bot.loop.steps.state_steps import reference_snapshot
 from bot.sglang.change import apply_changes, diff_flagsets
 from bot.sglang.expectation import evaluate
@@ -57,9 +59,10 @@ def knowledge_base(ctx: StepContext) -> Any:
 
 @action(
     "preflight",
-    summary="Check the change before any restart: flag known, hardware gating, implied flags, downtime, drop-in diff",
+    summary="Check the change before any restart: flag known, hardware gating, implied flags, downtime, "
+    "drop-in diff, predicted capacity (an expectation predicted to fail stops the try unless force=yes)",
 )
-async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any]:
+async def preflight(ctx: StepContext, *, dry_run: bool = False, force: bool = False) -> dict[str, Any]:
     check_changes(ctx, changes_of(ctx))  # before the dry run executes anything on node 0
     observations = await ctx.store.run(list_observations, ctx.store.store)
     report = await run_preflight(
@@ -79,10 +82,11 @@ async def preflight(ctx: StepContext, *, dry_run: bool = False) -> dict[str, Any
     ctx.state.preflight = PreflightFacts(
         gpus=report.gpus, gpus_read_at=report.gpus_read_at, report=report.to_json()
     )
+    predicted = await predict_before_restart(ctx, force=force, dry_run=dry_run)
     if dry_run:
         ctx.state.conclusion.verdict = "dry-run"
         raise StopPlaybook("dry run: preflight done, nothing changed on the target")
-    return {"warnings": len(report.warnings)}
+    return {"warnings": len(report.warnings), **predicted}
 
 
 async def _rank(ctx: StepContext, before: Any, after: Any, metrics: list[str]) -> list[Any]:

@@ -3,7 +3,9 @@
 Every try records a hypothesis ("this change moves capacity or throughput", or the user's own
 with `hypothesis=ID` / `because=`) and the verdict resolves it, so `flagbot log` can tell what
 was tried and what was learned. Observations go to the knowledge base's store table, and the
-next preflight cites them.
+next preflight cites them. A try that added one flag the capacity model does not compute also
+records that flag's workspace, measured from its two starts (`learn_memory_cost`): every later
+prediction with the same model, GPU, tensor parallelism and SGLang release uses it.
 """
 
 from __future__ import annotations
@@ -12,27 +14,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.loop.actions import StepContext, action
+from bot.loop.capacity import MEMORY_COST, cost_detail, figures_of, gpu_facts, identity_of, recorded_figures
 from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.steps.common import changes_of, snapshot_value
+from bot.sglang.capacity_model import MODELLED_FLAGS, Unknown, learn_flag_cost, server_args_key
+from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.store.experiments import update_experiment
 from bot.store.hypotheses import add_hypothesis, get_hypothesis, resolve_hypothesis
+from bot.store.models import Snapshot
 from bot.store.observations import add_observation
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TextBlock
-
-
-def gpu_facts(snapshot: Any) -> tuple[str | None, str | None]:
-    """(GPU name, compute capability) of node 0's first GPU in a snapshot, when nvidia-smi answered."""
-    if snapshot is None:
-        return None, None
-    gpus = (snapshot.effective or {}).get("gpus") or {}
-    for found in gpus.values():
-        if found:
-            first = found[0]
-            cap = first.get("compute_cap")
-            return first.get("name"), None if cap is None else str(cap)
-    return None, None
 
 
 async def record_observation(
@@ -157,11 +150,11 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
     after = await ctx.store.run(get_snapshot, ctx.store.store, ctx.state.after.snapshot_id)
     if ctx.state.restart.start_failed:
         return await _learn_failure(ctx, changes, before)
+    count = await learn_memory_cost(ctx, before, after)
     gpu, cap = gpu_facts(after)
     version = after.sglang_version if after is not None else None
     where = f"on {gpu or 'an unknown GPU'} (compute capability {cap or '?'}), SGLang {version or '?'}"
     together = " together with " + ", ".join(c.flag or "" for c in changes[1:]) if len(changes) > 1 else ""
-    count = 0
     for change in changes:
         flag = change.flag or ""
         notes = []
@@ -193,6 +186,47 @@ async def learn(ctx: StepContext) -> dict[str, Any]:
             await record_observation(ctx, after, flag=flag, kind=kind, text=text, detail=detail)
             count += 1
     return {"observations": count}
+
+
+def _learnable(changes: list[Change], before: Snapshot) -> Change | None:
+    """The one flag of a try whose workspace the two starts measure: exactly one added flag the
+    model does not compute (the rest are explained by its rules), none of the environment, and
+    not on the start before already."""
+    if any(change.op in ("env-set", "env-unset") for change in changes):
+        return None
+    unmodelled = [change for change in changes if change.flag not in MODELLED_FLAGS]
+    if len(unmodelled) != 1 or unmodelled[0].op not in ("add", "set") or unmodelled[0].flag is None:
+        return None
+    running = (before.server_args or {}).get(server_args_key(unmodelled[0].flag))
+    return None if running is True else unmodelled[0]
+
+
+async def learn_memory_cost(ctx: StepContext, before: Snapshot | None, after: Snapshot | None) -> int:
+    """Record the workspace of the try's one unmodelled flag (0 or 1 observation recorded)."""
+    if before is None or after is None or recorded_figures(before) is None or recorded_figures(after) is None:
+        return 0
+    change = _learnable(changes_of(ctx), before)
+    identity = identity_of(after)
+    if change is None or change.flag is None or identity != identity_of(before) or not identity.complete:
+        return 0
+    cost = learn_flag_cost(figures_of(before), figures_of(after))
+    if isinstance(cost, Unknown):
+        await ctx.emit(TextBlock(f"{change.flag}: its memory cost was not learned ({cost})", "Learned"))
+        return 0
+    text = (
+        f"{change.flag} takes {cost:.2f} GiB per GPU before the memory profile with {identity.describe()}: "
+        f"measured by experiment #{ctx.experiment_id} on {ctx.target} (snapshots #{before.id} -> #{after.id}); "
+        "predict and the try preflight use it from now on for this model, GPU and release"
+    )
+    await record_observation(
+        ctx,
+        after,
+        flag=change.flag,
+        kind=MEMORY_COST,
+        text=text,
+        detail=cost_detail(identity, cost, before.id, after.id, value=change.value),
+    )
+    return 1
 
 
 async def _learn_failure(ctx: StepContext, changes: list[Any], before: Any) -> dict[str, Any]:

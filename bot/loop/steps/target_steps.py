@@ -19,6 +19,7 @@ from bot.heap import settle
 from bot.http import async_client
 from bot.loop.actions import StepContext, StopPlaybook, action
 from bot.loop.steps.common import check_write, describe_flags, flags_from_json
+from bot.loop.steps.predict_steps import score_prediction
 from bot.sglang.flagset import FlagSet
 from bot.store.baselines import current_baseline
 from bot.store.experiments import list_steps
@@ -277,7 +278,9 @@ async def await_start(
             await ctx.emit(TextBlock(outcome.traffic, "Traffic"))
         ctx.state.after.snapshot_id = obs.snapshot_id
         ctx.state.after.invocation = obs.invocation
-        return {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}
+        scored = await score_prediction(ctx)  # the try's preflight prediction, next to this start
+        found = {"ready": True, "snapshot_id": obs.snapshot_id, "timings": timings}
+        return found if scored is None else {**found, "prediction": scored}
     ctx.state.restart.start_failed = True
     ctx.state.conclusion.verdict = "failed-to-start"
     if outcome.rollback is not None:

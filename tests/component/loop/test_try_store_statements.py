@@ -23,9 +23,12 @@ from bot.sglang.change import Change
 from bot.store import AsyncStore, Store
 from tests.support.loop_fake_target import TARGET, faked_target, settings
 
-STATEMENTS_PER_TRY = 213
+STATEMENTS_PER_TRY = 219
 """Counted on this commit (lease statements aside, the wait queue's among them: taking the lease
-asks `lease_waiter` whether anyone queued first); bench/experiment_counts.py shows where they go."""
+asks `lease_waiter` whether anyone queued first); bench/experiment_counts.py shows where they go.
+213 before issue 23's capacity prediction, which adds 6: the preflight reads the target's starts
+and the knowledge observations and shows its prediction (here: none, the fake's starts have no
+memory lines), `await_start` reads the new start and shows the prediction against it."""
 
 
 def _kind(statement: str) -> str:

@@ -62,6 +62,24 @@ def experiment(
 
 
 ONE_FLAG = [{"op": "add", "flag": "--enable-a"}]
+
+
+def stopped_by_prediction() -> Experiment:
+    """A try its preflight stopped before the restart: an expectation predicted to fail."""
+    row = experiment(
+        status="failed",
+        verdict="predicted-fail",
+        applied=False,
+        changes=[
+            {"op": "add", "flag": "--enable-fused-moe-sum-all-reduce"},
+            {"op": "set", "flag": "--mem-fraction-static", "value": "0.85"},
+        ],
+        extra={"prediction": {"stopped": "predicted to fail before any restart: …"}},
+    )
+    row.params = {**row.params, "expect": ["max_running_requests>=48"], "because": "more room"}
+    return row
+
+
 OUTCOMES: dict[str, Callable[[], Experiment]] = {
     "try regressed+reverted": lambda: experiment(kept=False),
     "try regressed+reverted, one flag": lambda: experiment(kept=False, changes=ONE_FLAG),
@@ -85,6 +103,7 @@ OUTCOMES: dict[str, Callable[[], Experiment]] = {
         "isolate", verdict="found", changes=[], restored=False, extra={"isolate": {"status": "found"}}
     ),
     "try still running": lambda: experiment(status="running", verdict=None),
+    "try stopped by its prediction": lambda: stopped_by_prediction(),
 }
 EXPECTED: dict[str, tuple[tuple[str, ...], str | None]] = {
     "try regressed+reverted": (("isolate",), None),
@@ -103,8 +122,9 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str | None]] = {
     "revert": ((), None),
     "isolate": ((), None),
     "try still running": ((), None),
+    "try stopped by its prediction": (("force",), None),
 }
-BUTTONS = ("revert", "keep", "rerun", "isolate")
+BUTTONS = ("revert", "keep", "rerun", "isolate", "force")
 
 
 @pytest.mark.parametrize("outcome", list(OUTCOMES))
@@ -164,6 +184,14 @@ async def test_rerun_sends_a_bench_rerun_of_that_experiment_on_its_target() -> N
     assert await button_command(ctx_for(row), 7, "revert") == "revert 7 target=gb10"
     assert await button_command(ctx_for(row), 7, "cancel") == "cancel 7 target=gb10"
     assert await button_command(ctx_for(row), 7, "keep") is None
+
+
+async def test_restart_anyway_sends_the_same_try_with_force_yes() -> None:
+    row = stopped_by_prediction()
+    assert await button_command(ctx_for(row), 7, "force") == (
+        "try add --enable-fused-moe-sum-all-reduce set --mem-fraction-static 0.85 "
+        "'max_running_requests>=48' 'because=more room' force=yes target=gb10"
+    )
 
 
 async def test_a_button_that_no_longer_fits_is_refused() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.app.predict import PredictAnswer, _history, explicit_keys, figures_of
+from bot.app.predict import PredictAnswer
+from bot.loop.capacity import figures_of
 from bot.sglang.capacity_model import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
@@ -43,32 +44,6 @@ def snapshot(
         },
         effective={"start_figures": recorded, "gpus": {"n0": [{"memory.total": "81559"}]}} if figures else {},
     )
-
-
-def test_the_launch_lines_flags_are_the_explicit_server_args_keys() -> None:
-    assert explicit_keys([{"flag": "--mem-fraction-static"}, {"flag": "--max-running-requests"}]) == {
-        "mem_fraction_static",
-        "max_running_requests",
-    }
-
-
-def test_a_stored_start_becomes_the_models_input_with_its_gpu_memory() -> None:
-    figures = figures_of(snapshot())
-    assert figures.pre_model_load_gib == 80.0
-    assert figures.gpu_total_mib == 81559.0
-    assert "mem_fraction_static" in figures.explicit
-
-
-def test_the_jitter_history_keeps_starts_of_the_same_release_and_weights_only() -> None:
-    last = snapshot(80.0)
-    history = [
-        last,
-        snapshot(80.1),
-        snapshot(70.0, weight=30.0),
-        snapshot(79.0, version="0.5.9"),
-        snapshot(figures=False),
-    ]
-    assert _history(history, last) == [80.0, 80.1]
 
 
 def test_the_answer_shows_todays_figures_the_band_the_steps_and_the_call() -> None:

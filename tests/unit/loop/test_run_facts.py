@@ -8,6 +8,7 @@ import pytest
 
 from bot.loop.run_state import (
     FACT_PATHS,
+    PredictionRecord,
     RunFacts,
     RunState,
     RunStateError,
@@ -24,6 +25,14 @@ def _finished_try() -> dict[str, Any]:
     state.conclusion.kept, state.conclusion.verdict = True, "improved"
     state.restart.applied = True
     state.isolate = RunState.load({"schema_version": 2, "isolate": ISOLATE}).isolate
+    state.prediction = PredictionRecord(
+        snapshot_id=11,
+        predicted_capacity=26,
+        predicted_low=25,
+        predicted_high=27,
+        measured_capacity=30,
+        missed=True,
+    )
     return state.dump()
 
 
@@ -70,6 +79,9 @@ def test_values_of_another_type_read_as_absent() -> None:
         "fatal_line": ["x"],
         "rolled_back": 1,
         "culprits": ["--a", 2, None],
+        "predicted_capacity": 26.5,
+        "measured_capacity": "26",
+        "prediction_missed": 0,
     }
     assert run_facts_of(odd) == RunFacts(culprits=("--a",))
 
