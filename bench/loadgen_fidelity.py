@@ -25,8 +25,8 @@ The tools:
   `--peers-dir` (`pip install --no-deps sglang==0.5.9` plus the client's own imports), with the
   same load: `--backend sglang-oai`, `--dataset-name random-ids --random-range-ratio 1` /
   `generated-shared-prefix` / `sharegpt`, `--max-concurrency C`, `--request-rate inf|R`, an
-  offline word-level tokenizer this script writes (3-letter words, so a decoded prompt of N ids
-  is N tokens to the twin too), and `HOME` set to a temporary directory for each run (its
+  offline word-level tokenizer this script writes (every 3-letter word, so a decoded prompt of
+  N ids is N tokens to the twin too, and `random-ids` prompts do not repeat), and `HOME` set to a temporary directory for each run (its
   shared-prefix dataset is otherwise cached in `~/.cache/sglang/benchmark` and reused).
 
 Both clients run pinned to CPU 1. For each row and tool the script prints the tool's figure
@@ -76,6 +76,7 @@ import os
 import random
 import shutil
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -90,7 +91,7 @@ sys.path.insert(0, str(ROOT))
 
 from bot.bench.datasets import DatasetSpec  # noqa: E402
 from bot.bench.loadgen import LoadSpec, run_load  # noqa: E402
-from bot.bench.prompts import WORDS, make_prompt  # noqa: E402
+from bot.bench.prompts import make_prompt  # noqa: E402
 from bot.config.schema import SharedPrefixShape  # noqa: E402
 from flagbot_lab.twin.install import NODE_SITE, install_into  # noqa: E402
 from tests.support.twin_process import Twin, TwinFactory, tiny  # noqa: E402
@@ -241,11 +242,14 @@ json.dump({"model_type": "llama"}, open(sys.argv[1] + "/config.json", "w"))
 
 
 def ensure_tokenizer(python: Path, peers: Path) -> Path:
-    """A word-level tokenizer of 3-letter words (its unknown token too): N ids decode to N words,
-    which the twin counts as N tokens, so bench_serving's prompts have the requested length."""
-    path = peers / "wordtok3"
+    """A word-level tokenizer of every 3-letter lowercase word (its unknown token too): N ids
+    decode to N words, which the twin counts as N tokens, so bench_serving's prompts have the
+    requested length. Every 3-letter word, not just flagbot's 113: bench_serving's `random-ids`
+    prompt i is the ids (offset_i + i + j) mod vocab, so with a vocabulary of 114 two requests in
+    a hundred share their start, and the whole prompt, and the twin's prefix cache answered them."""
+    path = peers / "wordtok3-all"
     if not (path / "tokenizer.json").exists():
-        words = [*WORDS, "zzz"]
+        words = ["".join(letters) for letters in itertools.product(string.ascii_lowercase, repeat=3)]
         subprocess.run(
             [str(python), "-c", TOKENIZER, str(path), json.dumps(words)], check=True, env=offline()
         )
@@ -290,16 +294,20 @@ def truth_figures(records: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def cache_line(records: list[dict[str, Any]]) -> str:
-    """What the twin's prefix cache served on a shared-prefix row, next to the ideal: every
-    request after its group's first (the warmup's group counted as sent) hits a system prompt."""
+def cache_line(row: Row, records: list[dict[str, Any]]) -> str:
+    """What the twin's prefix cache served (`cached_tokens` in its truth). On a shared-prefix row,
+    next to the ideal: every request after its group's first (the warmup's group counted as
+    sent) hits its system prompt. Elsewhere the ideal is none: flagbot salts every prompt, and
+    bench_serving's prompts share nothing either unless the tokenizer's vocabulary is small."""
     served = sum(r["cached_tokens"] for r in records)
+    if row.dataset != "gsp":
+        return f"cached tokens (twin) {served}"
     hits = sum(1 for r in records if r["cached_tokens"] >= GSP.system_prompt_len)
     ideal_hits = len(records) - GSP.num_groups + 1
+    ideal = ideal_hits * GSP.system_prompt_len
     return (
-        f"cached tokens (twin) {served} vs ideal {ideal_hits * GSP.system_prompt_len}"
-        f" ({served / (ideal_hits * GSP.system_prompt_len) - 1:+.1%}); requests hitting a system prompt"
-        f" {hits}/{len(records)} vs ideal {ideal_hits}"
+        f"cached tokens (twin) {served} vs ideal {ideal} ({served / ideal - 1:+.1%});"
+        f" requests hitting a system prompt {hits}/{len(records)} vs ideal {ideal_hits}"
     )
 
 
@@ -531,8 +539,7 @@ def main() -> None:
                     continue
                 records = truth_of(twin, since, time.time(), row.requests, warmups=1)
                 print_row(row, name, measured, truth_figures(records), worst)
-                if row.dataset == "gsp":
-                    print(f"{'':32} {'':20} {cache_line(records)}", flush=True)
+                print(f"{'':32} {'':20} {cache_line(row, records)}", flush=True)
         print("cells: tool's figure (truth) error; worst absolute error over all rows and metrics:")
         for name, error in worst.items():
             print(f"  {name}: {error:.1%}")
