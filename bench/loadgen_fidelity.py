@@ -49,7 +49,8 @@ CPU time over its measured phase divided by the SSE events it parsed) is printed
 flagbot row. At the end the random closed-loop case is run again at `--cpu-levels`, alternately
 with this checkout's code and with the base commit's (`--base-commit`, default e2900e6, the
 commit before datasets, load shapes and goodput: extracted with `git archive` to a temporary
-directory and run in a child process with the same interpreter), `--cpu-repeats` times each,
+directory and run in a child process with the same interpreter), `--cpu-repeats` times each
+(`--cpu-requests` x concurrency requests a run),
 and the medians are printed side by side: "unchanged or better" is that comparison. The
 machine's load average is printed at the start and at the end: on a shared machine the CPU
 time per event is the figure that counts, wall times less so.
@@ -63,7 +64,8 @@ shows what the tool saw besides: the accept length it read, its peak output tok/
 buckets) and, for flagbot, the per-chunk median ITL. Prints figures; not a test.
 
     .venv/bin/python bench/loadgen_fidelity.py [--levels 1,4,16,64] [--peers-dir state/bench-peers]
-        [--speculative] [--no-peer] [--no-base] [--only random,gsp,sharegpt]
+        [--speculative] [--no-peer] [--only random,gsp,sharegpt,cpu]
+        [--cpu-levels 16,64] [--cpu-repeats 3] [--cpu-requests 2]
 """
 
 from __future__ import annotations
@@ -412,14 +414,16 @@ def us_per_event_base(base: Path, twin: Twin, concurrency: int, requests: int) -
     return float(report["client"]["us_per_event"])
 
 
-def cpu_comparison(twin: Twin, commit: str, levels: list[int], repeats: int, tmp: Path) -> None:
+def cpu_comparison(
+    twin: Twin, commit: str, levels: list[int], repeats: int, per_slot: int, tmp: Path
+) -> None:
     base = base_checkout(commit, tmp / "base")
     print(
         f"\nflagbot client CPU per streamed event, random dataset, closed loop ({repeats} runs each, median):"
     )
     print(f"{'level':>5} {'this checkout':>16} {'base ' + commit:>16} {'change':>8}")
     for concurrency in levels:
-        requests = 2 * concurrency
+        requests = per_slot * concurrency
         now: list[float] = []
         before: list[float] = []
         for _ in range(repeats):
@@ -479,7 +483,11 @@ def main() -> None:
     parser.add_argument(
         "--min-requests", type=int, default=8, help="requests per level: max(this, 2 x concurrency)"
     )
-    parser.add_argument("--only", default="random,gsp,sharegpt", help="datasets to run")
+    parser.add_argument(
+        "--only",
+        default="random,gsp,sharegpt,cpu",
+        help="datasets to run; cpu: the comparison with the base commit",
+    )
     parser.add_argument(
         "--rate", type=float, default=8.0, help="open-loop rows: requests/s (shared prefix: half)"
     )
@@ -492,10 +500,10 @@ def main() -> None:
     )
     parser.add_argument("--peers-dir", type=Path, default=ROOT / "state" / "bench-peers")
     parser.add_argument("--no-peer", action="store_true", help="flagbot only (no venv, no download)")
-    parser.add_argument("--no-base", action="store_true", help="skip the CPU comparison with the base commit")
     parser.add_argument("--base-commit", default=BASE_COMMIT)
     parser.add_argument("--cpu-levels", default="16,64")
     parser.add_argument("--cpu-repeats", type=int, default=3)
+    parser.add_argument("--cpu-requests", type=int, default=2, help="requests a run: this x concurrency")
     parser.add_argument(
         "--speculative", action="store_true", help="the twin with speculative decoding (multi-token chunks)"
     )
@@ -529,8 +537,10 @@ def main() -> None:
             f"{SHAREGPT_PROMPT_WORDS[1]} words, answers {SHAREGPT_ANSWER_WORDS[0]}-{SHAREGPT_ANSWER_WORDS[1]}"
             + (f", speculative: {' '.join(SPECULATIVE)}" if args.speculative else "")
         )
-        print(f"{'row':32} {'tool':20} " + " ".join(f"{m:>24}" for m in METRICS))
-        for row in rows(args, tmp):
+        plan = rows(args, tmp)
+        if plan:
+            print(f"{'row':32} {'tool':20} " + " ".join(f"{m:>24}" for m in METRICS))
+        for row in plan:
             for name, tool in tools.items():
                 since = time.time()
                 measured = tool(twin, row)
@@ -540,14 +550,15 @@ def main() -> None:
                 records = truth_of(twin, since, time.time(), row.requests, warmups=1)
                 print_row(row, name, measured, truth_figures(records), worst)
                 print(f"{'':32} {'':20} {cache_line(row, records)}", flush=True)
-        print("cells: tool's figure (truth) error; worst absolute error over all rows and metrics:")
-        for name, error in worst.items():
-            print(f"  {name}: {error:.1%}")
+        if plan:
+            print("cells: tool's figure (truth) error; worst absolute error over all rows and metrics:")
+            for name, error in worst.items():
+                print(f"  {name}: {error:.1%}")
         for line in skipped:
             print(f"not run: {line}")
-        if not args.no_base and not args.speculative:
+        if "cpu" in args.only.split(",") and not args.speculative:
             levels = [int(x) for x in args.cpu_levels.split(",")]
-            cpu_comparison(twin, args.base_commit, levels, args.cpu_repeats, tmp)
+            cpu_comparison(twin, args.base_commit, levels, args.cpu_repeats, args.cpu_requests, tmp)
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         factory.close()
