@@ -116,6 +116,7 @@ def test_the_matrix_covers_the_registry() -> None:
         "keep",
         "rerun",
         "isolate",
+        "force",
         "cancel",
         "approve",
         "deny",
