@@ -55,7 +55,6 @@ SRC_INIT_POOL_059 = "model_executor/model_runner_kv_cache_mixin.py init_memory_p
 SRC_RESOLVE_REQS_0523 = "mem_cache/kv_cache_configurator.py resolve_max_num_reqs"
 SRC_MAMBA = "model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache"
 SRC_MAMBA_RATIO = "model_executor/model_runner_kv_cache_mixin.py _calculate_mamba_ratio"
-SRC_MAMBA_RATIO_0523 = "mem_cache/kv_cache_configurator.py _calculate_mamba_ratio"
 SRC_USER_LIMIT = "model_executor/model_runner_kv_cache_mixin.py _resolve_token_capacity"
 SRC_GPU_MEMORY = "server_args.py _handle_gpu_memory_settings"
 SRC_SPECULATIVE = "server_args.py _handle_speculative_decoding"
@@ -944,16 +943,17 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
         dp = _dp_attention(args)
         explicit_size = _int(args.get("max_mamba_cache_size"))
         if rules == "0.5.23":
-            if explicit_size is None:
-                return _unknown_outcome(
-                    Unknown(
-                        "0.5.23 sizes the state cache jointly with the KV pool (kv_cache_configurator.py), not modelled"
-                    ),
-                    parsed,
-                    steps,
-                )
-            state_size = explicit_size
-            rule_text = f"--max-mamba-cache-size {explicit_size}"
+            # An explicit size is no shortcut either: 0.5.23 resolves the scheduler strategy itself
+            # (`auto` -> extra_buffer with the overlap schedule on: 5 slots a request, not 3), adds
+            # a padding slot and solves the speculative intermediate states together with the KV
+            # pool; a guess here was a confident wrong call (bench/predict_accuracy.py).
+            return _unknown_outcome(
+                Unknown(
+                    "0.5.23 sizes the state cache jointly with the KV pool (kv_cache_configurator.py), not modelled"
+                ),
+                parsed,
+                steps,
+            )
         else:
             reservation = _reservation_gib(args, per_req, rules)
             total = rest - reservation
@@ -979,7 +979,7 @@ def _run(inputs: _Inputs, applied: AppliedChange, jitter: float) -> _Outcome:
             Step(
                 "state slots per request",
                 ratio_text,
-                f"{SRC_MAMBA_RATIO_0523 if rules == '0.5.23' else SRC_MAMBA_RATIO} ({cite})",
+                f"{SRC_MAMBA_RATIO} ({cite})",
             )
         )
     # the KV pool

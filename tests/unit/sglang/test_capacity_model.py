@@ -230,8 +230,12 @@ def test_0_5_9_extra_buffer_counts_one_extra_slot_under_speculative_decoding() -
     assert figure(prediction, "max_running_requests").value == 100 // 4
 
 
-def test_0_5_23_hybrid_auto_sized_state_cache_is_unknown() -> None:
-    prediction = predict(hybrid("0.5.23"), [Change("set", "--mem-fraction-static", "0.7")], jitter_gib=0.0)
+@pytest.mark.parametrize(
+    "change",
+    [Change("set", "--mem-fraction-static", "0.7"), Change("add", "--max-mamba-cache-size", "200")],
+)
+def test_0_5_23_hybrid_state_cache_is_unknown_even_with_an_explicit_size(change: Change) -> None:
+    prediction = predict(hybrid("0.5.23"), [change], jitter_gib=0.0)
     found = prediction.figure("max_running_requests").predicted
     assert isinstance(found, Unknown)
     assert "kv_cache_configurator" in found.why
