@@ -36,14 +36,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bot.sglang.capacity_model import (
-    Band,
-    Unknown,
-    figures_json,
-    predict,
-    recompute_profile,
-    start_figures,
-)
+from bot.sglang.capacity_model.arithmetic import recompute_profile
+from bot.sglang.capacity_model.figures import Band, Unknown, figures_json, start_figures
+from bot.sglang.capacity_model.prediction import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation
 from bot.sglang.log import parse_log_lines

@@ -17,7 +17,8 @@ from bot.app.context import AppContext
 from bot.app.errors import AppError
 from bot.commands import Invocation
 from bot.loop.capacity import call_rows, figure_rows, predict_for_target
-from bot.sglang.capacity_model import PredictInputError, Prediction
+from bot.sglang.capacity_model.applied_change import PredictInputError
+from bot.sglang.capacity_model.prediction import Prediction
 
 
 @dataclass(frozen=True)

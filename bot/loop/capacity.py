@@ -18,18 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bot.sglang.capacity_model import (
-    MODELLED_FLAGS,
-    Band,
-    LearnedCost,
-    Prediction,
-    StartFigures,
-    Unknown,
-    jitter_band,
-    predict,
-    shown_number,
-    start_figures,
-)
+from bot.sglang.capacity_model.applied_change import MODELLED_FLAGS, LearnedCost
+from bot.sglang.capacity_model.figures import Band, StartFigures, Unknown, shown_number, start_figures
+from bot.sglang.capacity_model.prediction import Prediction, jitter_band, predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation
 from bot.store.loop_models import KnowledgeObservation

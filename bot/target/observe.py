@@ -30,7 +30,7 @@ import httpx
 from bot.aio import gather_all_or_none, stop_tasks
 from bot.http import async_client
 from bot.redaction import redactor
-from bot.sglang.capacity_model import figures_json
+from bot.sglang.capacity_model.figures import figures_json
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import chain_text
@@ -102,7 +102,7 @@ class Observation:
     warning_flags: dict[str, str] = field(default_factory=dict)
     """Adjustment warning text -> the `server_args` field it bears on (bot/sglang/adjustments.py)."""
     start_figures: dict[str, Any] = field(default_factory=dict)
-    """The start's memory figures (`capacity_model.figures_json`): what `predict` computes from."""
+    """The start's memory figures (`capacity_model.figures.figures_json`): what `predict` computes from."""
 
     @property
     def healthy(self) -> bool:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bot.sglang.capacity_model import figures_json
+from bot.sglang.capacity_model.figures import figures_json
 from bot.sglang.log import parse_log_lines
 from bot.sglang.log_report import StartReport
 from bot.store.models import Snapshot

@@ -17,7 +17,9 @@ from bot.loop.actions import StepContext, action
 from bot.loop.capacity import MEMORY_COST, cost_detail, figures_of, gpu_facts, identity_of, recorded_figures
 from bot.loop.expectations import evaluate_all, load_measured
 from bot.loop.steps.common import changes_of, snapshot_value
-from bot.sglang.capacity_model import MODELLED_FLAGS, Unknown, learn_flag_cost, server_args_key
+from bot.sglang.capacity_model.applied_change import MODELLED_FLAGS, server_args_key
+from bot.sglang.capacity_model.arithmetic import learn_flag_cost
+from bot.sglang.capacity_model.figures import Unknown
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.store.experiments import update_experiment

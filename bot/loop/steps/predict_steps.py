@@ -27,14 +27,9 @@ from bot.loop.capacity import (
 from bot.loop.run_state import PredictionRecord
 from bot.loop.steps.common import changes_of, expectations_of
 from bot.loop.steps.learn_steps import record_observation
-from bot.sglang.capacity_model import (
-    PRINT_ROUNDING_GIB,
-    Band,
-    PredictInputError,
-    Prediction,
-    shown_number,
-    today_figures,
-)
+from bot.sglang.capacity_model.applied_change import PredictInputError
+from bot.sglang.capacity_model.figures import PRINT_ROUNDING_GIB, Band, shown_number
+from bot.sglang.capacity_model.prediction import Prediction, today_figures
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import TableBlock, TextBlock
 

@@ -33,7 +33,8 @@ from bot.loop.engine import Engine
 from bot.loop.records_view import read
 from bot.loop.report import MemoryReporter
 from bot.loop.run_state import RunState
-from bot.sglang.capacity_model import Band, Unknown, learn_flag_cost
+from bot.sglang.capacity_model.arithmetic import learn_flag_cost
+from bot.sglang.capacity_model.figures import Band, Unknown
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.sglang.flagset import FlagSet

@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.app.predict import PredictAnswer
 from bot.loop.capacity import figures_of
-from bot.sglang.capacity_model import predict
+from bot.sglang.capacity_model.prediction import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.store.models import Snapshot

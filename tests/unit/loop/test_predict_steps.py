@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from bot.loop.run_state import PredictionRecord, prediction_error_text
 from bot.loop.steps.predict_steps import figures_outside_band, stop_reason
-from bot.sglang.capacity_model import LearnedCost, predict
+from bot.sglang.capacity_model.applied_change import LearnedCost
+from bot.sglang.capacity_model.prediction import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
-from tests.unit.sglang.test_capacity_model import dense
+from tests.unit.sglang.capacity_model.test_prediction import dense
 
 FUSED = "--enable-fused-moe-sum-all-reduce"
 LEARNED = {FUSED: LearnedCost(FUSED, 40.0, "knowledge fact #3: measured by experiment #1 on lab")}

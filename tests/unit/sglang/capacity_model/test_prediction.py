@@ -10,19 +10,11 @@ from typing import Any
 
 import pytest
 
-from bot.sglang.capacity_model import (
-    GIB,
-    Band,
-    PredictInputError,
-    StartFigures,
-    Unknown,
-    figures_json,
-    jitter_band,
-    piecewise_token_sizes,
-    predict,
-    recompute_profile,
-    rule_set,
-)
+from bot.sglang.capacity_model.applied_change import PredictInputError
+from bot.sglang.capacity_model.arithmetic import recompute_profile
+from bot.sglang.capacity_model.figures import GIB, Band, StartFigures, Unknown, figures_json, rule_set
+from bot.sglang.capacity_model.prediction import jitter_band, predict
+from bot.sglang.capacity_model.rules import piecewise_token_sizes
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
 from bot.sglang.log import parse_log_lines

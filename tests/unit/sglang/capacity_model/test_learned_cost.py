@@ -1,6 +1,6 @@
 """A flag's workspace learned from two starts, and the prediction that uses it (issue 23, item 2).
 
-The starts are the hand-written dense model of test_capacity_model.py: the start after a try
+The starts are the hand-written dense model of test_prediction.py: the start after a try
 that added `--enable-fused-moe-sum-all-reduce` has a pool smaller by the flag's workspace.
 """
 
@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from bot.sglang.capacity_model import GIB, LearnedCost, StartFigures, Unknown, learn_flag_cost, predict
+from bot.sglang.capacity_model.applied_change import LearnedCost
+from bot.sglang.capacity_model.arithmetic import learn_flag_cost
+from bot.sglang.capacity_model.figures import GIB, StartFigures, Unknown
+from bot.sglang.capacity_model.prediction import predict
 from bot.sglang.change import Change
 from bot.sglang.expectation import parse_expectation
-from tests.unit.sglang.test_capacity_model import CELL, dense, figure
+from tests.unit.sglang.capacity_model.test_prediction import CELL, dense, figure
 
 FUSED = "--enable-fused-moe-sum-all-reduce"
 WORKSPACE_GIB = 9.24

@@ -1,0 +1,494 @@
+"""One run of SGLang's start arithmetic: today's figures, a change and a jitter in, the new pools out.
+
+Why apart from the prediction: the run is deterministic and knows nothing of bands or
+expectations; the prediction runs it at every jitter of the band, and calibration
+(`learn_flag_cost`, `recompute_profile`) reads what today's start leaves unexplained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bot.sglang.capacity_model.applied_change import AppliedChange
+from bot.sglang.capacity_model.figures import (
+    GIB,
+    PRINT_ROUNDING_GIB,
+    RuleSet,
+    StartFigures,
+    Step,
+    Unknown,
+    as_float,
+    as_int,
+    dp_attention_workers,
+    rule_set,
+    spec_algorithm,
+    switched_on,
+)
+from bot.sglang.capacity_model.rules import (
+    MAMBA_BASE_RATIO,
+    SPECULATIVE_MAX_RUNNING,
+    SRC_GPU_MEMORY,
+    SRC_KV_POOL,
+    SRC_MAMBA,
+    SRC_MAMBA_RATIO,
+    SRC_PROFILE,
+    SRC_REQ_POOL,
+    SRC_SPECULATIVE,
+    SRC_USER_LIMIT,
+    kv_bytes,
+    mamba_ratio,
+    memory_tier,
+    piecewise_on,
+    piecewise_tokens,
+    reservation_gib,
+    reserved_mem_mb,
+    resolve_max_num_reqs,
+)
+
+
+@dataclass(frozen=True)
+class ArithmeticInputs:
+    """Today's figures checked for completeness, with what was derived from them."""
+
+    figures: StartFigures
+    rules: RuleSet
+    cell_bytes: float
+    state_bytes: float | None
+    workspace_gib: float
+    """What the pools of the last start do not explain of the rest its lines give: positive for
+    memory a flag took before the profile (its workspace), negative when SGLang's profile saw
+    more free memory than the `Load weight end` line printed. Carried into the prediction."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One run of the arithmetic at one jitter."""
+
+    mem_fraction_static: float | Unknown
+    parsed_max_running_requests: int | Unknown | None
+    max_total_num_tokens: int | Unknown
+    max_running_requests: int | Unknown
+    max_mamba_cache_size: int | Unknown | None
+    kv_gib: float | Unknown
+    state_gib: float | Unknown
+    available_gpu_mem_gb: float | Unknown
+    steps: tuple[Step, ...]
+
+
+def prepare_inputs(figures: StartFigures) -> ArithmeticInputs | Unknown:
+    """Check today's figures and derive the KV cell, the state per request and the workspace
+    (`ArithmeticInputs.workspace_gib`); an unexplained amount within the printing's rounding and one KV
+    page or state slot is noise, taken as 0."""
+    rules = rule_set(figures.version)
+    if rules is None:
+        return Unknown(f"SGLang {figures.version or '(version not known)'}: its capacity rules were not read")
+    missing = [
+        name
+        for name in (
+            "pre_model_load_gib",
+            "post_model_load_gib",
+            "kv_tokens",
+            "kv_gib",
+            "max_total_num_tokens",
+        )
+        if getattr(figures, name) is None
+    ]
+    mfs = as_float(figures.server_args.get("mem_fraction_static"))
+    if mfs is None:
+        missing.append("mem_fraction_static")
+    if missing:
+        return Unknown(f"the last start did not print {', '.join(missing)}")
+    assert figures.kv_tokens is not None
+    assert figures.kv_gib is not None
+    assert mfs is not None
+    assert figures.pre_model_load_gib is not None
+    assert figures.post_model_load_gib is not None
+    if figures.kv_tokens <= 0:
+        return Unknown("the last start's KV pool is empty")
+    if figures.max_total_num_tokens is not None and figures.kv_tokens != figures.max_total_num_tokens:
+        return Unknown(
+            f"the first KV pool holds {figures.kv_tokens} tokens, max_total_num_tokens is "
+            f"{figures.max_total_num_tokens}: a sliding-window or split pool, not modelled"
+        )
+    cell = figures.kv_gib * GIB / figures.kv_tokens
+    state_bytes: float | None = None
+    state_gib = 0.0
+    reservation = 0.0
+    if figures.hybrid:
+        if figures.mamba_state_gib is None or not figures.mamba_cache_size:
+            return Unknown("the last start's Mamba Cache line has no state sizes")
+        state_bytes = figures.mamba_state_gib * GIB / figures.mamba_cache_size
+        state_gib = figures.mamba_state_gib
+        reservation = reservation_gib(figures.server_args, state_bytes, rules)
+    rest = figures.post_model_load_gib - figures.pre_model_load_gib * (1 - mfs)
+    unexplained = rest - reservation - state_gib - figures.kv_tokens * cell / GIB
+    page = int(figures.server_args.get("page_size") or 1)
+    noise = PRINT_ROUNDING_GIB * 2 + (page + 1) * cell / GIB + (state_bytes or 0.0) / GIB
+    workspace = unexplained if abs(unexplained) > noise else 0.0
+    return ArithmeticInputs(figures, rules, cell, state_bytes, workspace)
+
+
+def recompute_profile(figures: StartFigures) -> tuple[int, str] | Unknown:
+    """`max_total_num_tokens` recomputed from the start's own memory lines alone (no workspace
+    term): `int((post - pre x (1 - mfs) - reservation - state) GiB) // cell`, the cell from the
+    KV pool line. How well the printed lines explain the pool SGLang made (bench/predict_accuracy.py)."""
+    inputs = prepare_inputs(figures)
+    if isinstance(inputs, Unknown):
+        return inputs
+    assert figures.pre_model_load_gib is not None
+    assert figures.post_model_load_gib is not None
+    mfs = float(figures.server_args["mem_fraction_static"])
+    rest = figures.post_model_load_gib - figures.pre_model_load_gib * (1 - mfs)
+    state = figures.mamba_state_gib or 0.0
+    reservation = (
+        reservation_gib(figures.server_args, inputs.state_bytes, inputs.rules) if inputs.state_bytes else 0.0
+    )
+    tokens = int((rest - state - reservation) * GIB) // round(inputs.cell_bytes)
+    formula = (
+        f"rest {figures.post_model_load_gib:.2f} - {figures.pre_model_load_gib:.2f} x (1 - {mfs}) = {rest:.2f} GiB, "
+        f"- state {state:.2f} - reservation {reservation:.2f}, // cell {inputs.cell_bytes:.0f} B = {tokens}"
+    )
+    return tokens, formula
+
+
+def learn_flag_cost(before: StartFigures, after: StartFigures) -> float | Unknown:
+    """The workspace (GiB) a flag took, from the start before a try that added it (`before`) and
+    the start after (`after`): what the after start's pools leave unexplained minus what the
+    before start's left (the profile rule explains every modelled flag, so the rest is the new
+    flag's). Unknown when either start's figures cannot be explained (module doc)."""
+    earlier, later = prepare_inputs(before), prepare_inputs(after)
+    if isinstance(earlier, Unknown):
+        return earlier
+    if isinstance(later, Unknown):
+        return later
+    return later.workspace_gib - earlier.workspace_gib
+
+
+def _new_mem_fraction(
+    inputs: ArithmeticInputs, new: Mapping[str, Any], touched: frozenset[str], cite: str
+) -> tuple[float | Unknown, list[Step]]:
+    """An explicit `--mem-fraction-static` is kept; a derived one is re-derived when its inputs
+    moved, by the ratio of `round((gpu - reserved) / gpu, 3)` now and then (which keeps a VLM's
+    `adjust_mem_fraction_for_vlm` factor)."""
+    today = float(inputs.figures.server_args["mem_fraction_static"])
+    given = as_float(new.get("mem_fraction_static"))
+    if "mem_fraction_static" in touched and given is not None:
+        return given, [
+            Step("mem_fraction_static", f"{given} as given", f"server_args.py ServerArgs ({cite})")
+        ]
+    explicit_today = "mem_fraction_static" in inputs.figures.explicit
+    if "mem_fraction_static" in touched and explicit_today:
+        return Unknown(
+            "without --mem-fraction-static it is derived from the model (VLM factor) and the GPU"
+        ), []
+    if explicit_today:
+        return today, [
+            Step("mem_fraction_static", f"{today}, as given at the last start", f"server_args.py ({cite})")
+        ]
+    old_args = inputs.figures.server_args
+    reserve_inputs: tuple[str, ...] = ("chunked_prefill_size", "cuda_graph_max_bs", "speculative_algorithm")
+    if inputs.rules == "0.5.23":  # memory_hook.py: the capture sizes follow these too
+        reserve_inputs += ("max_running_requests", "max_total_tokens")
+    elif piecewise_on(new, inputs.rules):  # the piecewise token list's largest size follows it
+        reserve_inputs += ("max_total_tokens",)
+    moved = [k for k in reserve_inputs if new.get(k) != old_args.get(k)]
+    if not moved:
+        return today, [
+            Step(
+                "mem_fraction_static",
+                f"{today}, unchanged (derived, its inputs did not move)",
+                f"{SRC_GPU_MEMORY} ({cite})",
+            )
+        ]
+    gpu = inputs.figures.gpu_total_mib
+    if gpu is None:
+        return Unknown("mem_fraction_static is derived from GPU memory, not recorded for this start"), []
+    steps: list[Step] = []
+    if inputs.rules != "0.5.23" and piecewise_on(new, inputs.rules):
+        tokens = piecewise_tokens(inputs.figures, new)
+        if isinstance(tokens, Unknown):
+            return tokens, []
+        new = {**new, "piecewise_cuda_graph_tokens": tokens}
+        steps.append(
+            Step(
+                "piecewise_cuda_graph_tokens",
+                f"sizes up to {tokens[-1] if tokens else 0}: {len(tokens)} graphs",
+                f"server_args.py _generate_piecewise_cuda_graph_tokens ({cite})",
+            )
+        )
+    before, after = reserved_mem_mb(old_args, gpu, inputs.rules), reserved_mem_mb(new, gpu, inputs.rules)
+    if isinstance(before, Unknown):
+        return before, []
+    if isinstance(after, Unknown):
+        return after, []
+    base_before = round((gpu - before) / gpu, 3)
+    base_after = round((gpu - after) / gpu, 3)
+    factor = today / base_before
+    if not 0.75 <= factor <= 1.0001:
+        return Unknown(f"today's mem_fraction_static {today} is not the reserve rule's {base_before}"), []
+    value = today * base_after / base_before
+    formula = (
+        f"{today} x round(({gpu:.0f} - {after:.0f})/{gpu:.0f}, 3)={base_after} / "
+        f"round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
+    )
+    return value, [
+        *steps,
+        Step("mem_fraction_static (derived: reserve moved)", formula, f"{SRC_GPU_MEMORY} ({cite})"),
+    ]
+
+
+def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: float) -> Outcome:
+    f, rules = inputs.figures, inputs.rules
+    cite = f"SGLang {rules}"
+    steps: list[Step] = []
+    assert f.pre_model_load_gib is not None
+    assert f.post_model_load_gib is not None
+    assert f.kv_tokens is not None
+    old = f.server_args
+    # parsed max_running_requests after post-init
+    new = applied.args
+    if "max_running_requests" in applied.touched:
+        raw = as_int(new.get("max_running_requests"))
+    else:
+        raw = as_int(old.get("max_running_requests")) if "max_running_requests" in f.explicit else None
+    parsed = raw
+    if raw is None and spec_algorithm(new) is not None:
+        parsed = SPECULATIVE_MAX_RUNNING
+        steps.append(
+            Step(
+                "parsed max_running_requests",
+                f"speculative {spec_algorithm(new)} without --max-running-requests: {SPECULATIVE_MAX_RUNNING}",
+                f"{SRC_SPECULATIVE} ({cite})",
+            )
+        )
+    args = dict(new)
+    args["max_running_requests"] = parsed
+    steps_n, topk = as_int(args.get("speculative_num_steps")), as_int(args.get("speculative_eagle_topk"))
+    if spec_algorithm(args) not in (None, "NGRAM") and topk == 1 and steps_n is not None:
+        drafts = as_int(args.get("speculative_num_draft_tokens"))
+        if drafts != steps_n + 1:
+            args["speculative_num_draft_tokens"] = steps_n + 1
+            steps.append(
+                Step(
+                    "speculative_num_draft_tokens",
+                    f"topk 1: num_steps {steps_n} + 1 = {steps_n + 1} (the {drafts} asked is replaced)",
+                    f"{SRC_SPECULATIVE} ({cite})",
+                )
+            )
+    if (
+        inputs.state_bytes is not None
+        and spec_algorithm(args) is not None
+        and args.get("speculative_num_draft_tokens") is None
+    ):
+        return _unknown_outcome(
+            Unknown("speculative draft token count is derived from the model, not printed"), parsed, steps
+        )
+    # the chunked prefill / graph defaults a removed flag returns to
+    tp = int(args.get("tp_size") or 1)
+    for key, index in (("chunked_prefill_size", 0), ("cuda_graph_max_bs", 1)):
+        if args.get(key) is None:
+            if f.gpu_total_mib is None:
+                unknown = Unknown(f"{key} default depends on GPU memory, not recorded")
+                return _unknown_outcome(unknown, parsed, steps)
+            args[key] = memory_tier(f.gpu_total_mib, tp, rules)[index]
+            steps.append(Step(key, f"memory tier default {args[key]}", f"{SRC_GPU_MEMORY} ({cite})"))
+    mfs, mfs_steps = _new_mem_fraction(inputs, args, applied.touched, cite)
+    steps += mfs_steps
+    if isinstance(mfs, Unknown):
+        return _unknown_outcome(mfs, parsed, steps)
+    args["mem_fraction_static"] = mfs
+    pre, post = f.pre_model_load_gib + jitter, f.post_model_load_gib + jitter
+    learned = sum(gib for _, gib in applied.workspaces)
+    for cost, gib in applied.workspaces:
+        steps.append(
+            Step(f"workspace of {cost.flag}", f"{gib:+.2f} GiB before the profile (learned)", cost.source)
+        )
+    rest = post - pre * (1 - mfs) - inputs.workspace_gib - learned
+    steps.append(
+        Step(
+            "rest memory",
+            f"post {post:.2f} - pre {pre:.2f} x (1 - {mfs:.4f}) - unexplained at the last start "
+            f"{inputs.workspace_gib:+.2f}"
+            + (f" - learned workspaces {learned:+.2f}" if learned else "")
+            + f" = {rest:.3f} GiB",
+            f"{SRC_PROFILE} ({cite})",
+        )
+    )
+    # the hybrid state cache
+    state_size: int | None = None
+    state_gib = 0.0
+    reservation = 0.0
+    kv_rest = rest
+    ratio = MAMBA_BASE_RATIO
+    if inputs.state_bytes is not None:
+        per_req = inputs.state_bytes
+        dp = dp_attention_workers(args)
+        explicit_size = as_int(args.get("max_mamba_cache_size"))
+        if rules == "0.5.23":
+            # An explicit size is no shortcut either: 0.5.23 resolves the scheduler strategy itself
+            # (`auto` -> extra_buffer with the overlap schedule on: 5 slots a request, not 3), adds
+            # a padding slot and solves the speculative intermediate states together with the KV
+            # pool; a guess here was a confident wrong call (bench/predict_accuracy.py).
+            return _unknown_outcome(
+                Unknown(
+                    "0.5.23 sizes the state cache jointly with the KV pool (kv_cache_configurator.py), not modelled"
+                ),
+                parsed,
+                steps,
+            )
+        else:
+            reservation = reservation_gib(args, per_req, rules)
+            total = rest - reservation
+            if explicit_size is not None:
+                state_size, rule_text = explicit_size // dp, f"--max-mamba-cache-size {explicit_size} // {dp}"
+            elif switched_on(args.get("disable_radix_cache")) and parsed is not None:
+                state_size, rule_text = parsed // dp, f"no radix cache: max_running_requests {parsed} // {dp}"
+            else:
+                r = float(args.get("mamba_full_memory_ratio") or 0.9)
+                state_size = max(0, int(total * r / (1 + r) * GIB) // round(per_req))
+                rule_text = f"int(({rest:.3f} - reservation {reservation:.3f}) x {r}/(1+{r}) GiB) // {per_req / 2**20:.2f} MiB"
+        state_gib = state_size * per_req / GIB
+        kv_rest = rest - reservation - state_gib
+        steps.append(
+            Step(
+                "max_mamba_cache_size",
+                f"{rule_text} = {state_size} slots ({state_gib:.2f} GiB)",
+                f"{SRC_MAMBA} ({cite})",
+            )
+        )
+        ratio, ratio_text = mamba_ratio(args, rules)
+        steps.append(
+            Step(
+                "state slots per request",
+                ratio_text,
+                f"{SRC_MAMBA_RATIO} ({cite})",
+            )
+        )
+    # the KV pool
+    old_bytes = kv_bytes(old, f.kv_dtype, old)
+    new_bytes = kv_bytes(args, f.kv_dtype, old)
+    cell = inputs.cell_bytes
+    if old_bytes != new_bytes:
+        if old_bytes is None or new_bytes is None:
+            return _unknown_outcome(
+                Unknown("the KV dtype 'auto' is the model's, and this start did not print it"), parsed, steps
+            )
+        cell = cell * new_bytes / old_bytes
+    profiled = max(0, int(kv_rest * GIB) // round(cell)) if kv_rest > 0 else 0
+    tokens = profiled
+    formula = f"int({kv_rest:.3f} GiB) // cell {cell:.0f} B = {profiled}"
+    cap = as_int(args.get("max_total_tokens"))
+    if cap is not None and cap < tokens:
+        tokens = cap
+        formula += f", capped by --max-total-tokens {cap}"
+    page = int(args.get("page_size") or 1)
+    tokens = tokens // page * page
+    if page > 1:
+        formula += f", down to a multiple of page_size {page}"
+    today_capped = as_int(old.get("max_total_tokens")) is not None and f.max_total_num_tokens == as_int(
+        old.get("max_total_tokens")
+    )
+    if today_capped and (cap is None or cap > tokens):
+        return _unknown_outcome(
+            Unknown("today's pool was capped by --max-total-tokens: its true profile was not printed"),
+            parsed,
+            steps,
+        )
+    steps.append(
+        Step("max_total_num_tokens", f"{formula} -> {tokens}", f"{SRC_PROFILE}, {SRC_USER_LIMIT} ({cite})")
+    )
+    # the request pool
+    ctx_value = as_int(args.get("context_length"))
+    if ctx_value is None:
+        if as_int(old.get("context_length")) is not None:
+            return _unknown_outcome(
+                Unknown("without --context-length the model's own context length applies, not printed"),
+                parsed,
+                steps,
+            )
+        ctx_value = f.context_len
+    if ctx_value is None or ctx_value <= 0:
+        return _unknown_outcome(Unknown("context_len not printed"), parsed, steps)
+    dp = dp_attention_workers(args)
+    if tokens <= 0:
+        mrr = 0
+        steps.append(
+            Step(
+                "max_running_requests",
+                "no KV pool: the start fails (Not enough memory)",
+                f"{SRC_PROFILE} ({cite})",
+            )
+        )
+    else:
+        mrr, mrr_formula, source = resolve_max_num_reqs(tokens, ctx_value, parsed, dp, rules)
+        if state_size is not None:
+            mrr_formula += f", min(.., max_mamba_cache_size {state_size} // {ratio})"
+            mrr = min(mrr, state_size // ratio)
+        steps.append(Step("max_running_requests", f"{mrr_formula} = {mrr}", f"{source} ({cite})"))
+    kv_gib = tokens * cell / GIB
+    available = _available(
+        inputs, args, jitter, tokens, mrr, kv_gib, state_gib + reservation, ctx_value, steps
+    )
+    return Outcome(mfs, parsed, tokens, mrr, state_size, kv_gib, state_gib, available, tuple(steps))
+
+
+def _available(
+    inputs: ArithmeticInputs,
+    args: Mapping[str, Any],
+    jitter: float,
+    tokens: int,
+    mrr: int,
+    kv_gib: float,
+    state_gib: float,
+    ctx: int,
+    steps: list[Step],
+) -> float | Unknown:
+    """Free memory at steady state: today's, plus the jitter, minus what the pools grow by.
+    Unknown when the captured CUDA graphs or the draft model's pool would change: their cost
+    per graph or per token is not printed."""
+    f = inputs.figures
+    old = f.server_args
+    if f.available_gpu_mem_gb is None or f.max_running_requests is None or f.context_len is None:
+        return Unknown("the last start printed no available_gpu_mem")
+    for key in (
+        "cuda_graph_max_bs",
+        "chunked_prefill_size",
+        "speculative_algorithm",
+        "speculative_num_draft_tokens",
+        "max_total_tokens",
+    ):
+        if args.get(key) != old.get(key):
+            return Unknown(f"{key} changes the captured graphs or the draft model")
+    max_bs = int(args.get("cuda_graph_max_bs") or 0)
+    if min(mrr, max_bs) != min(f.max_running_requests, max_bs) and not switched_on(
+        args.get("disable_cuda_graph")
+    ):
+        return Unknown(
+            "the CUDA graphs captured follow max_running_requests, their memory per graph is not printed"
+        )
+    if spec_algorithm(args) is not None and tokens != f.max_total_num_tokens:
+        return Unknown("the draft model's KV pool follows max_total_num_tokens, its cell is not printed")
+    drafts = int(args.get("speculative_num_draft_tokens") or 0) if spec_algorithm(args) is not None else 0
+    req_new = mrr * (ctx + 4 + drafts) * 4 / GIB
+    req_old = f.max_running_requests * (f.context_len + 4 + drafts) * 4 / GIB
+    old_state = (f.mamba_state_gib or 0.0) + (
+        reservation_gib(old, inputs.state_bytes, inputs.rules) if inputs.state_bytes else 0.0
+    )
+    old_pool = (f.kv_gib or 0.0) + old_state + req_old
+    new_pool = kv_gib + state_gib + req_new
+    value = f.available_gpu_mem_gb + jitter - (new_pool - old_pool)
+    steps.append(
+        Step(
+            "available_gpu_mem",
+            f"today {f.available_gpu_mem_gb:.2f} + jitter {jitter:+.2f} - (pools {new_pool:.2f} - {old_pool:.2f}) = {value:.2f} GB",
+            f"{SRC_KV_POOL}, {SRC_REQ_POOL} (SGLang {inputs.rules})",
+        )
+    )
+    return value
+
+
+def _unknown_outcome(why: Unknown, parsed: int | None, steps: list[Step]) -> Outcome:
+    steps.append(Step("stopped", str(why), "-"))
+    return Outcome(why, parsed, why, why, why, why, why, why, tuple(steps))

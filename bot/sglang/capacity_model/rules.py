@@ -1,0 +1,224 @@
+"""SGLang's own capacity rules, one function per rule, each naming the release and source it follows.
+
+Why apart: these are the parts that change between releases (0.5.9, 0.5.10 to 0.5.13, 0.5.23),
+read from `pip download sglang==X --no-deps`; keeping them free of the prediction's bookkeeping
+lets a new release be added by reading its sources against this file alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.sglang.capacity_model.applied_change import KV_DTYPE_BYTES
+from bot.sglang.capacity_model.figures import (
+    GIB,
+    RuleSet,
+    StartFigures,
+    Unknown,
+    as_int,
+    dp_attention_workers,
+    spec_algorithm,
+    switched_on,
+)
+
+SPECULATIVE_MAX_RUNNING = 48
+"""`ServerArgs._handle_speculative_decoding` (0.5.9, 0.5.10, 0.5.23): with a speculative
+algorithm and no `--max-running-requests`, post-init sets it to 48."""
+MAMBA_BASE_RATIO = 3
+"""`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO` (model_runner_kv_cache_mixin.py 0.5.9/0.5.10,
+mem_cache/kv_cache_configurator.py 0.5.23)."""
+
+SRC_PROFILE = "model_executor/model_runner_kv_cache_mixin.py profile_max_num_token"
+SRC_RESOLVE_REQS = "model_executor/model_runner_kv_cache_mixin.py _resolve_max_num_reqs"
+SRC_INIT_POOL_059 = "model_executor/model_runner_kv_cache_mixin.py init_memory_pool"
+SRC_RESOLVE_REQS_0523 = "mem_cache/kv_cache_configurator.py resolve_max_num_reqs"
+SRC_MAMBA = "model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache"
+SRC_MAMBA_RATIO = "model_executor/model_runner_kv_cache_mixin.py _calculate_mamba_ratio"
+SRC_USER_LIMIT = "model_executor/model_runner_kv_cache_mixin.py _resolve_token_capacity"
+SRC_GPU_MEMORY = "server_args.py _handle_gpu_memory_settings"
+SRC_SPECULATIVE = "server_args.py _handle_speculative_decoding"
+SRC_KV_POOL = "mem_cache/memory_pool.py MHATokenToKVPool"
+SRC_REQ_POOL = "mem_cache/memory_pool.py ReqToTokenPool (context_len + 4 + draft tokens, int32)"
+_TORCH_DTYPE_BYTES: Mapping[str, float] = {
+    "torch.bfloat16": 2.0,
+    "torch.float16": 2.0,
+    "torch.float32": 4.0,
+    "torch.float8_e4m3fn": 1.0,
+    "torch.float8_e5m2": 1.0,
+    "torch.uint8": 0.5,
+}
+"""The printed `Using KV cache dtype: torch.X` -> bytes per element (fp4 is packed in uint8)."""
+SPECULATIVE_RESERVE_MB: Mapping[RuleSet, tuple[int, int]] = {
+    "0.5.9": (6 * 1024, 2 * 1024),
+    "0.5.10": (6 * 1024, 4 * 1024),
+    "0.5.23": (0, 0),
+}
+"""`_handle_gpu_memory_settings`' speculative reserve: (STANDALONE, other non-NGRAM)."""
+
+
+def memory_tier(gpu_mib: float, tp: int, rules: RuleSet) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory (`_handle_gpu_memory_settings`
+    0.5.9/0.5.10; 0.5.23 `arg_groups/memory_hook.py` adds 4096 / 48 for 20-35 GiB)."""
+    gib = gpu_mib / 1024
+    if gib < 20:
+        return 2048, 8
+    if gib < 35:
+        return (4096, 48 if tp < 4 else 160) if rules == "0.5.23" else (2048, 24 if tp < 4 else 80)
+    if gib < 60:
+        return 4096, 32 if tp < 4 else 160
+    if gib < 160:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def piecewise_on(args: Mapping[str, Any], rules: RuleSet) -> bool:
+    if rules == "0.5.9":
+        return switched_on(args.get("enable_piecewise_cuda_graph"))
+    return not switched_on(args.get("disable_piecewise_cuda_graph"))
+
+
+def piecewise_token_sizes(max_tokens: int) -> list[int]:
+    """`ServerArgs._generate_piecewise_cuda_graph_tokens` (0.5.9 / 0.5.10 `server_args.py`): the
+    piecewise CUDA graph capture sizes up to `piecewise_cuda_graph_max_tokens`."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [size for size in sizes if size <= max_tokens]
+
+
+def piecewise_tokens(figures: StartFigures, new: Mapping[str, Any]) -> list[int] | Unknown:
+    """The piecewise token list after a change: `piecewise_cuda_graph_max_tokens` defaults to
+    `chunked_prefill_size` capped by `max_total_tokens` (0.5.10 `_handle_gpu_memory_settings`),
+    then `piecewise_token_sizes`. Unknown when today's printed list is not that rule's (set by
+    hand, an MLA model's 2048, a Llama-2's 4096)."""
+    old = figures.server_args
+
+    def derived_max(args: Mapping[str, Any]) -> int | None:
+        chunked = as_int(args.get("chunked_prefill_size"))
+        if chunked is None or chunked <= 0:
+            return None
+        cap = as_int(args.get("max_total_tokens"))
+        return chunked if cap is None else min(chunked, cap)
+
+    printed_max, printed = (
+        as_int(old.get("piecewise_cuda_graph_max_tokens")),
+        old.get("piecewise_cuda_graph_tokens"),
+    )
+    explicit = {"piecewise_cuda_graph_max_tokens", "piecewise_cuda_graph_tokens"} & figures.explicit
+    today_max, new_max = derived_max(old), derived_max(new)
+    if explicit or printed_max is None or today_max != printed_max or new_max is None:
+        return Unknown(
+            "the piecewise CUDA graph sizes were not derived by the default rule at the last start"
+        )
+    if not isinstance(printed, list | tuple) or list(printed) != piecewise_token_sizes(printed_max):
+        return Unknown("the printed piecewise CUDA graph token list is not the default rule's")
+    return piecewise_token_sizes(new_max)
+
+
+def reserved_mem_mb(args: Mapping[str, Any], gpu_mib: float, rules: RuleSet) -> float | Unknown:
+    """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
+    the speculative reserve. 0.5.23 moved it (`arg_groups/memory_hook.py`): not modelled."""
+    if rules == "0.5.23":
+        return Unknown("0.5.23 derives mem_fraction_static in arg_groups/memory_hook.py: not modelled")
+    chunked, max_bs = as_int(args.get("chunked_prefill_size")), as_int(args.get("cuda_graph_max_bs"))
+    if chunked is None or max_bs is None:
+        return Unknown("chunked_prefill_size or cuda_graph_max_bs not printed")
+    tp, pp = int(args.get("tp_size") or 1), int(args.get("pp_size") or 1)
+    reserved = 512 + max(chunked, 2048) * 1.5 + max_bs * 2 + tp * pp / 8 * 1024
+    if switched_on(args.get("enable_dp_attention")):
+        dp = int(args.get("dp_size") or 1)
+        reserved += max_bs * dp * 3 + (max_bs * dp * 1.5 if max_bs > 300 else 0)
+    if piecewise_on(args, rules):
+        tokens = args.get("piecewise_cuda_graph_tokens")
+        if not isinstance(tokens, list | tuple):
+            return Unknown("piecewise CUDA graph token list not printed")
+        reserved += len(tokens) * 8
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    algorithm = spec_algorithm(args)
+    standalone, other = SPECULATIVE_RESERVE_MB[rules]
+    if algorithm == "STANDALONE":
+        reserved += standalone
+    elif algorithm is not None and algorithm != "NGRAM":
+        reserved += other
+    return reserved
+
+
+def kv_bytes(args: Mapping[str, Any], printed: str | None, today: Mapping[str, Any]) -> float | None:
+    """Bytes per KV element: the flag's dtype, else (`auto`) the model's: `--dtype` when it
+    names one, else the printed `Using KV cache dtype` of a start that was `auto` too."""
+    dtype = str(args.get("kv_cache_dtype") or "auto")
+    if dtype != "auto":
+        return KV_DTYPE_BYTES.get(dtype)
+    model = KV_DTYPE_BYTES.get(str(args.get("dtype") or "auto"))
+    if model is not None:
+        return model
+    if str(today.get("kv_cache_dtype") or "auto") == "auto" and printed is not None:
+        return _TORCH_DTYPE_BYTES.get(printed)
+    return None
+
+
+def reservation_gib(args: Mapping[str, Any], state_bytes: float, rules: RuleSet) -> float:
+    """`handle_max_mamba_cache`' speculative reservation (0.5.9 / 0.5.10): state per request x
+    (max_running_requests // dp) x draft tokens, set aside before the state cache is sized."""
+    if rules == "0.5.23" or spec_algorithm(args) is None:
+        return 0.0
+    dp = dp_attention_workers(args)
+    running = int(args.get("max_running_requests") or 0) // dp
+    drafts = int(args.get("speculative_num_draft_tokens") or 0)
+    return state_bytes * running * drafts / GIB
+
+
+def mamba_ratio(args: Mapping[str, Any], rules: RuleSet) -> tuple[int, str]:
+    """State slots per running request: 1 without radix cache, else 3, plus the extra buffer's
+    (0.5.9 `init_memory_pool`: 1 with speculative decoding, 2 without; 0.5.10 / 0.5.23
+    `_calculate_mamba_ratio`: 1 with the overlap schedule off, 2 with it on)."""
+    if switched_on(args.get("disable_radix_cache")):
+        return 1, "radix cache off: 1"
+    if args.get("mamba_scheduler_strategy") != "extra_buffer":
+        return MAMBA_BASE_RATIO, f"{MAMBA_BASE_RATIO}"
+    if rules == "0.5.9":
+        extra = 1 if spec_algorithm(args) is not None else 2
+    else:
+        extra = 1 if switched_on(args.get("disable_overlap_schedule")) else 2
+    return MAMBA_BASE_RATIO + extra, f"{MAMBA_BASE_RATIO} + {extra} extra-buffer slots"
+
+
+def resolve_max_num_reqs(
+    tokens: int, ctx: int, cli: int | None, dp: int, rules: RuleSet
+) -> tuple[int, str, str]:
+    """(pool size before the state cap, formula, source) for `rules`."""
+    estimated = int(tokens / ctx * 512)
+    if rules == "0.5.9":
+        if cli is not None:
+            return cli, f"--max-running-requests {cli}, kept as given", SRC_INIT_POOL_059
+        value = min(max(estimated, 2048), 4096)
+        return value, f"min(max(int({tokens}/{ctx}*512)={estimated}, 2048), 4096)", SRC_INIT_POOL_059
+    if rules == "0.5.23":
+        if cli is not None:
+            value = min(max(1, cli // dp), tokens // 2)
+            return value, f"min(max(1, {cli}//{dp}), {tokens}//2)", SRC_RESOLVE_REQS_0523
+        clamp = max(min(estimated, 4096), 2048)
+        return (
+            min(clamp, tokens // 2),
+            f"min(clamp({estimated}, 2048, 4096), {tokens}//2)",
+            SRC_RESOLVE_REQS_0523,
+        )
+    clamp = max(min(estimated, 4096), 2048)
+    if cli is not None:
+        return (
+            min(cli // dp, clamp),
+            f"min({cli}//{dp}, clamp(int({tokens}/{ctx}*512)={estimated}, 2048, 4096))",
+            SRC_RESOLVE_REQS,
+        )
+    return (
+        min(clamp, tokens // 2),
+        f"min(clamp(int({tokens}/{ctx}*512)={estimated}, 2048, 4096), {tokens}//2)",
+        SRC_RESOLVE_REQS,
+    )
