@@ -29,7 +29,7 @@ from bot.bench.run import BenchPlan, BenchRun, run_plan
 from bot.bench.verdict import VerdictSettings
 from bot.commands import CommandError, Invocation
 from bot.config import Settings
-from bot.config.schema import parse_duration
+from bot.config.section_base import parse_duration
 from bot.loop.steps.measure_steps import routed
 from bot.store.bench_repo import LoadedSet, load_set
 from bot.target.session import TargetSession

@@ -22,7 +22,7 @@ from bot.app.progress import Progress
 from bot.app.settle import settle_unfinished, settled_text
 from bot.app.waiters import waiting_queue
 from bot.commands import CommandError, Invocation
-from bot.config.schema import parse_duration
+from bot.config.section_base import parse_duration
 from bot.http import async_client
 from bot.store.lease_queue import WaiterInfo
 from bot.store.models import Snapshot

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.bench.samples import level_of
 from bot.commands import Invocation
-from bot.config.schema import parse_duration
+from bot.config.section_base import parse_duration
 from bot.loop.logbook import prediction_points, story
 from bot.loop.postmortem import experiment_markdown
 from bot.loop.run_state import band_text, flags_from_json

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
-from bot.config.schema import CommandHook, DrainPolicy, Hook, HttpHook
+from bot.config.drain import CommandHook, DrainPolicy, Hook, HttpHook
 from bot.http import async_client
 from bot.redaction import redact
 from bot.target.errors import CommandTimeout, TargetError, UnreachableError

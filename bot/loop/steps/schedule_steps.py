@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.bench.run import jsonable
-from bot.config.schema import parse_duration
+from bot.config.section_base import parse_duration
 from bot.loop import check_jobs
 from bot.loop.actions import StepContext, action
 from bot.loop.steps.common import fmt, snapshot_value

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.config.schema import CommandHook, DrainPolicy
+from bot.config.drain import CommandHook, DrainPolicy
 from bot.target.drain import DrainHookError, DrainSettings, drain, resume_traffic
 from bot.target.session import TargetSession
 from flagbot_lab.testbed import OPS_USER, Testbed

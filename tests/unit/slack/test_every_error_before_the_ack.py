@@ -36,7 +36,7 @@ from bot.commands.target_catalog import catalog_for
 from bot.commands.tokens import LINE_BREAKS
 from bot.commands.values import MAX_DURATION_S, MAX_ID, MAX_INT
 from bot.config.loader import settings_from_mapping
-from bot.config.schema import parse_duration
+from bot.config.section_base import parse_duration
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.change import ChangeConflictError, apply_changes
 from bot.sglang.launch import parse_launch_text
