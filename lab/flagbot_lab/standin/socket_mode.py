@@ -7,6 +7,11 @@ websocket greets with `{"type": "hello"}`, then carries envelopes `{"envelope_id
 "slash_commands" | "events_api" | "interactive", "payload", "accepts_response_payload"}` that
 the app acknowledges with `{"envelope_id"[, "payload"]}` (a slash command's immediate answer).
 
+An app may hold several connections (Slack allows up to ten per app; two `flagbot serve`
+replicas hold one each): every envelope goes to exactly one live connection, spread over them in
+turn, as Slack spreads them. The turn starts at the newest connection whenever one opens, so the
+next envelope after a (re)connect goes there, then the others follow in order of opening.
+
 What a dropped connection does is the point of testing it: an envelope not yet acknowledged
 when its connection goes is sent again (with `retry_attempt`) on the next connection, so a
 command is never lost. Real Slack retries only Events API envelopes (after a 3 s timeout too);
@@ -121,7 +126,10 @@ class SocketMode:
     _pending: dict[str, _Pending] = field(default_factory=dict)
     _acks: list[Ack] = field(default_factory=list)
     _sent: list[Envelope] = field(default_factory=list)
+    _sent_on: list[int] = field(default_factory=list)
     _opened: int = 0
+    _turn: int = 0
+    """How many envelopes were sent since the newest connection opened: picks the next one."""
     _drop_after: int = 0
     _closing: bool = False
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -151,6 +159,7 @@ class SocketMode:
         self._opened += 1
         conn = _Connection(self._opened, ws, request)
         self._connections.append(conn)
+        self._turn = 0
         try:
             await ws.send_json(self._hello())
             await self._dispatch()
@@ -207,22 +216,32 @@ class SocketMode:
 
     # ---- sending
 
-    def _live(self) -> _Connection | None:
-        live = [c for c in self._connections if not c.draining and not c.ws.closed]
-        return live[-1] if live else None
+    def _live(self) -> list[_Connection]:
+        return [c for c in self._connections if not c.draining and not c.ws.closed]
+
+    def _next_live(self) -> _Connection | None:
+        """The connection the next envelope goes to: the newest first, then each in turn."""
+        live = self._live()
+        if not live:
+            return None
+        chosen = live[(len(live) - 1 + self._turn) % len(live)]
+        self._turn += 1
+        return chosen
 
     async def _dispatch(self) -> None:
         """Send every envelope no live connection carries; a resent one is marked as a retry."""
         for pending in list(self._pending.values()):
-            conn = self._live()
-            if conn is None:
+            if not self._live():
                 return
             if pending.on is not None or pending.done.done():
                 continue
+            conn = self._next_live()
+            assert conn is not None
             if pending.attempts:
                 pending.envelope = pending.envelope.retried(pending.attempts)
             pending.on, pending.attempts = conn, pending.attempts + 1
             self._sent.append(pending.envelope)
+            self._sent_on.append(conn.number)
             try:
                 await conn.ws.send_json(pending.envelope.message())
             except ConnectionError:
@@ -291,7 +310,12 @@ class SocketMode:
     @property
     def connected(self) -> bool:
         """Whether an app holds a connection that takes envelopes."""
-        return self._live() is not None
+        return bool(self._live())
+
+    @property
+    def live_connections(self) -> int:
+        """How many connections take envelopes now (two replicas: two)."""
+        return len(self._live())
 
     @property
     def connections_opened(self) -> int:
@@ -306,20 +330,27 @@ class SocketMode:
         """Every envelope sent over a websocket, each attempt, oldest first; or one envelope's."""
         return [e for e in self._sent if envelope_id is None or e.envelope_id == envelope_id]
 
+    def sent_on(self, envelope_id: str | None = None) -> list[int]:
+        """The connection number each attempt went out on, in the order of `envelopes()`."""
+        return [
+            n for e, n in zip(self._sent, self._sent_on, strict=True) if envelope_id in (None, e.envelope_id)
+        ]
+
     def unacked(self) -> list[Envelope]:
         """Envelopes still waiting for their ack."""
         return [p.envelope for p in self._pending.values()]
 
-    async def wait_connected(self, opened: int = 1, *, timeout: float = 10.0) -> None:
-        """Wait until at least `opened` websockets were opened and one takes envelopes."""
+    async def wait_connected(self, opened: int = 1, *, live: int = 1, timeout: float = 10.0) -> None:
+        """Wait until at least `opened` websockets were opened and `live` of them take envelopes."""
 
         def ready() -> bool:
-            return self._opened >= opened and self.connected
+            return self._opened >= opened and self.live_connections >= live
 
         async with self._changed:
             try:
                 await asyncio.wait_for(self._changed.wait_for(ready), timeout)
             except TimeoutError:
                 raise TimeoutError(
-                    f"no Socket Mode connection within {timeout}s ({self._opened} opened so far)"
+                    f"not {live} live Socket Mode connection(s) within {timeout}s "
+                    f"({self._opened} opened so far, {self.live_connections} live)"
                 ) from None

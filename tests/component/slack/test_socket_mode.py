@@ -163,6 +163,40 @@ async def test_an_unacked_envelope_is_redelivered_after_the_connection_drops(
     await second.close()
 
 
+async def next_envelope(
+    sockets: dict[int, aiohttp.ClientWebSocketResponse],
+) -> tuple[int, dict[str, Any]]:
+    """(the connection's number, the envelope) for the first of `sockets` that gets one."""
+    reads = {asyncio.create_task(ws.receive_json()): number for number, ws in sockets.items()}
+    done, pending = await asyncio.wait(reads, timeout=5, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    assert len(done) == 1, f"{len(done)} connections got the envelope"
+    (task,) = done
+    return reads[task], task.result()
+
+
+async def test_envelopes_are_spread_over_every_live_connection_each_sent_once(
+    socket_standin: Standin, http: aiohttp.ClientSession
+) -> None:
+    """Two replicas hold a connection each: Slack sends each envelope to one of them, in turn."""
+    sockets = {1: await connect(socket_standin, http), 2: await connect(socket_standin, http)}
+    assert socket_standin.socket.live_connections == 2
+    got: list[int] = []
+    for _ in range(4):
+        asked = asyncio.create_task(socket_standin.slash("help", user="U0OPER", channel=CHANNEL))
+        number, envelope = await next_envelope(sockets)
+        await sockets[number].send_json({"envelope_id": envelope["envelope_id"]})
+        assert (await asyncio.wait_for(asked, 5)).status == 200
+        assert socket_standin.socket.sent_on(envelope["envelope_id"]) == [number]
+        got.append(number)
+    assert got == [2, 1, 2, 1]  # the newest first, then each in turn
+    assert len(socket_standin.socket.envelopes()) == 4 and not socket_standin.socket.unacked()
+    assert [a.connection for a in socket_standin.socket.acks()] == got
+    for ws in sockets.values():
+        await ws.close()
+
+
 async def test_disconnect_asks_the_app_to_reconnect_and_nothing_more_goes_there(
     socket_standin: Standin, http: aiohttp.ClientSession
 ) -> None:
