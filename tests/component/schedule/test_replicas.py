@@ -21,7 +21,7 @@ from bot.schedule.scheduler import DIGEST_JOB, build_scheduler, schedule_recurri
 from bot.store import Store
 from bot.store.checks import get_check
 from bot.store.schedule_models import CheckRun, ScheduledRun
-from bot.target.readiness import Backoff
+from bot.target.nodestate import Backoff
 from tests.support.schedule import concluded_check, migrated_store, settings
 
 ROOT = Path(__file__).parents[3]

@@ -128,8 +128,10 @@ def test_sqlite_always_leads() -> None:
     assert sole.step() is Turn.WON and sole.step() is Turn.KEPT
 
 
-def _unused() -> AsyncIterator[None]:
+@asynccontextmanager
+async def _unused() -> AsyncIterator[None]:
     raise AssertionError("not started in this test")
+    yield
 
 
 async def until(condition: object, what: str) -> None:
