@@ -83,7 +83,7 @@ async def serve_health(host: str, port: int, report: Callable[[], Awaitable[Heal
         try:
             line = await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)
             words = line[:MAX_REQUEST_LINE].decode("latin-1").split()
-            if len(words) < 2 or words[0] not in ("GET", "HEAD"):
+            if len(words) < 2 or words[0] != "GET":
                 writer.write(_response(405, {"error": "only GET /health"}))
             elif words[1].split("?", 1)[0] != "/health":
                 writer.write(_response(404, {"error": "only GET /health"}))

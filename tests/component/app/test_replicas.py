@@ -118,6 +118,7 @@ async def test_a_run_whose_lease_is_alive_is_left_alone(tmp_path: Path, store: A
     experiment = await store.run(
         create_experiment, store.store, target="t1", playbook="crashy", params={}, actor="slack:U0OPER"
     )
+    assert experiment.status in UNFINISHED_STATUSES  # what the leader would settle, were the lease dead
     await store.run(acquire, store.store, "t1", holder="bot-2", host="bot-2", pid=7, purpose="try", ttl_s=600)
     notifier = MemoryNotifier()
     assert await settle_orphaned_runs(runtime(store, tmp_path, books_in(tmp_path), notifier)) == []
