@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from bot.config import Settings
 from bot.serve import replica
@@ -121,3 +122,22 @@ async def test_two_replicas_on_postgresql_elect_one_and_the_other_takes_over(
     finally:
         await first_store.aclose()
         await second_store.aclose()
+
+
+async def test_a_replica_older_than_the_database_stands_down_and_says_so(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    store = AsyncStore(migrated_store("postgresql", tmp_path, postgres_url))
+    port = free_port()
+    try:
+        async with replica(services_on(store, tmp_path, port), cast(Any, object()), Connection()) as elector:
+            await until(role_is(port, "leader"), "the replica to lead")
+            with store.store.engine.begin() as connection:  # a newer flagbot ran `flagbot db upgrade`
+                connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+            await until(role_is(port, "stood-down"), "the replica to stand down")
+            status, body = await health(port)
+            assert status == 200 and body["leader"] is False and body["schema"] == "9999"
+            assert "schema is at 9999" in body["reason"] and SCHEMA_HEAD in body["reason"]
+            assert not elector.state.leader
+    finally:
+        await store.aclose()
