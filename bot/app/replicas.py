@@ -17,10 +17,9 @@ from datetime import datetime, timedelta
 
 from bot.app.context import AppContext
 from bot.app.digest import week_ended_before
-from bot.app.notify import Notice
 from bot.app.runs import settle_every_target
 from bot.app.runtime import ScheduleRuntime
-from bot.digest.threads import threads_of
+from bot.app.settle import tell_settled
 from bot.loop.report import RunOutcome
 from bot.store.experiments import unfinished_experiments
 from bot.store.leases import current
@@ -104,20 +103,5 @@ async def settle_orphaned_runs(rt: ScheduleRuntime) -> list[RunOutcome]:
             log.warning("settling the runs left on %s failed: %s", target, result)
             continue
         settled += result
-    if not settled:
-        return settled
-    threads = await store.run(threads_of, store.store, [outcome.experiment_id for outcome in settled])
-    for outcome in settled:
-        text = (
-            f"experiment #{outcome.experiment_id} ({outcome.playbook}) on {outcome.target} was left "
-            f"unfinished by a flagbot replica that stopped; it is now *{outcome.status}*: "
-            f"{outcome.summary or ''}"
-        ).strip()
-        log.warning("%s", text)
-        thread = threads.get(outcome.experiment_id)
-        notice = Notice(text, (), thread.channel if thread else None, thread.ts if thread else None)
-        try:
-            await rt.notifier.notify(notice)
-        except Exception as exc:  # the run is settled either way; the log has it
-            log.warning("could not tell the thread of #%s: %s", outcome.experiment_id, exc)
+    await tell_settled(store, rt.notifier, settled, why="by a flagbot replica that stopped")
     return settled

@@ -35,7 +35,7 @@ from bot.store import AsyncStore, Store
 from bot.store.leader_lock import leader_lock_for
 from bot.store.schedule_models import VerificationCheck
 from bot.store.schema_revision import current_revision
-from tests.support.schedule import FLAGS, settings
+from tests.support.schedule import FakeTarget, settings
 
 ELECTION_INTERVAL_S = 1.0
 
@@ -69,13 +69,7 @@ def hanging_probe(folder: Path) -> ProbeFunc:
     async def probe(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
         if _first(folder / "check-hung"):
             await _hang()
-        return Probe(
-            healthy=True,
-            health=200,
-            invocation="inv-1",
-            flags=[dict(item) for item in FLAGS],
-            effective={"max_running_requests": 48},
-        )
+        return await FakeTarget()(rt, check)  # what the experiment concluded still holds
 
     return probe
 

@@ -20,12 +20,13 @@ from bot.app.replicas import settle_orphaned_runs
 from bot.app.runtime import ScheduleRuntime
 from bot.config import Settings
 from bot.loop.report import RunOutcome
-from bot.store import AsyncStore, Store
+from bot.store import AsyncStore
 from bot.store.experiments import create_experiment, get_experiment
 from bot.store.leases import acquire
 from bot.store.loop_models import UNFINISHED_STATUSES
 from bot.target.nodestate import Backoff
 from tests.support.loop_actions import CRASHY, Probe, registered_actions
+from tests.support.schedule import migrated_store
 
 ROOT = Path(__file__).parents[3]
 TTL_S = 2.0
@@ -40,9 +41,8 @@ def probe() -> Iterator[Probe]:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[AsyncStore]:
-    opened = Store.open(None, sqlite_path=tmp_path / "state" / "flagbot.db")
-    opened.upgrade()
-    wrapped = AsyncStore(opened)
+    """SQLite: the killed process (tests/support/loop_crash.py) opens the same file."""
+    wrapped = AsyncStore(migrated_store("sqlite", tmp_path))
     yield wrapped
     await wrapped.aclose()
 

@@ -4,26 +4,22 @@ taken over (the next leader's), and its claimant then cannot finish it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from bot.store import Store
 from bot.store.scheduled_runs import claim_run, finish_run, get_run, unfinished_runs
-from tests.support.schedule import migrated_store
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 KEY = "digest:2026-W48"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    opened = migrated_store(request.param, tmp_path, url)
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(empty_store: Store) -> Store:
+    """Upgraded, on SQLite and PostgreSQL (tests/conftest.py)."""
+    empty_store.upgrade()
+    return empty_store
 
 
 def test_a_finished_run_is_never_claimed_again(store: Store) -> None:
