@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,9 +19,9 @@ from bot.serve import replica
 from bot.slack.services import SlackServices
 from bot.store import AsyncStore, Store
 from bot.store.schema_revision import SCHEMA_HEAD
-from bot.target.nodestate import Backoff
 from tests.support.schedule import migrated_store
 from tests.support.twin_process import free_port
+from tests.support.waits import until
 
 
 def services_on(store: AsyncStore, tmp_path: Path, port: int) -> SlackServices:
@@ -47,15 +46,6 @@ async def health(port: int) -> tuple[int, dict[str, Any]]:
     async with httpx.AsyncClient(trust_env=False) as client:
         answer = await client.get(f"http://127.0.0.1:{port}/health", timeout=10)
     return answer.status_code, cast(dict[str, Any], answer.json())
-
-
-async def until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
-    backoff = Backoff(0.05, 1.5, 0.5)
-    deadline = datetime.now(UTC) + timedelta(seconds=timeout)
-    while not await condition():
-        if datetime.now(UTC) > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await backoff.sleep()
 
 
 def role_is(port: int, role: str) -> Callable[[], Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,8 +21,8 @@ from bot.schedule.scheduler import DIGEST_JOB, build_scheduler, schedule_recurri
 from bot.store import Store
 from bot.store.checks import get_check
 from bot.store.schedule_models import CheckRun, ScheduledRun
-from bot.target.nodestate import Backoff
 from tests.support.schedule import concluded_check, migrated_store, settings
+from tests.support.waits import until
 
 ROOT = Path(__file__).parents[3]
 TAKEOVER_S = 30.0
@@ -34,15 +34,6 @@ def store(tmp_path: Path, postgres_url: str) -> Iterator[Store]:
     opened = migrated_store("postgresql", tmp_path, postgres_url)
     yield opened
     opened.close()
-
-
-async def until(condition: Callable[[], object], what: str, timeout: float) -> None:
-    backoff = Backoff(0.05, 1.5, 0.5)
-    deadline = datetime.now(UTC) + timedelta(seconds=timeout)
-    while not condition():
-        if datetime.now(UTC) > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        await backoff.sleep()
 
 
 class Replicas:
