@@ -159,13 +159,13 @@ def _elector(services: SlackServices, client: AsyncWebClient) -> Elector:
     )
 
 
-def _database_answers(services: SlackServices) -> bool:
+def _schema_of(services: SlackServices) -> tuple[bool, str | None]:
+    """Whether the database answered, and its schema revision when it did."""
     try:
-        current_revision(services.store.store.engine)
+        return True, current_revision(services.store.store.engine)
     except Exception as exc:  # any failure to answer is "unreachable" to the health check
         log.warning("health: the database did not answer: %s", exc)
-        return False
-    return True
+        return False, None
 
 
 @asynccontextmanager
@@ -178,7 +178,7 @@ async def replica(
     replica_id = this_replica()
 
     async def report() -> HealthReport:
-        database = await asyncio.to_thread(_database_answers, services)
+        database, schema = await asyncio.to_thread(_schema_of, services)
         state = elector.state
         return HealthReport(
             database=database,
@@ -187,9 +187,7 @@ async def replica(
             since=state.since.isoformat() if state.since else None,
             reason=state.reason,
             replica=replica_id,
-            schema=await asyncio.to_thread(current_revision, services.store.store.engine)
-            if database
-            else None,
+            schema=schema,
         )
 
     config = services.settings.replicas

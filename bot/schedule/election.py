@@ -121,7 +121,7 @@ class Elector:
         except Exception as exc:  # the database is away: a leader cannot know it still leads
             log.warning("leader election could not reach the database: %s", exc)
             if self.state.leader:
-                self._lock.release()
+                await asyncio.to_thread(self._lock.release)
                 self._become(Role.STANDBY, f"the database could not be reached: {exc}")
                 return Turn.LOST
             return Turn.WAITING
@@ -135,7 +135,12 @@ class Elector:
                 turn = await self._step()
                 if turn is Turn.WON:
                     log.warning("this replica is now the leader: the scheduler starts here")
-                    await leading.enter_async_context(self._lead())
+                    try:
+                        await leading.enter_async_context(self._lead())
+                    except Exception as exc:  # a leader without a scheduler would hold the lock for nothing
+                        log.error("the scheduler could not start (%s): giving the leadership up", exc)
+                        await asyncio.to_thread(self._lock.release)
+                        self._become(Role.STANDBY, f"the scheduler could not start: {exc}")
                 elif turn is Turn.STOOD_DOWN:
                     log.error("%s", self.state.reason)
                     await leading.aclose()

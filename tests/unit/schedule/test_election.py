@@ -186,3 +186,23 @@ async def test_a_database_that_does_not_answer_makes_the_leader_stop_its_schedul
     assert replica.state.role is Role.STANDBY and "could not be reached" in (replica.state.reason or "")
     stop.set()
     await running
+
+
+async def test_a_scheduler_that_cannot_start_gives_the_leadership_up_and_is_tried_again() -> None:
+    shared, attempts = SharedLock(), [0]
+    lock = FakeLock(shared, "a")
+
+    @asynccontextmanager
+    async def failing_then_fine() -> AsyncIterator[None]:
+        attempts[0] += 1
+        if attempts[0] == 1:
+            raise ConnectionError("the job store did not answer")
+        yield
+
+    replica = Elector(lock, schema_revision=lambda: SCHEMA_HEAD, lead=failing_then_fine, interval_s=0.01)
+    stop = asyncio.Event()
+    running = asyncio.ensure_future(replica.run(stop))
+    await until(lambda: attempts[0] == 2 and replica.state.leader, "a second, successful start")
+    assert lock.released >= 1  # the first win was given back, so another replica could lead
+    stop.set()
+    await running
