@@ -9,6 +9,10 @@ imports the other.
 Tokens come from the environment only (SLACK_BOT_TOKEN, SLACK_APP_TOKEN for Socket Mode,
 SLACK_SIGNING_SECRET for HTTP mode); a missing one is named, never guessed. `--slack-api URL`
 points the Web API client at another base URL (the local stand-in the demo and tests use).
+
+Several `flagbot serve` may share one PostgreSQL (docs/operations.md, "Two replicas"): each
+serves Slack, but the scheduler runs only in the elected leader (`bot.schedule.election`), and
+each answers its own health endpoint (`bot.app.health`, `[replicas]` in flagbot.toml).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import asyncio
 import logging
 import os
 import signal
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -26,15 +31,21 @@ from pydantic import SecretStr
 from bot.aio import stop_tasks
 from bot.app.context import lease_ttl_s, open_store
 from bot.app.errors import AppError
+from bot.app.health import HealthReport, serve_health
 from bot.app.playbooks import load_set
+from bot.app.runtime import this_replica
 from bot.cli.common import fail, settings
 from bot.config import Secrets, Settings
 from bot.slack.services import SlackServices
 from bot.store import AsyncStore
+from bot.store.leader_lock import leader_lock_for
+from bot.store.schema_revision import current_revision
 from bot.target.ssh_pool import pooled
 
 if TYPE_CHECKING:  # the Slack SDK loads when `serve` runs (start-up time of other commands)
     from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.schedule.election import Elector
 
 log = logging.getLogger(__name__)
 STOP_GRACE_S = 60.0
@@ -134,6 +145,73 @@ def _scheduler(services: SlackServices, client: AsyncWebClient) -> AbstractAsync
     )
 
 
+def _elector(services: SlackServices, client: AsyncWebClient) -> Elector:
+    """The election of this replica: the scheduler runs while it leads (always on SQLite)."""
+    # deferred: the election module loads with the scheduler, in `serve` only (as `_scheduler`)
+    from bot.schedule.election import Elector
+
+    engine = services.store.store.engine
+    return Elector(
+        leader_lock_for(engine),
+        schema_revision=lambda: current_revision(engine),
+        lead=lambda: _scheduler(services, client),
+        interval_s=services.settings.replicas.election_interval.total_seconds(),
+    )
+
+
+def _schema_of(services: SlackServices) -> tuple[bool, str | None]:
+    """Whether the database answered, and its schema revision when it did."""
+    try:
+        return True, current_revision(services.store.store.engine)
+    except Exception as exc:  # any failure to answer is "unreachable" to the health check
+        log.warning("health: the database did not answer: %s", exc)
+        return False, None
+
+
+@asynccontextmanager
+async def replica(
+    services: SlackServices, client: AsyncWebClient, slack_connected: Callable[[], Awaitable[bool]]
+) -> AsyncIterator[Elector]:
+    """For the block: this replica's election (and the scheduler while it leads) and its health
+    endpoint; on the way out the scheduler stops and the leader lock is given up."""
+    elector = _elector(services, client)
+    replica_id = this_replica()
+
+    async def report() -> HealthReport:
+        database, schema = await asyncio.to_thread(_schema_of, services)
+        state = elector.state
+        return HealthReport(
+            database=database,
+            slack=await slack_connected(),
+            role=state.role.value,
+            since=state.since.isoformat() if state.since else None,
+            reason=state.reason,
+            replica=replica_id,
+            schema=schema,
+        )
+
+    config = services.settings.replicas
+    health = (
+        await serve_health(config.health_host, config.health_port, report) if config.health_port else None
+    )
+    if health is not None:
+        typer.echo(f"flagbot: health on http://{config.health_host}:{health.port}/health", err=True)
+    electing = asyncio.Event()
+    task = asyncio.ensure_future(elector.run(electing))
+    try:
+        yield elector
+    finally:
+        electing.set()
+        await task
+        if health is not None:
+            await health.close()
+
+
+async def _always_connected() -> bool:
+    """HTTP mode holds no connection to Slack: Slack calls in, so there is nothing to lose."""
+    return True
+
+
 def _stop_signal() -> asyncio.Event:
     """Set by SIGINT / SIGTERM. Installed before anything starts, so a signal that arrives while
     the bot connects or the scheduler starts still stops it cleanly (instead of killing it)."""
@@ -159,8 +237,8 @@ async def _run_http(
         typer.echo(f"flagbot: HTTP mode on http://{address[0]}:{address[1]}/slack/events", err=True)
         services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
         try:
-            # checks, drift, digest (bot/schedule)
-            async with _scheduler(services, app.client):
+            # checks, drift, digest (bot/schedule) while this replica leads; its health endpoint
+            async with replica(services, app.client, _always_connected):
                 await stop.wait()
         finally:
             await runner.cleanup()
@@ -181,8 +259,8 @@ async def _run_socket(config: Settings, token: str, signing: str, app_token: str
         typer.echo("flagbot: Socket Mode connected", err=True)
         services.spawn(reconcile_at_start(services, app.client))  # runs a stopped bot left unfinished
         try:
-            # checks, drift, digest (bot/schedule)
-            async with _scheduler(services, app.client):
+            # checks, drift, digest (bot/schedule) while this replica leads; its health endpoint
+            async with replica(services, app.client, handler.client.is_connected):
                 await stop.wait()
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]

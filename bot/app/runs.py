@@ -4,7 +4,7 @@ cancel. One place for every front end (the CLI, Slack, `flagbot serve` at start)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from bot.app.ask import after_revert, answer_revert_if_pending
@@ -38,14 +38,15 @@ def build_engine(
 
 
 async def settle_every_target(
-    ctx: AppContext, *, books: Mapping[str, Playbook] | None = None
+    ctx: AppContext, *, books: Mapping[str, Playbook] | None = None, only: Collection[str] | None = None
 ) -> list[tuple[str, list[RunOutcome] | Exception]]:
-    """At `flagbot serve`'s start: settle each target with unfinished runs. A target that cannot
-    be reached (or whose lease is held) is given with its error and left to the next command."""
+    """At `flagbot serve`'s start (and on the leader, for runs a dead replica left): settle each
+    target with unfinished runs, or only those of `only`. A target that cannot be reached (or
+    whose lease is held) is given with its error and left to the next command."""
     rows = await ctx.store.run(unfinished_experiments, ctx.store.store)
     books = books if books is not None else load_all(ctx.settings)
     results: list[tuple[str, list[RunOutcome] | Exception]] = []
-    for target in sorted({row.target for row in rows}):
+    for target in sorted({row.target for row in rows if only is None or row.target in only}):
         try:
             results.append((target, await build_engine(ctx, books=books).reconcile(target)))
         except Exception as exc:  # unreachable, diverged, lease held: the next command retries

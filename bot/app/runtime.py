@@ -8,6 +8,8 @@ functions find it here.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,10 +28,15 @@ if TYPE_CHECKING:
     from bot.app.ask_timer import RevertRunner
     from bot.store.schedule_models import VerificationCheck
 
-__all__ = ["ScheduleRuntime", "current", "install", "installed", "uninstall"]
+__all__ = ["ScheduleRuntime", "current", "install", "installed", "this_replica", "uninstall"]
 
 SessionFactory = Callable[[str], AbstractAsyncContextManager["TargetSession"]]
 ProbeFunc = Callable[["ScheduleRuntime", "VerificationCheck"], Awaitable[Probe]]
+
+
+def this_replica() -> str:
+    """This process among the replicas, as claims and logs name it: `host:pid`."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass
@@ -50,6 +57,9 @@ class ScheduleRuntime:
     """Where the weekly digest is posted (the bot's Slack; None outside the bot)."""
     revert_runner: RevertRunner | None = None
     """How a timed-out question's default `revert` runs (`bot.app.ask.run_revert` when None)."""
+    replica: str = field(default_factory=this_replica)
+    """Who claims scheduled runs (`bot.store.scheduled_runs`): another replica's unfinished claim
+    is a run the dead leader owes."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def session(self, target: str) -> AbstractAsyncContextManager[TargetSession]:

@@ -8,14 +8,20 @@ which a command that finds nothing to settle should not pay before its first cal
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from bot.app.context import AppContext
+from bot.app.notify import Notice, Notifier
+from bot.digest.threads import threads_of
 from bot.loop.report import RunOutcome
+from bot.store import AsyncStore
 from bot.store.experiments import unfinished_experiments
 
 if TYPE_CHECKING:
     from bot.loop.engine import Engine
+
+log = logging.getLogger(__name__)
 
 
 async def settle_unfinished(
@@ -41,3 +47,25 @@ def settled_text(outcome: RunOutcome) -> str:
         f"experiment #{outcome.experiment_id} ({outcome.playbook}) was left unfinished by a flagbot "
         f"that stopped; it is now {outcome.status}: {outcome.summary or ''}"
     )
+
+
+async def tell_settled(store: AsyncStore, notifier: Notifier, settled: list[RunOutcome], *, why: str) -> None:
+    """Log each run settled without a command (at `flagbot serve`'s start, or by the leader for a
+    dead replica) and tell its thread, else the notifier's default channel: "experiment #12 (try)
+    on qwen was left unfinished `why`; it is now *rolled-back*: ...". A post that fails is logged;
+    the run is settled either way."""
+    if not settled:
+        return
+    threads = await store.run(threads_of, store.store, [outcome.experiment_id for outcome in settled])
+    for outcome in settled:
+        text = (
+            f"experiment #{outcome.experiment_id} ({outcome.playbook}) on {outcome.target} was left "
+            f"unfinished {why}; it is now *{outcome.status}*: {outcome.summary or ''}"
+        ).strip()
+        log.warning("%s", text)
+        thread = threads.get(outcome.experiment_id)
+        notice = Notice(text, (), thread.channel if thread else None, thread.ts if thread else None)
+        try:
+            await notifier.notify(notice)
+        except Exception as exc:  # the run is settled either way; the log has it
+            log.warning("could not tell the thread of #%s: %s", outcome.experiment_id, exc)

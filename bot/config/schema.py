@@ -24,6 +24,7 @@ from bot.config.change_rules import (
 )
 from bot.config.datasets import DatasetError, parse_dataset
 from bot.config.drain import CommandHook, DrainPolicy
+from bot.config.replicas import ReplicaSettings
 from bot.config.section_base import Duration, Strict
 from bot.config.unit_names import check_service_name, is_template, template_instance
 from bot.config.verdicts import Verdicts
@@ -554,6 +555,8 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     verdicts: Verdicts = Verdicts()
     redaction: RedactionSettings = RedactionSettings()
+    replicas: ReplicaSettings = ReplicaSettings()
+    """Several `flagbot serve` on one PostgreSQL, and each one's health endpoint (bot.config.replicas)."""
 
     @classmethod
     def settings_customise_sources(

@@ -11,6 +11,7 @@ from bot.app.ask_timer import apply_due_decisions, run_revert
 from bot.app.checks import run_check
 from bot.app.context import AppContext
 from bot.app.drift import watch_drift
+from bot.app.replicas import publish_digest_once, settle_orphaned_runs
 from bot.app.runtime import current
 from bot.loop import check_jobs
 
@@ -35,12 +36,16 @@ async def sync_job() -> None:
 
 
 async def digest_job() -> None:
-    """The weekly digest, posted by the publisher `flagbot serve` installed (Slack)."""
+    """The weekly digest, posted by the publisher `flagbot serve` installed (Slack), once per
+    week across replicas (`bot.app.replicas`)."""
     rt = current()
-    if rt.digest is None:
-        log.warning("weekly digest skipped: nowhere to post it in this process")
-        return
-    await rt.digest.publish_weekly(rt.clock())
+    await publish_digest_once(rt, rt.clock())
+
+
+async def settle_job() -> None:
+    """Settle the runs a dead replica (or CLI) left in flight, once their lease expired."""
+    for outcome in await settle_orphaned_runs(current()):
+        log.info("experiment #%d settled: %s", outcome.experiment_id, outcome.status)
 
 
 async def decisions_job() -> None:

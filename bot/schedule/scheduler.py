@@ -12,6 +12,12 @@ Choices, on purpose (docs/schedule.md):
   (`DIGEST_GRACE_S`): a digest more than a day late is skipped, `/flagbot digest` makes it.
 - `max_instances=1`: a drift watch still running when its next time comes is not started twice.
 
+With several replicas on one PostgreSQL, only the elected leader runs this scheduler
+(`bot.schedule.election`); the job store is shared, so the next leader finds every job where the
+last one left it, and a run missed during the handover runs once (coalesce, no misfire limit). A
+run the dead leader had *started* is no longer in the job store: a check comes back through the
+sync (its row is still `scheduled`), the digest through its claim (`bot.app.replicas`).
+
 The store's `verification_check` table is the truth about checks; the job store holds when they
 run. `sync_checks` makes the jobs follow the table: at start (checks stored by a CLI run while no
 bot was running), every `SYNC_INTERVAL_S` (checks added, paused or deleted by the CLI while the
@@ -43,7 +49,8 @@ from sqlalchemy import Engine
 
 from bot.app.context import AppContext
 from bot.app.notify import DigestPublisher, Notifier
-from bot.app.runtime import ScheduleRuntime, active, install, uninstall
+from bot.app.replicas import resume_owed_digests
+from bot.app.runtime import ProbeFunc, ScheduleRuntime, active, install, this_replica, uninstall
 from bot.config import Settings
 from bot.loop import check_jobs
 from bot.schedule import jobs
@@ -77,6 +84,10 @@ DECISIONS_JOB = "ask-decisions"
 DECISIONS_INTERVAL_S = 60
 """How often the pending Keep / Revert questions are looked at (`bot.app.ask`): a default action
 runs at most this long after its deadline."""
+SETTLE_JOB = "settle-orphans"
+SETTLE_INTERVAL_S = 10
+"""How often the leader looks for runs whose driver died (their lease expired): such a run is
+settled at most this long after its lease's time to live (`bot.app.replicas`)."""
 
 
 def check_job_id(check_id: int | None) -> str:
@@ -209,14 +220,23 @@ def schedule_recurring(scheduler: AsyncIOScheduler, settings: Settings) -> None:
         jobs.decisions_job,
         name="default actions of unanswered Keep / Revert questions",
     )
+    _keep_or_replace(
+        scheduler,
+        SETTLE_JOB,
+        IntervalTrigger(seconds=SETTLE_INTERVAL_S, timezone=zone),
+        jobs.settle_job,
+        name="settle runs a dead replica left in flight",
+    )
 
 
 async def prepare(jobs: SchedulerJobs, settings: Settings) -> None:
     """Everything the scheduler should hold, from the config and the store."""
     schedule_recurring(jobs.scheduler, settings)
     await jobs.sync()
-    if active() is not None:
+    runtime = active()
+    if runtime is not None:
         await decisions_job()  # a deadline passed while the bot was down: applied at start
+        await resume_owed_digests(runtime)  # a digest the last leader died in the middle of
 
 
 def _run_times(job: Job, now: datetime) -> list[datetime]:
@@ -264,17 +284,31 @@ async def run_due(scheduler: AsyncIOScheduler, now: datetime) -> list[str]:
 
 @asynccontextmanager
 async def running_scheduler(
-    ctx: AppContext, *, notifier: Notifier, digest: DigestPublisher | None = None
+    ctx: AppContext,
+    *,
+    notifier: Notifier,
+    digest: DigestPublisher | None = None,
+    replica: str | None = None,
+    probe: ProbeFunc | None = None,
 ) -> AsyncIterator[SchedulerJobs]:
     """`flagbot serve`'s scheduler: started in this event loop for the block, then shut down.
 
     Checks and the drift watch tell their changes of state through `notifier` (the bot's: into
     experiments' threads, drift into `slack.investigation_channel`); the weekly digest goes
-    through `digest` (skipped when None).
+    through `digest` (skipped when None). `replica` names this process in claims (default
+    `host:pid`); `probe` replaces how checks look at a target (tests).
     """
     settings = ctx.settings
     scheduler = build_scheduler(ctx.store.store.engine, timezone=settings.schedules.timezone)
-    runtime = ScheduleRuntime(settings, ctx.store, notifier, lease_ttl_s=ctx.lease_ttl_s, digest=digest)
+    runtime = ScheduleRuntime(
+        settings,
+        ctx.store,
+        notifier,
+        lease_ttl_s=ctx.lease_ttl_s,
+        digest=digest,
+        probe=probe,
+        replica=replica or this_replica(),
+    )
     scheduled = SchedulerJobs(scheduler, ctx.store)
     install(runtime)
     check_jobs.install(scheduled)

@@ -17,46 +17,25 @@ from collections.abc import Mapping
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app.runs import settle_every_target
-from bot.digest.threads import threads_of
+from bot.app.settle import tell_settled
 from bot.loop.playbook import Playbook
 from bot.loop.report import RunOutcome
+from bot.slack.notify import SlackNotifier
 from bot.slack.services import SlackServices
 
 log = logging.getLogger(__name__)
-
-
-def _settled_text(outcome: RunOutcome) -> str:
-    return (
-        f"experiment #{outcome.experiment_id} ({outcome.playbook}) on {outcome.target} was left "
-        f"unfinished when flagbot stopped; it is now *{outcome.status}*: {outcome.summary or ''}"
-    ).strip()
 
 
 async def reconcile_at_start(
     services: SlackServices, client: AsyncWebClient, *, playbooks: Mapping[str, Playbook] | None = None
 ) -> list[RunOutcome]:
     """Reconcile every target with unfinished experiments; post and log what became of each."""
-    settings, store = services.settings, services.store
     settled: list[RunOutcome] = []
     for target, result in await settle_every_target(services.context, books=playbooks):
         if isinstance(result, Exception):  # unreachable, diverged, lease held: the next command retries
             log.warning("reconcile of %s at start failed: %s", target, result)
             continue
         settled += result
-    if not settled:
-        return settled
-    threads = await store.run(threads_of, store.store, [o.experiment_id for o in settled])
-    for outcome in settled:
-        text = _settled_text(outcome)
-        log.warning("%s", text)
-        thread = threads.get(outcome.experiment_id)
-        channel = thread.channel if thread else settings.slack.investigation_channel
-        if channel is None:
-            continue
-        try:
-            await client.chat_postMessage(
-                channel=channel, thread_ts=thread.ts if thread else None, text=text, reply_broadcast=False
-            )
-        except Exception as exc:
-            log.warning("could not post the reconcile of #%s: %s", outcome.experiment_id, exc)
+    notifier = SlackNotifier(client, services.settings.slack.investigation_channel)
+    await tell_settled(services.store, notifier, settled, why="when flagbot stopped")
     return settled

@@ -126,3 +126,20 @@ __all__ = [
     "VerificationCheck",
     "scheduler_jobs",
 ]
+
+
+class ScheduledRun(SQLModel, table=True):
+    """One run of a scheduled job that must happen once across replicas (revision 0010): claimed
+    before it starts, finished when it has. APScheduler moves a job's next run time forward when it
+    *starts* the job, so a leader killed in the middle leaves a run the job store no longer holds;
+    this row is how the next leader knows it is owed (`bot.store.scheduled_runs`)."""
+
+    __tablename__ = "scheduled_run"
+
+    key: str = Field(primary_key=True, max_length=200)
+    """What ran, for which period: `digest:2026-W48`."""
+    job: str = Field(max_length=100)
+    replica: str = Field(max_length=200)
+    """The replica that claimed it last (`bot.app.runtime.this_replica`)."""
+    started_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    finished_at: datetime | None = _optional_timestamp()

@@ -72,7 +72,7 @@ async def test_serve_schedules_drift_and_digest_and_keeps_them_across_restarts(
     ctx = AppContext(config, astore)
     async with running_scheduler(ctx, notifier=MemoryNotifier()) as running:
         jobs = {job.id: job for job in running.scheduler.get_jobs()}
-        assert set(jobs) == {"drift-lab", "digest", "sync-checks", "ask-decisions"}
+        assert set(jobs) == {"drift-lab", "digest", "sync-checks", "ask-decisions", "settle-orphans"}
         assert jobs["digest"].misfire_grace_time == DIGEST_GRACE_S
         assert str(jobs["digest"].trigger.timezone) == "Europe/Berlin"
         drift_next = jobs["drift-lab"].next_run_time
