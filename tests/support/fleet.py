@@ -47,6 +47,10 @@ SERVER_INFO = {
 }
 METRICS = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 0\n"
 NODES_PER_TARGET = 2
+COMMAND_S = 0.02
+"""How long each node takes to answer a command: a real `systemctl show` or `journalctl` takes
+10-30 ms; answered at once in-process, no two commands would ever overlap and the channel peaks
+would say nothing."""
 NO_BENCHMARK = "capacity-only"
 """The checks' profile: not in `[bench]`, so a check observes and judges flags and effective
 capacity and runs no load generator (`bot.app.checks.probe_target`: "not benchmarked")."""
@@ -132,9 +136,11 @@ def _http_app() -> web.Application:
 
 
 @asynccontextmanager
-async def running_fleet(directory: Path, targets: int) -> AsyncIterator[Fleet]:
+async def running_fleet(
+    directory: Path, targets: int, *, command_s: float = COMMAND_S
+) -> AsyncIterator[Fleet]:
     """`targets` targets of two nodes and the HTTP server, keys and known_hosts under `directory`;
-    all stopped when the block ends."""
+    all stopped when the block ends. Each command takes `command_s` on a node."""
     directory.mkdir(parents=True, exist_ok=True)
     keys = Keys.make(directory, targets * NODES_PER_TARGET)
     keys.client_key.chmod(0o600)
@@ -151,7 +157,13 @@ async def running_fleet(directory: Path, targets: int) -> AsyncIterator[Fleet]:
             for rank in range(NODES_PER_TARGET):
                 systemd = FakeSystemd(rank=rank)
                 systemd.journal = node_journal(rank, systemd.invocation, started)
-                node = FakeNode(systemd, sglang_version=SGLANG_VERSION, help_text=help_text, shared=gauges)
+                node = FakeNode(
+                    systemd,
+                    sglang_version=SGLANG_VERSION,
+                    help_text=help_text,
+                    shared=gauges,
+                    delay_s=command_s,
+                )
                 await node.start(keys.host_keys[len(every)], keys.client_public)
                 every.append(node)
                 group.append(node)
