@@ -122,6 +122,8 @@ class Phase:
     rss_peak_mib: float
     traced_peak_mib: float | None
     results: Counter[str]
+    reasons: Counter[str]
+    """Why a job did not pass or found drift (its summary), and how many said it."""
 
 
 def rss_now_mib() -> float:
@@ -131,14 +133,18 @@ def rss_now_mib() -> float:
     return float("nan")
 
 
-async def timed(call: Callable[[], Awaitable[str]]) -> tuple[float, str]:
+Outcome = tuple[str, str | None]
+"""A job's result word (`no drift`, `pass`, ...) and, when it is not the good one, why."""
+
+
+async def timed(call: Callable[[], Awaitable[Outcome]]) -> tuple[float, Outcome]:
     started = time.monotonic()
     result = await call()
     return time.monotonic() - started, result
 
 
 async def phase(
-    nodes: Connection, targets: int, round_: int, job: str, calls: Sequence[Callable[[], Awaitable[str]]]
+    nodes: Connection, targets: int, round_: int, job: str, calls: Sequence[Callable[[], Awaitable[Outcome]]]
 ) -> Phase:
     """Every call started at once; wall, CPU, memory and the nodes' counts for them."""
     nodes.send("restart")
@@ -162,20 +168,26 @@ async def phase(
         rss_now_mib(),
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         traced,
-        Counter(result for _, result in done),
+        Counter(word for _, (word, _) in done),
+        Counter(why for _, (_, why) in done if why is not None),
     )
 
 
-async def drift(target: str) -> str:
+async def drift(target: str) -> Outcome:
     outcome = await watch_drift(current(), target)  # what bot.schedule.jobs.drift_job runs
     if outcome.skipped:
-        return "skipped"
-    return "drift" if outcome.findings else "no drift"
+        return "skipped", outcome.skipped
+    if outcome.findings:
+        return "drift", "; ".join(str(item["what"]) for item in outcome.findings)
+    return "no drift", None
 
 
-async def check(check_id: int) -> str:
+async def check(check_id: int) -> Outcome:
     outcome = await run_check(current(), check_id, trigger="schedule")  # bot.schedule.jobs.check_job
-    return "gone" if outcome is None else outcome.recorded.run.result
+    if outcome is None:
+        return "gone", f"check #{check_id} is gone"
+    run = outcome.recorded.run
+    return run.result, None if run.result == "pass" else run.summary
 
 
 async def measure(
@@ -301,6 +313,9 @@ def main() -> None:
                 phases += asyncio.run(measure(ours, fleet, size, args.rounds, work))
             print()
             print("\n".join(bounds(phases)))
+            for p in phases:
+                for why, n in p.reasons.most_common():
+                    print(f"{p.targets} targets, round {p.round}, {p.job}: {n} x {why}")
         finally:
             ours.send("stop")
             child.join(30)
