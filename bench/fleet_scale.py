@@ -6,7 +6,9 @@ What runs is the bot's own code, as `flagbot serve` runs it: one runtime install
 and every due job started at once as a task, as APScheduler's asyncio executor does (no cap on
 how many jobs run together; `max_instances=1` only stops one job overlapping itself). A job is
 the call bot/schedule/jobs.py makes: `watch_drift(current(), target)` and
-`run_check(current(), check_id, trigger="schedule")`. Per size, a round runs the drift watch of
+`run_check(current(), check_id, trigger="schedule")`; of the jobs started, `LOOKS_AT_ONCE`
+(bot/app/runtime.py) look at their targets together and the others wait their turn, so a job's
+time printed here includes its wait. Per size, a round runs the drift watch of
 every target at once, then one check of every target at once (separately: a check holds the
 target's lease, and a drift watch skips a leased target); the second round runs on the same
 pool, so the connections it opens show reuse (none expected) and its memory shows growth.
@@ -47,7 +49,8 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -60,8 +63,10 @@ sys.path.insert(0, str(ROOT))
 from bot.app.checks import run_check  # noqa: E402
 from bot.app.drift import watch_drift  # noqa: E402
 from bot.app.notify import MemoryNotifier  # noqa: E402
-from bot.app.runtime import ScheduleRuntime, current, installed  # noqa: E402
+from bot.app.runtime import LOOKS_AT_ONCE, ScheduleRuntime, SessionFactory, current, installed  # noqa: E402
+from bot.config import Settings  # noqa: E402
 from bot.store import AsyncStore, Store  # noqa: E402
+from bot.target.session import TargetSession  # noqa: E402
 from bot.target.ssh_pool import MAX_CHANNELS, RESERVED_CHANNELS, pooled  # noqa: E402
 from tests.support.fleet import (  # noqa: E402
     NO_BENCHMARK,
@@ -117,6 +122,8 @@ class Phase:
     wall_s: float
     cpu_s: float
     per_target_s: list[float]
+    look_s: list[float]
+    """How long each job's target session was open: its look, without the wait for its turn."""
     counts: dict[str, int]
     rss_mib: float
     rss_peak_mib: float
@@ -143,10 +150,30 @@ async def timed(call: Callable[[], Awaitable[Outcome]]) -> tuple[float, Outcome]
     return time.monotonic() - started, result
 
 
+LOOKS: list[float] = []
+"""The target sessions' lifetimes of the phase running now (`timed_session`)."""
+
+
+def timed_session(settings: Settings, store: AsyncStore) -> SessionFactory:
+    """The runtime's own sessions (`TargetSession.open`), each one's lifetime kept in `LOOKS`."""
+
+    @asynccontextmanager
+    async def open_session(target: str) -> AsyncIterator[TargetSession]:
+        started = time.monotonic()
+        try:
+            async with TargetSession.open(target, settings.targets[target], store=store) as ts:
+                yield ts
+        finally:
+            LOOKS.append(time.monotonic() - started)
+
+    return open_session
+
+
 async def phase(
     nodes: Connection, targets: int, round_: int, job: str, calls: Sequence[Callable[[], Awaitable[Outcome]]]
 ) -> Phase:
     """Every call started at once; wall, CPU, memory and the nodes' counts for them."""
+    LOOKS.clear()
     nodes.send("restart")
     nodes.recv()
     if tracemalloc.is_tracing():
@@ -164,6 +191,7 @@ async def phase(
         wall,
         cpu,
         [seconds for seconds, _ in done],
+        list(LOOKS),
         counts,
         rss_now_mib(),
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -205,7 +233,13 @@ async def measure(
     opened = Store.open(None, sqlite_path=settings.database.sqlite_path)
     opened.upgrade()
     store = AsyncStore(opened)
-    rt = ScheduleRuntime(settings, store, MemoryNotifier(), cache_dir=work / "cache")
+    rt = ScheduleRuntime(
+        settings,
+        store,
+        MemoryNotifier(),
+        cache_dir=work / "cache",
+        session_factory=timed_session(settings, store),
+    )
     delays = [timedelta(minutes=10)] + [timedelta(days=day) for day in range(1, rounds)]
     checks: dict[str, list[int]] = {}
     for name in names:  # not measured: what `flagbot observe` and a kept try leave
@@ -229,6 +263,7 @@ async def measure(
 
 HEADER = (
     f"{'targets':>7} {'round':>5} {'job':<6} {'wall s':>7} {'cpu s':>6} {'per-target s med/max':>21} "
+    f"{'look s med/max':>15} "
     f"{'conns opened/peak':>17} {'logins/node':>11} {'chans opened/peak':>17} {'chans/conn max':>14} "
     f"{'RSS MiB now/peak':>16} {'traced MiB':>10}  results"
 )
@@ -240,6 +275,7 @@ def row(p: Phase) -> str:
     return (
         f"{p.targets:>7} {p.round:>5} {p.job:<6} {p.wall_s:>7.2f} {p.cpu_s:>6.2f} "
         f"{statistics.median(p.per_target_s):>10.2f}/{max(p.per_target_s):<10.2f} "
+        f"{statistics.median(p.look_s):>7.2f}/{max(p.look_s):<7.2f} "
         f"{c['connections_opened']:>8}/{c['connections_peak']:<8} {c['most_logins_per_node']:>11} "
         f"{c['channels_opened']:>8}/{c['channels_peak']:<8} {c['channels_peak_per_node']:>14} "
         f"{p.rss_mib:>7.0f}/{p.rss_peak_mib:<8.0f} {traced:>10}  "
@@ -254,10 +290,12 @@ def bounds(phases: list[Phase]) -> list[str]:
     lines = []
     for p in phases:
         nodes = p.targets * NODES_PER_TARGET
+        ceiling = min(p.targets, LOOKS_AT_ONCE) * NODES_PER_TARGET * read_limit
         c = p.counts
         first = p.round == 1 and p.job == "drift"
         reused = c["connections_opened"] == (nodes if first else 0) and c["connections_peak"] == nodes
         within = c["channels_peak_per_node"] <= read_limit and c["most_logins_per_node"] <= 1
+        bounded = c["channels_peak"] <= ceiling
         lines.append(
             f"{p.targets} targets, round {p.round}, {p.job}: "
             + (
@@ -267,7 +305,8 @@ def bounds(phases: list[Phase]) -> list[str]:
             )
             + f"; channels per connection {c['channels_peak_per_node']} <= {read_limit} read slots: "
             + ("yes" if within else "NO")
-            + f"; global channel peak {c['channels_peak']} (ceiling {read_limit} x {nodes} nodes = {read_limit * nodes})"
+            + f"; global channel peak {c['channels_peak']} <= {ceiling}: {'yes' if bounded else 'NO'} "
+            f"({min(p.targets, LOOKS_AT_ONCE)} targets looked at together x {NODES_PER_TARGET} nodes x {read_limit})"
         )
     return lines
 
@@ -302,7 +341,9 @@ def main() -> None:
                 + ("off" if args.no_tracemalloc else "on (times include its cost)")
             )
             print(
-                f"channel slots per connection: {MAX_CHANNELS}, {RESERVED_CHANNELS} kept for privileged commands"
+                f"channel slots per connection: {MAX_CHANNELS}, {RESERVED_CHANNELS} kept for privileged commands; "
+                f"targets looked at together by the scheduled jobs: {LOOKS_AT_ONCE} (the others wait their turn: "
+                "'per-target' is a job's time with its wait, 'look' its target session's alone)"
             )
             print()
             if not args.no_tracemalloc:
