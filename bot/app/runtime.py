@@ -36,8 +36,8 @@ one cron, so without a limit a fleet's looks would all run at the same moment: t
 open across the fleet would grow with its size (each connection keeps its own limit, none keeps
 the sum), and each look's HTTP reads would wait behind every other look's parsing on the bot's
 one event loop. With it, at most this many targets' connections carry a job's commands at a
-time; the time the whole fleet takes is about the same (the looks are CPU-bound), a look's own
-time does not grow with the fleet (bench/fleet_scale.py). A check's turn lasts through its
+time; the time the whole fleet takes is about the same (the looks are CPU-bound), and a look's
+own time stops growing with the fleet beyond this many targets (bench/fleet_scale.py). A check's turn lasts through its
 benchmark: at most this many of flagbot's load generators share the bot host's CPU."""
 
 SessionFactory = Callable[[str], AbstractAsyncContextManager["TargetSession"]]
