@@ -96,6 +96,16 @@ class Fleet:
     def ports(self) -> dict[str, list[int]]:
         return {name: [node.port for node in nodes] for name, nodes in self.nodes.items()}
 
+    def settings(self, state_dir: Path) -> Settings:
+        """flagbot's settings for every target of this fleet (`fleet_settings`)."""
+        return fleet_settings(
+            self.ports(),
+            key_path=self.keys.client_key,
+            known_hosts=self.known_hosts,
+            http_port=self.http_port,
+            state_dir=state_dir,
+        )
+
     def restart_counts(self) -> None:
         """Count connections and channels from here (the peaks: what is open now)."""
         self.gauges.connections.restart()

@@ -25,7 +25,6 @@ from tests.support.fake_node import Gauge
 from tests.support.fleet import (
     NODES_PER_TARGET,
     Fleet,
-    fleet_settings,
     running_fleet,
     seed_checks,
     seed_known_good,
@@ -44,13 +43,7 @@ async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
 async def test_five_targets_watched_at_once_reuse_one_connection_per_node_and_stay_in_their_channels(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    settings = fleet_settings(
-        fleet.ports(),
-        key_path=fleet.keys.client_key,
-        known_hosts=fleet.known_hosts,
-        http_port=fleet.http_port,
-        state_dir=tmp_path / "state",
-    )
+    settings = fleet.settings(tmp_path / "state")
     store = AsyncStore(migrated_store("sqlite", tmp_path))
     rt = ScheduleRuntime(settings, store, MemoryNotifier(), cache_dir=tmp_path / "cache")
     try:
@@ -81,13 +74,7 @@ async def test_scheduled_looks_wait_their_turn_drift_watches_and_checks_alike(
 ) -> None:
     """Every due job starts at once; only `looks_at_once` targets are looked at together (the
     fleet's channel peak stays bounded whatever its size), and every job still runs."""
-    settings = fleet_settings(
-        fleet.ports(),
-        key_path=fleet.keys.client_key,
-        known_hosts=fleet.known_hosts,
-        http_port=fleet.http_port,
-        state_dir=tmp_path / "state",
-    )
+    settings = fleet.settings(tmp_path / "state")
     store = AsyncStore(migrated_store("sqlite", tmp_path))
     sessions = Gauge()
 
