@@ -242,12 +242,12 @@ async def measure(runs: int, top: int, callers: list[str], trace: list[str]) -> 
 
 async def count_ssh(flagbot: Path, words: list[str]) -> None:
     """One `flagbot try ...` (the console script given, of any checkout) against a fake node on
-    loopback (tests/unit/target/fake_node.py: asyncssh, systemd modelled, SGLang 0.5.23's
+    loopback (tests/support/fake_node.py: asyncssh, systemd modelled, SGLang 0.5.23's
     `--help`): its SSH logins and the commands node 0 received, by kind."""
     sys.path.insert(0, str(HERE))  # the fake node of this checkout's tests
     flagbot = flagbot.absolute()
+    from tests.support.fake_node import FakeNode, FakeSystemd, Keys
     from tests.support.host_flags import host_help
-    from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
     base = Path(tempfile.mkdtemp(prefix="flagbot-experiment-ssh-"))
     keys = Keys.make(base, 1)

@@ -174,11 +174,12 @@ def judge(
 
 async def probe_target(rt: ScheduleRuntime, check: VerificationCheck) -> Probe:
     """Observe the running start and benchmark it, under the target's lease (LeaseHeld when it
-    stays busy for `rt.lease_wait_s`)."""
+    stays busy for `rt.lease_wait_s`), in its turn among the scheduled looks (`rt.looking`)."""
 
     settings = rt.settings
     target = settings.targets[check.target]
     async with (
+        rt.looking(),  # its turn among the scheduled looks first: no lease held while it waits
         hold_lease(
             rt.store,
             check.target,

@@ -210,17 +210,20 @@ async def watch_drift(rt: ScheduleRuntime, target: str) -> DriftOutcome:
     store = rt.store
     if target not in rt.settings.targets:
         return DriftOutcome(target, [], None, skipped=f"target {target!r} is not configured")
-    lease = await store.run(current, store.store, target)
-    if lease is not None and not lease.expired(rt.clock()):
-        return DriftOutcome(target, [], None, skipped=f"{target} is busy: {lease.describe()}")
-    state = await store.run(get_drift, store.store, target)
-    reference = dict(state.reference) if state is not None else {}
-    try:
-        async with rt.session(target) as ts:
-            findings = await _look(rt, ts, reference)
-    except Exception as exc:  # unreachable, refused: nothing to compare; the next watch tries again
-        log.warning("drift watch of %s could not look: %s", target, exc)
-        return DriftOutcome(target, [], None, skipped=f"could not look at {target}: {exc}".splitlines()[0])
+    async with rt.looking():  # the lease is read once it is this watch's turn, not before
+        lease = await store.run(current, store.store, target)
+        if lease is not None and not lease.expired(rt.clock()):
+            return DriftOutcome(target, [], None, skipped=f"{target} is busy: {lease.describe()}")
+        state = await store.run(get_drift, store.store, target)
+        reference = dict(state.reference) if state is not None else {}
+        try:
+            async with rt.session(target) as ts:
+                findings = await _look(rt, ts, reference)
+        except Exception as exc:  # unreachable, refused: nothing to compare; the next watch tries again
+            log.warning("drift watch of %s could not look: %s", target, exc)
+            return DriftOutcome(
+                target, [], None, skipped=f"could not look at {target}: {exc}".splitlines()[0]
+            )
     change = await store.run(
         record_drift, store.store, target, findings=findings, reference=reference, now=rt.clock()
     )

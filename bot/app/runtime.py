@@ -8,6 +8,7 @@ functions find it here.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +30,17 @@ if TYPE_CHECKING:
     from bot.store.schedule_models import VerificationCheck
 
 __all__ = ["ScheduleRuntime", "current", "install", "installed", "this_replica", "uninstall"]
+
+LOOKS_AT_ONCE = 8
+"""How many targets the scheduled jobs look at together (a drift watch's look, a check's observe);
+the others wait their turn. Every due job starts at once and every target's drift watch shares
+one cron, so without a limit a fleet's looks would all run at the same moment: the SSH channels
+open across the fleet would grow with its size (each connection keeps its own limit, none keeps
+the sum), and each look's HTTP reads would wait behind every other look's parsing on the bot's
+one event loop. With it, at most this many targets' connections carry a job's commands at a
+time; the time the whole fleet takes is about the same (the looks are CPU-bound), and a look's
+own time stops growing with the fleet beyond this many targets (bench/fleet_scale.py). A check's turn lasts through its
+benchmark: at most this many of flagbot's load generators share the bot host's CPU."""
 
 SessionFactory = Callable[[str], AbstractAsyncContextManager["TargetSession"]]
 ProbeFunc = Callable[["ScheduleRuntime", "VerificationCheck"], Awaitable[Probe]]
@@ -61,6 +73,8 @@ class ScheduleRuntime:
     """Who claims scheduled runs (`bot.store.scheduled_runs`): another replica's unfinished claim
     is a run the dead leader owes."""
     extra: dict[str, Any] = field(default_factory=dict)
+    looks_at_once: int = LOOKS_AT_ONCE
+    _looks: asyncio.Semaphore | None = field(default=None, init=False, repr=False)
 
     def session(self, target: str) -> AbstractAsyncContextManager[TargetSession]:
         """A session to a configured target (connections open on first use)."""
@@ -72,6 +86,15 @@ class ScheduleRuntime:
 
     def cache(self) -> Path:
         return self.cache_dir or self.settings.database.sqlite_path.parent / "cache"
+
+    @asynccontextmanager
+    async def looking(self) -> AsyncIterator[None]:
+        """A turn to look at a target (`looks_at_once` at a time); the scheduled jobs take one
+        before their lease or session, so no lease is held while a job waits its turn."""
+        if self._looks is None:
+            self._looks = asyncio.Semaphore(self.looks_at_once)
+        async with self._looks:
+            yield
 
 
 _CURRENT: list[ScheduleRuntime] = []

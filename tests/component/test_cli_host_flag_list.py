@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
 from tests.support.processes import run_flagbot
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 
 def _config(tmp_path: Path, port: int, keys: Keys | None) -> Path:

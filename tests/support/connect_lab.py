@@ -1,5 +1,5 @@
 """A fake node to connect to and an HTTP endpoint next to it: what `config check --connect` tests
-(unit and console) check against. The node is `tests/unit/target/fake_node.py`'s (an in-process
+(unit and console) check against. The node is `tests/support/fake_node.py`'s (an in-process
 SSH server; its SGLang says 0.5.23 and prints the twin's `--help`); the endpoint answers 200 to
 every GET, as a healthy server's `/health` and `/server_info` do."""
 
@@ -11,8 +11,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 
 @dataclass

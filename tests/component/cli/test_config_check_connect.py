@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest_asyncio
 
 from tests.support.connect_lab import connect_lab
+from tests.support.fake_node import FakeNode, Keys
 from tests.support.processes import run_flagbot
-from tests.unit.target.fake_node import FakeNode, Keys
 
 
 def _config(tmp_path: Path, port: int, http_port: int, key: Path, known_hosts: Path) -> Path:

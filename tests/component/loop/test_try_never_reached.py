@@ -19,7 +19,7 @@ from bot.loop.run_state import RunState
 from bot.store import Store
 from bot.store.experiments import list_experiments
 from tests.support.cli_config import lab_config, store_path
-from tests.unit.target.fake_node import Keys
+from tests.support.fake_node import Keys
 
 ABSENT_KEY = "absent key file"
 REFUSED = "port refuses"

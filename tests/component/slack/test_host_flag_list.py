@@ -2,7 +2,7 @@
 on the stand-in.
 
 The target `lab` is a fake systemd node behind an in-process SSH server
-(`tests/unit/target/fake_node.py`) whose SGLang says 0.5.23 and whose `--help` is the twin's own
+(`tests/support/fake_node.py`) whose SGLang says 0.5.23 and whose `--help` is the twin's own
 (`tests/support/host_flags.py`) with 0.5.23's `--enable-hicache`, which the packaged 0.5.10 list
 lacks. The `try` runs the real engine with the target layer's functions swapped
 (`tests/support/loop_fake_target.py`); only the flag list is read from the node.
@@ -25,10 +25,10 @@ from bot.config import Settings, load_settings
 from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import AsyncStore, Store
 from bot.target.flaglist import forget_cache
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
 from tests.support.loop_fake_target import START_FLAGS, TARGET, faked_target
 from tests.support.slack_bot import RunningBot, running_bot
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 CHANNEL = "C0FLAGBOT"
 OPERATOR = "U0OPER"

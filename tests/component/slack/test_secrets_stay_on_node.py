@@ -2,7 +2,7 @@
 journal, they appear in nothing flagbot posts, prints, logs or stores.
 
 The real Slack app runs on the stand-in against one target, `lab`, whose node is a fake systemd
-host behind an in-process SSH server (`tests/unit/target/fake_node.py`): `status`, `observe`
+host behind an in-process SSH server (`tests/support/fake_node.py`): `status`, `observe`
 and `grep` read its unit and journal through the real target layer. The `try` runs the real
 engine and steps with the target layer's functions swapped (`tests/support/loop_fake_target.py`,
 the component tier's way to run a playbook without a testbed), its node's flags carrying the
@@ -44,9 +44,9 @@ from bot.sglang.flagset import FlagItem, FlagSet
 from bot.store import AsyncStore, Store
 from bot.store.redacted_rows import KEPT_AS_WRITTEN
 from bot.target.evidence import JournalExcerpt
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.loop_fake_target import START_FLAGS, TARGET, faked_target
 from tests.support.slack_bot import running_bot
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 FILE_KEY = "sk-fileOnlyExpandedKey1234"
 LITERAL_ADMIN = "adminLiteralKey5678"

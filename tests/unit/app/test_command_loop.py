@@ -1,7 +1,7 @@
 """A CLI command that reads its target host's flag list and then runs its playbook logs in to
 node 0 once, not once per `asyncio.run` (bot/app/command_loop.py; issue 16 item 9).
 
-The fake node (tests/unit/target/fake_node.py, asyncssh on loopback) counts logins; it serves from
+The fake node (tests/support/fake_node.py, asyncssh on loopback) counts logins; it serves from
 a loop of its own in a thread, since the command loop is the caller's thread's, as in the CLI."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from bot.target.flaglist import forget_cache
 from bot.target.session import TargetSession
 from bot.target.ssh_pool import current_pool
 from bot.target.unit import read_unit
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
 from tests.unit.app.test_flag_list import HICACHE, settings_for
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.target.flaglist import forget_cache
 from bot.target.sudoers import needed_commands
 from tests.support.connect_lab import connect_lab
-from tests.unit.target.fake_node import UNIT, FakeNode, Keys
+from tests.support.fake_node import UNIT, FakeNode, Keys
 
 
 @dataclass

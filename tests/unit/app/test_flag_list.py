@@ -17,8 +17,8 @@ from bot.commands import CommandError, parse_command
 from bot.commands.target_catalog import UnknownTargetError
 from bot.config import Settings
 from bot.target.flaglist import forget_cache
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
 
 HICACHE = ["try", "add", "--enable-hicache"]
 

@@ -14,8 +14,8 @@ from bot.app.target_commands import status
 from bot.cli.target import _print_status
 from bot.config import Settings
 from bot.store import AsyncStore, Store
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 
 async def test_status_shows_the_freeze_in_effect(tmp_path: Path) -> None:

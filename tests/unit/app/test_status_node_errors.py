@@ -7,8 +7,8 @@ from pathlib import Path
 
 from bot.app.target_commands import status_of
 from bot.target.session import TargetSession
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import make_target, serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 
 async def test_a_node_missing_from_known_hosts_is_not_connected_and_a_stopped_one_unreachable(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from bot.app.target_commands import status_of
 from bot.target.session import TargetSession
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 
 async def test_status_reads_and_shows_each_nodes_own_unit(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from bot.config import Settings
 from bot.store import AsyncStore, Store
 from bot.store.lease_queue import join_queue
 from bot.store.models import utcnow
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 
 async def test_status_lists_the_waiting_queue(tmp_path: Path) -> None:

@@ -17,10 +17,10 @@ from bot.store.models import Snapshot
 from bot.target.flaglist import forget_cache, remembered_version
 from bot.target.session import TargetSession
 from bot.target.table_match import identify
+from tests.support.fake_node import VENDOR_TEXT, FakeNode, FakeSystemd, Keys
 from tests.support.host_flags import host_help
 from tests.unit.loop.kb_support import Obs
 from tests.unit.target.conftest import make_target
-from tests.unit.target.fake_node import VENDOR_TEXT, FakeNode, FakeSystemd, Keys
 
 AR = "--enable-flashinfer-allreduce-fusion"
 MOE = "--enable-fused-moe-sum-all-reduce"

@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from bot.config.schema import Node, SSHSettings, Target, TargetTimeouts
 from bot.target.session import TargetSession
-from tests.unit.target.fake_node import FakeNode, FakeSystemd, Keys
+from tests.support.fake_node import FakeNode, FakeSystemd, Keys
 
 
 @dataclass

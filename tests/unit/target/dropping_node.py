@@ -16,8 +16,8 @@ from typing import Any, Literal
 import pytest_asyncio
 
 from bot.target.table_match import identify
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import FakeTarget, serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 When = Literal["before", "after"]
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bot.target.ssh_pool import MAX_CHANNELS, RESERVED_CHANNELS, ChannelSlots, pooled
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 READ_LIMIT = MAX_CHANNELS - RESERVED_CHANNELS
 

@@ -19,8 +19,8 @@ from bot.sglang.launch_shell import LaunchParseError
 from bot.sglang.launch_unit import parse_environment_file
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.unit import read_unit
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import FakeTarget, serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 UNIT = "sglang-qwen.service"
 DOCKER = (

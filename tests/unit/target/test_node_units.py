@@ -15,8 +15,8 @@ from bot.target.params import ParamError, dropin_path, unit_name
 from bot.target.session import TargetSession
 from bot.target.sudoers import needed_commands, target_sudoers
 from bot.target.unit import read_unit
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 HEAD_WORKER = {
     "unit": "sglang-head.service",

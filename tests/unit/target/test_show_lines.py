@@ -15,8 +15,8 @@ from bot.target.lines import LINE_BREAKS, lines_with_ends, split_lines
 from bot.target.nodestate import SHOW as STATE_PROPERTIES
 from bot.target.nodestate import NodeState, node_state
 from bot.target.unit import SHOW_PROPERTIES, UnitReadError, parse_show, parse_state, read_state
+from tests.support.fake_node import FakeSystemd
 from tests.unit.target.conftest import FakeTarget
-from tests.unit.target.fake_node import FakeSystemd
 
 BREAKS = tuple(b for b in LINE_BREAKS if "\n" not in b)
 """U+0085, U+2028, U+2029, \\r, \\v, \\f, \\x1c, \\x1d, \\x1e."""

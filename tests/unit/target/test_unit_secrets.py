@@ -19,8 +19,8 @@ from bot.sglang.flagset import FlagItem, FlagSet
 from bot.target.restart import apply_and_restart, flags_for_nodes
 from bot.target.systemd_quote import is_reference_word, quote_exec_word, render_exec
 from bot.target.unit import UnitReadError, read_unit, unmask_flags
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 UNIT = "sglang-qwen.service"
 LITERAL = "adminLiteralKey5678"

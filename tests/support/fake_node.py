@@ -122,6 +122,35 @@ class FakeSystemd:
 
 
 @dataclass
+class Gauge:
+    """How many of something are open now, the most open at once, and how many were opened."""
+
+    now: int = 0
+    peak: int = 0
+    opened: int = 0
+
+    def up(self) -> None:
+        self.now += 1
+        self.opened += 1
+        self.peak = max(self.peak, self.now)
+
+    def down(self) -> None:
+        self.now -= 1
+
+    def restart(self) -> None:
+        """Count from here: nothing opened yet, the peak what is open now."""
+        self.opened, self.peak = 0, self.now
+
+
+@dataclass
+class SharedGauges:
+    """SSH connections and channels over many fake nodes at once (a fleet's global peaks)."""
+
+    connections: Gauge = field(default_factory=Gauge)
+    channels: Gauge = field(default_factory=Gauge)
+
+
+@dataclass
 class FakeNode:
     """A fake host: an SSH server on 127.0.0.1 with one `FakeSystemd`."""
 
@@ -155,15 +184,24 @@ class FakeNode:
     hooks: list[list[str]] = field(default_factory=list)
     """The argv of every drain hook command the node ran (`hook-command`), in order."""
 
+    shared: SharedGauges | None = None
+    """Counted also here, with the other nodes that share it (a fleet's global peaks)."""
+    connected: int = 0
+    """SSH connections open now."""
+
     async def handle(self, process: Any) -> None:
         self.running += 1
         self.peak = max(self.peak, self.running)
+        if self.shared is not None:
+            self.shared.channels.up()
         try:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             await self._handle(process)
         finally:
             self.running -= 1
+            if self.shared is not None:
+                self.shared.channels.down()
 
     async def _handle(self, process: Any) -> None:
         command = process.command or ""
@@ -286,6 +324,14 @@ class FakeNode:
         class Server(asyncssh.SSHServer):
             def connection_made(self, conn: Any) -> None:
                 node.logins += 1
+                node.connected += 1
+                if node.shared is not None:
+                    node.shared.connections.up()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                node.connected -= 1
+                if node.shared is not None:
+                    node.shared.connections.down()
 
             def begin_auth(self, username: str) -> bool:
                 return True
