@@ -44,7 +44,7 @@ from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
 from bot.slack.digest import digest_answer
 from bot.slack.proposals import post_proposals
-from bot.slack.rbac import groups_of, roles_of
+from bot.slack.rbac import roles_on
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.run_when_free import RUN_WHEN_FREE_WAIT, run_when_free_blocks
@@ -114,12 +114,13 @@ def check(settings: Settings, invocation: Invocation) -> None:
     check_invocation(settings, invocation)
 
 
-async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -> bool:
-    """Whether the user has the admin role (`slack.rbac.admins`, by id or user group): the
-    target's change rules (`bot.app.change_rights`) let admins change protected flags and the
-    variables `policy.env_admin_allow` names."""
-    rbac = services.settings.slack.rbac
-    return "admin" in roles_of(user, await groups_of(client, user, rbac.group_ids()), rbac)
+async def is_admin(services: SlackServices, client: AsyncWebClient, user: str, target: str) -> bool:
+    """Whether the user has the admin role on `target` (`slack.rbac.admins`, or the target's own
+    `targets.NAME.rbac.admins`; by id or user group): the target's change rules
+    (`bot.app.change_rights`) let admins change protected flags and the variables
+    `policy.env_admin_allow` names."""
+    roles, _ = await roles_on(client, services.settings, user, target)
+    return "admin" in roles
 
 
 async def check_stored(services: SlackServices, invocation: Invocation) -> None:
@@ -189,7 +190,7 @@ async def run_in_thread(
     """Post the status card (a new thread, or a reply in the given one) and run the playbook;
     after a regression, the ranked hypotheses follow with their buttons."""
     call = resolve_playbook(services.settings, invocation)
-    admin = await is_admin(services, client, user)
+    admin = await is_admin(services, client, user, call.target)
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
     await check_call_not_frozen(services.context, call)  # a button or an approval on a frozen target too
     card = CardState(
