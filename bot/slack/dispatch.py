@@ -20,6 +20,7 @@ from bot.app.ask import keep_command
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
+from bot.app.fleet import fleet_status, wants_fleet
 from bot.app.freeze import FrozenError, check_call_not_frozen, check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
@@ -275,10 +276,12 @@ async def answer(
             services, client, invocation, user=user, channel=where.channel, thread_ts=where.thread_ts
         )
         return posted or []
-    target = target_of(settings, invocation)
     ctx = services.context
-    if invocation.name == "checks":  # list, pause, resume, run, delete
-        return await checks_answer(services, invocation, target, user)
+    if invocation.name == "checks":  # list, pause, resume, run, delete; checks name their targets
+        return await checks_answer(services, invocation, user)
+    if invocation.name == "status" and wants_fleet(settings, invocation):
+        return (await fleet_status(ctx)).blocks()
+    target = target_of(settings, invocation)
     if invocation.name in ("hypothesis", "knowledge", "log", "baseline"):
         records = await read_records(ctx, invocation, target, actor=f"slack:{user}")
         return [
@@ -347,12 +350,10 @@ async def answer(
     return [TextBlock(f"`{invocation.name}` is not available in Slack yet; run it with the flagbot CLI.")]
 
 
-async def checks_answer(
-    services: SlackServices, invocation: Invocation, target: str, user: str
-) -> list[Evidence]:
+async def checks_answer(services: SlackServices, invocation: Invocation, user: str) -> list[Evidence]:
     """`/flagbot checks ...`: the answer as evidence blocks (the dispatcher posts them).
 
-    `target` is the command's target (checks carry their own; the list shows every target's).
+    Checks carry their own targets: the list shows every target's, with the counts by target.
     `run` runs the check in this process now; a change of state is also posted to its thread
     by the bot's notifier.
     """
