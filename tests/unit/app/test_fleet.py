@@ -61,7 +61,9 @@ async def test_one_target_down_is_its_line_and_the_table_still_comes(
 ) -> None:
     async with serving(tmp_path, [FakeNode(FakeSystemd(rank=0))]) as fake:
         closed = fake.keys.known_hosts([9], path=tmp_path / "closed_known_hosts")  # known, not listening
-        ssh = fake.target.ssh.model_copy(update={"known_hosts": closed, "connect_timeout": timedelta(seconds=1)})
+        ssh = fake.target.ssh.model_copy(
+            update={"known_hosts": closed, "connect_timeout": timedelta(seconds=1)}
+        )
         down = fake.target.model_copy(
             update={"nodes": [Node(host="127.0.0.1", port=9, user="ops")], "ssh": ssh}
         )
