@@ -147,7 +147,7 @@ def _run_fleet_status(config: Settings, *, json_output: bool) -> None:
     exit 1 when a target could not be read (its line says why), 0 when all were."""
     fleet = run_in_context(config, fleet_status)
     if json_output:
-        typer.echo(json.dumps(fleet.to_json(), indent=2, default=str))
+        typer.echo(json.dumps({"ok": not fleet.unreachable, **fleet.to_json()}, indent=2, default=str))
     else:
         render_evidence(Console(highlight=False), fleet.blocks())
     raise typer.Exit(1 if fleet.unreachable else 0)
