@@ -148,7 +148,7 @@ class FleetStatus:
         return {"targets": [row.to_json() for row in self.rows], "unreachable": self.unreachable}
 
     def blocks(self) -> list[Evidence]:
-        title = f"{len(self.rows)} targets" + (
+        title = f"{len(self.rows)} target{'' if len(self.rows) == 1 else 's'}" + (
             f", {len(self.unreachable)} not reached" if self.unreachable else ""
         )
         return [TableBlock(title, COLUMNS, tuple(row.cells() for row in self.rows))]
@@ -244,10 +244,15 @@ def failed_read_kind(exc: Exception) -> str:
 
 
 async def fleet_status(
-    ctx: AppContext, *, read: StatusReader = status, limit: int = FLEET_READS
+    ctx: AppContext,
+    *,
+    targets: Sequence[str] | None = None,
+    read: StatusReader = status,
+    limit: int = FLEET_READS,
 ) -> FleetStatus:
-    """Every target's line, read concurrently, at most `limit` at once; a read that fails is
-    that target's line (logged), the others are unaffected."""
+    """Every target's line (or `targets`', e.g. those a Slack user may view), read concurrently,
+    at most `limit` at once; a read that fails is that target's line (logged), the others are
+    unaffected."""
     store = ctx.store
     counts = await checks_by_target(ctx)
     gate = asyncio.Semaphore(limit)
@@ -265,7 +270,8 @@ async def fleet_status(
                 )
         return row_of(found, last, counts[target])
 
-    return FleetStatus(list(await asyncio.gather(*(one(target) for target in ctx.settings.targets))))
+    chosen = list(ctx.settings.targets) if targets is None else list(targets)
+    return FleetStatus(list(await asyncio.gather(*(one(target) for target in chosen))))
 
 
 async def checks_by_target(ctx: AppContext) -> dict[str, CheckCounts]:

@@ -279,8 +279,9 @@ async def answer(
     ctx = services.context
     if invocation.name == "checks":  # list, pause, resume, run, delete; checks name their targets
         return await checks_answer(services, invocation, user)
-    if invocation.name == "status" and wants_fleet(settings, invocation):
-        return (await fleet_status(ctx)).blocks()
+    if invocation.name == "status" and wants_fleet(settings, invocation):  # the targets the user may view
+        viewed = [t for t in settings.targets if "viewer" in (await roles_on(client, settings, user, t))[0]]
+        return (await fleet_status(ctx, targets=viewed)).blocks()
     target = target_of(settings, invocation)
     if invocation.name in ("hypothesis", "knowledge", "log", "baseline"):
         records = await read_records(ctx, invocation, target, actor=f"slack:{user}")

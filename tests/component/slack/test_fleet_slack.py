@@ -1,5 +1,6 @@
 """`/flagbot status` over every target through the real app and the stand-in: one table, one
-line per target; both targets listen nowhere, and each is a line saying so, not a failed answer."""
+line per target; both targets listen nowhere, and each is a line saying so, not a failed answer.
+A target whose own viewers leave the user out is not in that user's table."""
 
 from __future__ import annotations
 
@@ -37,3 +38,17 @@ async def test_status_without_a_target_posts_one_line_per_target(tmp_path: Path)
         shown = str(posted[0].blocks) + posted[0].text
         assert "lab" in shown and "other" in shown
         assert not [e for e in standin.workspace.ephemerals if "unknown target" in e.text]
+
+
+async def test_a_target_the_user_may_not_view_is_left_out(tmp_path: Path) -> None:
+    config = CONFIG + '[targets.other.rbac]\nviewers = ["U0OPER"]\n'
+    async with configured_bot(tmp_path, config, Channel(CHANNEL, "fleet")) as running:
+        standin = running.standin
+        await standin.slash("status target=all", user="U0VIEW", channel=CHANNEL)
+        [posted] = await standin.wait_for(
+            lambda: [
+                m for m in standin.messages(CHANNEL) if "1 target, 1 not reached" in str(m.blocks) + m.text
+            ],
+            timeout=30,
+        )
+        assert "other" not in str(posted.blocks) + posted.text
