@@ -7,18 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from flagbot_lab.standin.model import Channel
-from tests.support.slack_bot import configured_bot, lab_config
+from tests.support.slack_bot import configured_bot, lab_config, unreachable_target
 
 CHANNEL = "C0FLEET"
 CONFIG = lab_config(
     'viewers = ["*"]\n',
-    after="""[targets.other]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.other.ssh]
-connect_timeout = 1
-""",
+    after=unreachable_target("other"),
 )
 
 

@@ -16,7 +16,7 @@ from bot.store.approvals import create_request, get_request
 from bot.store.experiments import create_experiment
 from bot.store.records import audit_events
 from flagbot_lab.standin.model import Channel
-from tests.support.slack_bot import RunningBot, configured_bot, lab_config
+from tests.support.slack_bot import RunningBot, configured_bot, lab_config, unreachable_target
 
 TEAM_A, TEAM_B = "U0OPER", "U0APPR"  # the stand-in's seeded people: team A, team B
 CHANNEL = "C0FLEET"
@@ -28,13 +28,9 @@ approvers = ["U0ADMIN"]
     after="""[targets.lab.rbac]
 operators = ["U0OPER"]
 approvers = ["U0OPER"]
-[targets.teamb]
-unit = "sglang.service"
-base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.teamb.ssh]
-connect_timeout = 1
-[targets.teamb.rbac]
+"""
+    + unreachable_target("teamb")
+    + """[targets.teamb.rbac]
 operators = ["U0APPR"]
 [targets.teamb.policy]
 require_approval = true
@@ -52,6 +48,21 @@ async def _decisions(bot: RunningBot, target: str, action: str) -> list[dict[str
     await bot.services.drain()  # audits are written after the ack
     events = await bot.services.store.run(audit_events, bot.services.store.store, target)
     return [e.detail for e in events if e.action == f"slack:{action}" and e.actor == f"slack:{TEAM_A}"]
+
+
+async def _click(bot: RunningBot, row_id: int, action: str) -> None:
+    """Team A presses `action` on a card (of experiment or approval request `row_id`) flagbot posted."""
+    button = {
+        "type": "button",
+        "action_id": ACTION_IDS[action],
+        "text": {"type": "plain_text", "text": action},
+        "value": action_value(row_id, action, f"n{action}"),
+    }
+    card = bot.standin.workspace.post(
+        CHANNEL, text="a card", blocks=[{"type": "actions", "block_id": "b1", "elements": [button]}]
+    )
+    await bot.standin.click(CHANNEL, card.ts, ACTION_IDS[action], user=TEAM_A)
+    await bot.services.drain()
 
 
 def _bot_posts(bot: RunningBot) -> int:
@@ -80,17 +91,7 @@ async def test_an_operator_of_target_a_may_not_press_a_button_of_target_b(bot: R
         create_experiment, store.store, target="teamb", playbook="try", params={}, actor="slack:U0APPR"
     )
     assert row.id is not None
-    button = {
-        "type": "button",
-        "action_id": ACTION_IDS["revert"],
-        "text": {"type": "plain_text", "text": "Revert"},
-        "value": action_value(row.id, "revert", "nrevert"),
-    }
-    card = bot.standin.workspace.post(
-        CHANNEL, text="a finished card", blocks=[{"type": "actions", "block_id": "b1", "elements": [button]}]
-    )
-    await bot.standin.click(CHANNEL, card.ts, ACTION_IDS["revert"], user=TEAM_A)
-    await bot.services.drain()
+    await _click(bot, row.id, "revert")
 
     [shown] = bot.standin.ephemerals(TEAM_A)
     assert "operator role on target teamb" in shown.text and "targets.teamb.rbac.operators" in shown.text
@@ -113,17 +114,7 @@ async def test_an_approver_of_target_a_may_not_approve_a_restart_of_target_b(bot
         expires_in=timedelta(hours=1),
     )
     assert request.id is not None
-    button = {
-        "type": "button",
-        "action_id": ACTION_IDS["approve"],
-        "text": {"type": "plain_text", "text": "Approve"},
-        "value": action_value(request.id, "approve", "napprove"),
-    }
-    card = bot.standin.workspace.post(
-        CHANNEL, text="approval", blocks=[{"type": "actions", "block_id": "b2", "elements": [button]}]
-    )
-    await bot.standin.click(CHANNEL, card.ts, ACTION_IDS["approve"], user=TEAM_A)
-    await bot.services.drain()
+    await _click(bot, request.id, "approve")
 
     [shown] = bot.standin.ephemerals(TEAM_A)
     assert "approver role on target teamb" in shown.text, shown.text
