@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import digest as digests
 from bot.config import Settings
+from bot.digest.build import build_digest
 from bot.slack.digest import post_weekly_digest
 from bot.slack.services import SlackServices
 from bot.store import AsyncStore
@@ -53,13 +54,13 @@ async def test_each_channel_gets_its_targets_part_from_one_build(
 ) -> None:
     standin.workspace.add_channel(TEAM)
     builds: list[str | None] = []
-    real = digests.build_digest
+    real = build_digest
 
     def counted(*args: Any) -> Any:
         builds.append(args[-1])
         return real(*args)
 
-    monkeypatch.setattr(digests, "build_digest", counted)
+    monkeypatch.setattr(digests, "build_digest", counted)  # the name bot.app.digest calls
     await post_weekly_digest(services, client, MONDAY_0900_BERLIN)
 
     assert builds == [None]  # one build of every target for both channels

@@ -64,10 +64,10 @@ async def test_one_target_down_is_its_line_and_the_table_still_comes(
         ssh = fake.target.ssh.model_copy(
             update={"known_hosts": closed, "connect_timeout": timedelta(seconds=1)}
         )
-        down = fake.target.model_copy(
+        closed_target = fake.target.model_copy(
             update={"nodes": [Node(host="127.0.0.1", port=9, user="ops")], "ssh": ssh}
         )
-        targets = {"up": fake.target, "down": down}
+        targets: dict[str, object] = {"up": fake.target, "down": closed_target}
         ctx = AppContext(_settings(tmp_path, targets), store)
         row = await store.run(
             create_experiment, store.store, target="up", playbook="try", params={}, actor="t"
