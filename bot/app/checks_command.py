@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.app.checks import CheckOutcome, after_text, run_check
 from bot.app.context import AppContext
+from bot.app.fleet import CheckCounts, checks_by_target, checks_by_target_block
 from bot.app.notify import Notifier
 from bot.app.runtime import ScheduleRuntime, active
 from bot.commands import Invocation
@@ -37,6 +38,8 @@ class ChecksAnswer:
     lines: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     outcome: CheckOutcome | None = None
+    by_target: dict[str, CheckCounts] = field(default_factory=dict)
+    """`checks list` with several targets configured: each target's counts, one line each."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,10 +47,12 @@ class ChecksAnswer:
             "lines": self.lines,
             "checks": self.rows,
             "run": self.outcome.to_json() if self.outcome else None,
+            "by_target": {target: counts.to_json() for target, counts in self.by_target.items()},
         }
 
     def blocks(self) -> list[Evidence]:
-        out: list[Evidence] = [TextBlock(line) for line in self.lines]
+        out: list[Evidence] = [checks_by_target_block(self.by_target)] if self.by_target else []
+        out += [TextBlock(line) for line in self.lines]
         if self.rows:
             out.append(TableBlock("Verification checks", COLUMNS, tuple(_cells(row) for row in self.rows)))
         if self.outcome is not None:
@@ -183,6 +188,8 @@ async def checks_command(
     )
     raw = invocation.positionals.get("id")
     check_id = int(str(raw)) if raw is not None else None
-    return await run_checks_command(
-        ctx.store, invocation.sub or "list", check_id, actor=actor, runtime=runtime
-    )
+    sub = invocation.sub or "list"
+    answer = await run_checks_command(ctx.store, sub, check_id, actor=actor, runtime=runtime)
+    if sub == "list" and len(ctx.settings.targets) > 1:  # the fleet at a glance, above the list
+        answer.by_target = await checks_by_target(ctx)
+    return answer

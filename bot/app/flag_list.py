@@ -36,6 +36,7 @@ from bot.app.context import cache_dir as default_cache_dir
 from bot.commands.registry import get_command
 from bot.commands.target_catalog import UnknownTargetError, catalog_for
 from bot.config import Settings
+from bot.config.schema import ALL_TARGETS
 from bot.sglang.catalog import FlagCatalog
 from bot.sglang.launch_shell import LaunchParseError
 from bot.target.errors import HostKeyError, LocalFileError, TargetError, UnreachableError
@@ -95,9 +96,10 @@ def needs_flag_list(words: Sequence[str]) -> bool:
 
 
 def _target_name(settings: Settings, words: Sequence[str]) -> str | None:
-    """`target=` of the words, else the default target (UnknownTargetError for an unknown name)."""
+    """`target=` of the words, else the default target (UnknownTargetError for an unknown name;
+    `target=all`, the fleet's `status`, names none: None)."""
     named = next((word.split("=", 1)[1] for word in words if word.startswith("target=")), None)
-    if named is not None and settings.targets and named not in settings.targets:
+    if named is not None and settings.targets and named not in (*settings.targets, ALL_TARGETS):
         raise UnknownTargetError(f"unknown target {named!r}; targets: {', '.join(sorted(settings.targets))}")
     name = named or settings.default_target
     return name if name in settings.targets else None

@@ -14,6 +14,7 @@ and `bench`'s plan. Every refusal is a `CommandError` naming the rule.
 from __future__ import annotations
 
 from bot.app.bench import BenchRequest, check_rerun, plan_bench
+from bot.app.fleet import wants_fleet
 from bot.app.freeze import FreezeInputError, check_freeze_words
 from bot.app.playbooks import resolve_playbook, runs_playbook
 from bot.app.target_commands import GrepRequest
@@ -29,7 +30,9 @@ def check_invocation(settings: Settings, invocation: Invocation) -> None:
     """CommandError unless the command can start as written (what is missing on a host is
     still found when it runs: a lease held, a node down)."""
     try:
-        if invocation.spec.option("target") is not None:
+        if invocation.name == "status" and wants_fleet(settings, invocation):
+            pass  # every target, one line each (`bot.app.fleet`)
+        elif invocation.spec.option("target") is not None:
             target_of(settings, invocation)
         if invocation.name == "grep":
             GrepRequest.of(invocation)

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from bot.app.context import AppContext, console_actor
+from bot.app.fleet import fleet_status, wants_fleet
 from bot.app.target_commands import (
     GrepAnswer,
     GrepRequest,
@@ -141,8 +142,21 @@ def _exit_code(answer: Answer) -> int:
     return 0
 
 
+def _run_fleet_status(config: Settings, *, json_output: bool) -> None:
+    """`status` of every target (`target=all`, or none named with several configured): one table;
+    exit 1 when a target could not be read (its line says why), 0 when all were."""
+    fleet = run_in_context(config, fleet_status)
+    if json_output:
+        typer.echo(json.dumps({"ok": not fleet.unreachable, **fleet.to_json()}, indent=2, default=str))
+    else:
+        render_evidence(Console(highlight=False), fleet.blocks())
+    raise typer.Exit(1 if fleet.unreachable else 0)
+
+
 def run_target_command(name: str, invocation: Invocation, config: Settings, *, json_output: bool) -> None:
     """Run one target command and print it; raises `typer.Exit` with the exit code."""
+    if name == "status" and wants_fleet(config, invocation):
+        _run_fleet_status(config, json_output=json_output)
     try:
         with usage_errors():
             target = target_of(config, invocation)

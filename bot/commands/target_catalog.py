@@ -4,7 +4,8 @@ One rule for the CLI and Slack: `target=` in the words, else `default_target`; a
 `sglang_version` picks the packaged list of that version, else the nearest packaged list
 (`FlagCatalog.nearest`), named in the note; without a configured version the packaged 0.5.10
 list is used. A `target=` naming no configured target is refused before any flag is judged
-against the wrong list.
+against the wrong list; `target=all` passes here (a command that cannot take every target
+refuses it as an unknown target when it resolves its target).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.config import Settings
+from bot.config.schema import ALL_TARGETS
 from bot.sglang.catalog import FlagCatalog
 
 
@@ -29,9 +31,9 @@ class TargetCatalog:
 
 def catalog_for(settings: Settings, words: Sequence[str]) -> TargetCatalog:
     named = next((word.split("=", 1)[1] for word in words if word.startswith("target=")), None)
-    if named is not None and settings.targets and named not in settings.targets:
+    if named is not None and settings.targets and named not in (*settings.targets, ALL_TARGETS):
         raise UnknownTargetError(f"unknown target {named!r}; targets: {', '.join(sorted(settings.targets))}")
-    name = named or settings.default_target
+    name = named or settings.default_target  # `target=all` (the fleet's `status`) judges no flag
     version = settings.targets[name].sglang_version if name in settings.targets else None
     catalog, note = FlagCatalog.nearest(version)
     return TargetCatalog(catalog, note)

@@ -274,6 +274,10 @@ class Target(Strict):
     """Planned change freezes (`bot.app.freeze`); `freeze`/`unfreeze` add one from chat or the CLI."""
     drain: DrainPolicy | None = None
     """Drain before every restart (`bot.target.drain`); absent: a restart drops requests in flight."""
+    rbac: TargetRBAC = Field(default_factory=lambda: TargetRBAC())
+    """This target's own role lists (`[targets.NAME.rbac]`): a list given here replaces the one
+    of `[slack.rbac]` for this target only, so team A's operators operate team A's targets and
+    nothing else (`bot.slack.rbac.role_table`)."""
     http_via: Literal["auto", "direct", "ssh"] = "auto"
     """How the bot host reaches node 0's HTTP port (`bot.target.http_route`): `auto` probes
     directly, then node 0's loopback through an SSH forward; `direct`/`ssh` force one way."""
@@ -444,6 +448,35 @@ class SlackRBAC(Strict):
         }
 
 
+ALL_TARGETS = "all"
+"""`target=all`: the fleet at a glance (`status`, `checks`), so no target may be named so."""
+
+
+class TargetRBAC(Strict):
+    """A target's own role lists; a list left out (None) is `[slack.rbac]`'s.
+
+    A list given *replaces* the global one for this target rather than adding to it: whoever
+    reads `[targets.NAME.rbac] operators` sees every operator of that target, and a global
+    operator does not keep rights on a team's target by being forgotten there. An empty list
+    (`operators = []`) means nobody in that role on this target (admins still imply it, unless
+    `admins` is replaced too).
+    """
+
+    admins: list[SlackPrincipal] | None = None
+    operators: list[SlackPrincipal] | None = None
+    approvers: list[SlackPrincipal] | None = None
+    viewers: list[SlackPrincipal] | None = None
+
+    def group_ids(self) -> set[str]:
+        """Every user-group id this target's own lists name."""
+        return {
+            entry
+            for entries in (self.admins, self.operators, self.approvers, self.viewers)
+            for entry in entries or ()
+            if entry.startswith("S")
+        }
+
+
 class SlackSettings(Strict):
     channels: list[str] = Field(default_factory=list, description="channels flagbot answers in; empty: any")
     investigation_channel: str | None = None
@@ -585,6 +618,10 @@ class Settings(BaseSettings):
             if not TARGET_NAME.match(name):
                 raise ValueError(
                     f"target name {name!r}: use letters, digits, '-' and '_' (it is typed in chat)"
+                )
+            if name == ALL_TARGETS:
+                raise ValueError(
+                    f"target name {ALL_TARGETS!r} is reserved: `status target={ALL_TARGETS}` shows every target"
                 )
         if self.default_target is not None and self.default_target not in self.targets:
             known = ", ".join(sorted(self.targets)) or "none"

@@ -48,6 +48,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy import Engine
 
 from bot.app.context import AppContext
+from bot.app.digest import weekly_channels
 from bot.app.notify import DigestPublisher, Notifier
 from bot.app.replicas import resume_owed_digests
 from bot.app.runtime import ProbeFunc, ScheduleRuntime, active, install, this_replica, uninstall
@@ -194,7 +195,7 @@ def schedule_recurring(scheduler: AsyncIOScheduler, settings: Settings) -> None:
     for job in scheduler.get_jobs():
         if job.id.startswith("drift-") and job.id.removeprefix("drift-") not in settings.targets:
             scheduler.remove_job(job.id)
-    if settings.schedules.digest_channel:
+    if weekly_channels(settings):  # `schedules.digest_channel`, or a target's own channel
         trigger = CronTrigger.from_crontab(settings.schedules.digest_cron, timezone=zone)
         _keep_or_replace(
             scheduler,

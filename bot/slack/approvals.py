@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app.targets import target_of
 from bot.commands import Invocation
 from bot.slack.dispatch import parse, start_thread
-from bot.slack.rbac import Decision, Role, audit_decision, may_approve
+from bot.slack.rbac import Decision, Role, audit_decision, may_approve, roles_on
 from bot.slack.render import CardState, status_card
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where
@@ -76,24 +76,27 @@ async def request_approval(
     await store.run(set_card, store.store, request.id, str(posted["ts"]))
 
 
-async def decide(
-    services: SlackServices, client: Any, request_id: int, action: str, *, user: str, roles: frozenset[Role]
-) -> None:
-    """An Approve or Deny click: checked (who may decide, expiry), decided once, then run or not."""
+async def decide(services: SlackServices, client: Any, request_id: int, action: str, *, user: str) -> None:
+    """An Approve or Deny click: checked (who may decide, on the request's target: its own
+    `[targets.NAME.rbac]` lists when it names them; expiry), decided once, then run or not."""
     store = services.store
     request = await store.run(get_request, store.store, request_id)
     if request is None:
         raise LookupError(f"no approval request #{request_id}")
+    roles, table = await roles_on(client, services.settings, user, request.target)
     where = Where(request.channel, request.card_ts)
     own = user == request.requester
     reason: str | None
     if request.needs == "confirmation" and not own:
         reason = "only the person who asked can confirm their own restart"
     elif request.needs == "approval" and action == "approve":
-        verdict = may_approve(user, roles, request.requester, expires_at=request.expires_at)
+        verdict = may_approve(user, roles, request.requester, expires_at=request.expires_at, table=table)
         reason = None if verdict.allowed else verdict.reason
     elif request.needs == "approval" and not own and not ({"approver", "admin"} & set(roles)):
-        reason = "denying needs the approver role (or being the one who asked)"
+        reason = (
+            f"denying needs the approver role{table.on()} (or being the one who asked); "
+            f"ask an admin to add you to {table.config_key('approver')}"
+        )
     else:
         reason = None
     if reason is not None:

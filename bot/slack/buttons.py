@@ -22,11 +22,11 @@ from bot.slack.card import ActionValue
 from bot.slack.dispatch import check_stored, parse, words_of
 from bot.slack.proposals import proposal
 from bot.slack.proposals import record as record_hypothesis
-from bot.slack.rbac import audit_decision, decide_click
+from bot.slack.rbac import audit_decision, decide_click, roles_on
 from bot.slack.render import parse_action_value
 from bot.slack.render_tables import context as context_block
 from bot.slack.run_when_free import RUN_WHEN_FREE_ACTION, parse_run_when_free
-from bot.slack.running import decide_for, error_reporter, roles_of_user, start
+from bot.slack.running import decide_for, error_reporter, start
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where
 from bot.store.experiments import get_experiment
@@ -77,8 +77,7 @@ async def _clicked(
         )
         return
     if value.action in ("approve", "deny"):
-        roles = await roles_of_user(services, client, user)
-        await decide_approval(services, client, value.experiment_id, value.action, user=user, roles=roles)
+        await decide_approval(services, client, value.experiment_id, value.action, user=user)
         return
     if not await _may_click(services, client, value, user, where):
         return
@@ -179,14 +178,16 @@ async def _read(services: SlackServices, text: str) -> Invocation:
 async def _may_click(
     services: SlackServices, client: AsyncWebClient, value: ActionValue, user: str, where: Where
 ) -> bool:
-    """Every other button changes the target or records the team's decision (Keep): a viewer is
-    refused, audited, before anything the button names is looked up (a missing experiment must not
-    answer in place of the refusal, and Keep must not be recorded)."""
-    roles = await roles_of_user(services, client, user)
-    decision = decide_click(value.action, roles, actor=user)
+    """Every other button changes the target or records the team's decision (Keep): someone
+    without the operator role on the experiment's target is refused, audited, before anything the
+    button names is done (a missing experiment must not answer in place of the refusal, and Keep
+    must not be recorded). The experiment is read only for its target; a missing one is decided
+    with the global roles."""
+    row = await services.store.run(get_experiment, services.store.store, value.experiment_id)
+    roles, table = await roles_on(client, services.settings, user, row.target if row is not None else None)
+    decision = decide_click(value.action, roles, actor=user, table=table)
     if decision.allowed:
         return True
-    row = await services.store.run(get_experiment, services.store.store, value.experiment_id)
     services.spawn(
         audit_decision(
             services.store,

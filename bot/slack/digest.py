@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import digest as digests
@@ -22,7 +23,7 @@ from bot.slack.render import messages
 from bot.slack.services import SlackServices
 from bot.target.evidence import Evidence
 
-__all__ = ["Posted", "digest_answer", "post_digest", "post_weekly_digest", "week_ended_before"]
+__all__ = ["Posted", "digest_answer", "post_built", "post_digest", "post_weekly_digest", "week_ended_before"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,14 @@ async def post_digest(
 ) -> Posted:
     """Build, render and post the digest of `week` to `channel` (in `thread_ts` when given)."""
     built = await digests.build(services.context, week, target, now=now)
-    digest, png = built.digest, built.chart_png
+    return await post_built(client, built, channel=channel, thread_ts=thread_ts)
+
+
+async def post_built(
+    client: AsyncWebClient, built: digests.BuiltDigest, *, channel: str, thread_ts: str | None = None
+) -> Posted:
+    """Post a digest already built (its blocks, then its chart) to `channel`."""
+    week, digest, png = built.week, built.digest, built.chart_png
     rendered = render_blocks(digest)
     posted = Posted(week, channel)
     for part, text in messages(rendered.blocks, rendered.text):
@@ -72,20 +80,31 @@ async def post_digest(
 
 
 async def post_weekly_digest(services: SlackServices, client: AsyncWebClient, now: datetime) -> None:
-    """The scheduler's job (`schedules.digest_cron`): last week's digest to `schedules.digest_channel`."""
+    """The scheduler's job (`schedules.digest_cron`): last week's digest, one part per channel
+    (`bot.app.digest.weekly_sections`: each target's own `channel`, the rest to
+    `schedules.digest_channel`), built once. A channel whose post fails is logged; the others
+    are still posted."""
     schedules = services.settings.schedules
-    if not schedules.digest_channel:
-        log.warning("weekly digest not posted: set schedules.digest_channel in flagbot.toml")
-        return
     week = week_ended_before(now, schedules.timezone)
-    posted = await post_digest(services, client, week, channel=schedules.digest_channel, now=now)
-    log.info(
-        "weekly digest %s posted to %s (%d message(s), chart %s)",
-        week,
-        posted.channel,
-        len(posted.messages),
-        posted.chart_file or "none",
-    )
+    sections = await digests.weekly_sections(services.context, week, now=now)
+    if not sections:
+        log.warning(
+            "weekly digest not posted: set schedules.digest_channel (or a target's channel) in flagbot.toml"
+        )
+        return
+    for section in sections:
+        try:
+            posted = await post_built(client, section.built, channel=section.channel)
+        except (SlackClientError, OSError, TimeoutError):  # one channel must not cost the others their digest
+            log.exception("weekly digest %s not posted to %s", week, section.channel)
+            continue
+        log.info(
+            "weekly digest %s posted to %s (%d message(s), chart %s)",
+            week,
+            posted.channel,
+            len(posted.messages),
+            posted.chart_file or "none",
+        )
 
 
 async def digest_answer(

@@ -20,6 +20,7 @@ from bot.app.ask import keep_command
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
+from bot.app.fleet import fleet_status, wants_fleet
 from bot.app.freeze import FrozenError, check_call_not_frozen, check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
@@ -44,7 +45,7 @@ from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
 from bot.slack.digest import digest_answer
 from bot.slack.proposals import post_proposals
-from bot.slack.rbac import groups_of, roles_of
+from bot.slack.rbac import roles_on
 from bot.slack.render import CardState
 from bot.slack.reporter import SlackThreadReporter
 from bot.slack.run_when_free import RUN_WHEN_FREE_WAIT, run_when_free_blocks
@@ -114,12 +115,13 @@ def check(settings: Settings, invocation: Invocation) -> None:
     check_invocation(settings, invocation)
 
 
-async def is_admin(services: SlackServices, client: AsyncWebClient, user: str) -> bool:
-    """Whether the user has the admin role (`slack.rbac.admins`, by id or user group): the
-    target's change rules (`bot.app.change_rights`) let admins change protected flags and the
-    variables `policy.env_admin_allow` names."""
-    rbac = services.settings.slack.rbac
-    return "admin" in roles_of(user, await groups_of(client, user, rbac.group_ids()), rbac)
+async def is_admin(services: SlackServices, client: AsyncWebClient, user: str, target: str) -> bool:
+    """Whether the user has the admin role on `target` (`slack.rbac.admins`, or the target's own
+    `targets.NAME.rbac.admins`; by id or user group): the target's change rules
+    (`bot.app.change_rights`) let admins change protected flags and the variables
+    `policy.env_admin_allow` names."""
+    roles, _ = await roles_on(client, services.settings, user, target)
+    return "admin" in roles
 
 
 async def check_stored(services: SlackServices, invocation: Invocation) -> None:
@@ -189,7 +191,7 @@ async def run_in_thread(
     """Post the status card (a new thread, or a reply in the given one) and run the playbook;
     after a regression, the ranked hypotheses follow with their buttons."""
     call = resolve_playbook(services.settings, invocation)
-    admin = await is_admin(services, client, user)
+    admin = await is_admin(services, client, user, call.target)
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
     await check_call_not_frozen(services.context, call)  # a button or an approval on a frozen target too
     card = CardState(
@@ -274,10 +276,13 @@ async def answer(
             services, client, invocation, user=user, channel=where.channel, thread_ts=where.thread_ts
         )
         return posted or []
-    target = target_of(settings, invocation)
     ctx = services.context
-    if invocation.name == "checks":  # list, pause, resume, run, delete
-        return await checks_answer(services, invocation, target, user)
+    if invocation.name == "checks":  # list, pause, resume, run, delete; checks name their targets
+        return await checks_answer(services, invocation, user)
+    if invocation.name == "status" and wants_fleet(settings, invocation):  # the targets the user may view
+        viewed = [t for t in settings.targets if "viewer" in (await roles_on(client, settings, user, t))[0]]
+        return (await fleet_status(ctx, targets=viewed)).blocks()
+    target = target_of(settings, invocation)
     if invocation.name in ("hypothesis", "knowledge", "log", "baseline"):
         records = await read_records(ctx, invocation, target, actor=f"slack:{user}")
         return [
@@ -346,12 +351,10 @@ async def answer(
     return [TextBlock(f"`{invocation.name}` is not available in Slack yet; run it with the flagbot CLI.")]
 
 
-async def checks_answer(
-    services: SlackServices, invocation: Invocation, target: str, user: str
-) -> list[Evidence]:
+async def checks_answer(services: SlackServices, invocation: Invocation, user: str) -> list[Evidence]:
     """`/flagbot checks ...`: the answer as evidence blocks (the dispatcher posts them).
 
-    `target` is the command's target (checks carry their own; the list shows every target's).
+    Checks carry their own targets: the list shows every target's, with the counts by target.
     `run` runs the check in this process now; a change of state is also posted to its thread
     by the bot's notifier.
     """

@@ -1,7 +1,10 @@
 """Who may do what in Slack: roles by Slack user id and user-group id, decisions by risk tier.
 
 Roles come from `[slack.rbac]` (ids only: a display name can be changed by its owner to anyone
-else's, an id cannot). The tier of a command comes from the one registry
+else's, an id cannot), and for one target from its own `[targets.NAME.rbac]`, whose lists
+replace the global ones on that target (`role_table`): team A operates its targets only. Every
+decision about a target is taken with that target's table, and a refusal names the target and
+the list to be added to. The tier of a command comes from the one registry
 (`Invocation.tier`, which includes the subcommand), so a new command is covered the day it is
 registered:
 
@@ -32,6 +35,7 @@ from typing import Any, Literal, Protocol
 
 from bot.app.playbooks import PlaybookEffects
 from bot.commands.grammar import Invocation
+from bot.config import Settings
 from bot.config.schema import SlackRBAC, TargetPolicy
 from bot.store import AsyncStore
 from bot.store.loop_models import AuditEvent
@@ -49,11 +53,11 @@ _IMPLIES: dict[Role, frozenset[Role]] = {
     "approver": frozenset({"approver"}),
     "viewer": frozenset({"viewer"}),
 }
-_CONFIG_KEY: dict[Role, str] = {
-    "viewer": "slack.rbac.viewers",
-    "operator": "slack.rbac.operators",
-    "approver": "slack.rbac.approvers",
-    "admin": "slack.rbac.admins",
+_LIST_OF: dict[Role, str] = {
+    "viewer": "viewers",
+    "operator": "operators",
+    "approver": "approvers",
+    "admin": "admins",
 }
 
 RESTARTS = frozenset({"try", "revert", "isolate", "run", "rollback", "reconcile", "restart"})
@@ -70,6 +74,57 @@ _ADMIN_WHY = {
     ("unfreeze", ""): "lifts a change freeze someone declared",
 }
 _OFF = frozenset({"no", "false", "0", "off"})
+
+
+@dataclass(frozen=True)
+class RoleTable:
+    """The role lists that hold on one target (or, `target` None, on none: `[slack.rbac]`), and
+    where each list is configured, so that a refusal tells the admin which list to edit."""
+
+    rbac: SlackRBAC
+    target: str | None = None
+    own: frozenset[Role] = frozenset()
+    """The roles whose list the target replaces (`[targets.NAME.rbac]`)."""
+
+    def config_key(self, role: Role) -> str:
+        """`targets.B.rbac.operators` when target B names its own operators, else `slack.rbac.operators`."""
+        if self.target is not None and role in self.own:
+            return f"targets.{self.target}.rbac.{_LIST_OF[role]}"
+        return f"slack.rbac.{_LIST_OF[role]}"
+
+    def on(self) -> str:
+        """` on target B`, or nothing for a decision about no target."""
+        return f" on target {self.target}" if self.target else ""
+
+
+def role_table(settings: Settings, target: str | None) -> RoleTable:
+    """The role lists for `target`: each list the target names in `[targets.NAME.rbac]`
+    replaces `[slack.rbac]`'s (never adds to it: see `TargetRBAC`), the others are the global
+    ones. An unknown or empty target name gets the global table (its command is refused as
+    unknown anyway)."""
+    rbac = settings.slack.rbac
+    found = settings.targets.get(target) if target else None
+    if found is None:
+        return RoleTable(rbac)
+    lists = found.rbac
+    replaced: dict[Role, list[str] | None] = {
+        "admin": lists.admins,
+        "operator": lists.operators,
+        "approver": lists.approvers,
+        "viewer": lists.viewers,
+    }
+    own = frozenset(role for role, entries in replaced.items() if entries is not None)
+    effective = SlackRBAC(
+        admins=rbac.admins if lists.admins is None else lists.admins,
+        operators=rbac.operators if lists.operators is None else lists.operators,
+        approvers=rbac.approvers if lists.approvers is None else lists.approvers,
+        viewers=rbac.viewers if lists.viewers is None else lists.viewers,
+    )
+    return RoleTable(effective, target, own)
+
+
+GLOBAL_TABLE_KEYS = RoleTable(SlackRBAC())
+"""Where the lists are when no target's table is known: `[slack.rbac]` (for messages only)."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +167,11 @@ def decide(
     target_policy: TargetPolicy | None,
     run_owner: str | None = None,
     effects: PlaybookEffects | None = None,
+    table: RoleTable = GLOBAL_TABLE_KEYS,
 ) -> Decision:
-    """May `actor` (with `roles`) run `invocation` on a target with `target_policy`?
+    """May `actor` (with `roles`, held on the command's target: `role_table`) run `invocation`
+    on a target with `target_policy`? `table` is that target's: a refusal names the target and
+    the list to be added to.
 
     `target_policy` is None for commands about no target; `run_owner` is who started the run a
     `cancel` names: a Slack user id, or the actor of a run started elsewhere (`cli:alice@host`,
@@ -125,7 +183,7 @@ def decide(
     production = target_policy is not None and target_policy.require_approval
     if invocation.tier == "read-only":
         if "viewer" not in roles:
-            return _refuse(label, "is read-only", "viewer", actor, roles)
+            return _refuse(label, "is read-only", "viewer", actor, roles, table)
         return Decision(True, f"`{label}` is read-only; you ({actor}) have {_have(roles)}.", role="viewer")
 
     admin_why = _admin_only(
@@ -133,9 +191,9 @@ def decide(
     )
     if admin_why is not None:
         if "admin" not in roles:
-            return _refuse(label, admin_why, "admin", actor, roles)
+            return _refuse(label, admin_why, "admin", actor, roles, table)
     elif "operator" not in roles:
-        return _refuse(label, "changes the target", "operator", actor, roles)
+        return _refuse(label, "changes the target", "operator", actor, roles, table)
     role: Role = "admin" if admin_why is not None else "operator"
 
     restarts, executes = _restarts(invocation, effects), _executes(invocation, effects)
@@ -172,8 +230,10 @@ def may_approve(
     *,
     expires_at: datetime | None = None,
     now: datetime | None = None,
+    table: RoleTable = GLOBAL_TABLE_KEYS,
 ) -> Decision:
-    """May `approver_id` approve the production restart `requester_id` asked for?
+    """May `approver_id` (with `approver_roles` on the restart's target, whose `table` it is)
+    approve the production restart `requester_id` asked for?
 
     Never their own request, whatever their roles; an expired request (`now >= expires_at`)
     cannot be approved by anyone.
@@ -193,20 +253,24 @@ def may_approve(
     if "approver" not in approver_roles and "admin" not in approver_roles:
         return Decision(
             False,
-            f"approving a production restart needs the approver role; you ({approver_id}) have "
-            f"{_have(approver_roles)}. Ask an admin to add you to {_CONFIG_KEY['approver']}",
+            f"approving a production restart needs the approver role{table.on()}; you ({approver_id}) "
+            f"have {_have(approver_roles)}{table.on()}. Ask an admin to add you to "
+            f"{table.config_key('approver')}",
         )
     role: Role = "approver" if "approver" in approver_roles else "admin"
     return Decision(True, f"{approver_id} approved the restart {requester_id} requested.", role=role)
 
 
-def decide_click(action: str, roles: frozenset[Role], *, actor: str) -> Decision:
+def decide_click(
+    action: str, roles: frozenset[Role], *, actor: str, table: RoleTable = GLOBAL_TABLE_KEYS
+) -> Decision:
     """May `actor` press a card's button (Revert, Keep, Re-run, Isolate, Restart anyway, Cancel,
     Run this experiment)? Each changes the target or records the team's decision: the operator role at
-    least; the command a button stands for is then decided as if typed."""
+    least, on the experiment's target (`roles` and `table` are that target's); the command a
+    button stands for is then decided as if typed."""
     if "operator" in roles or "admin" in roles:
         return Decision(True, f"the {action} button; you ({actor}) have {_have(roles)}.", role="operator")
-    return _refuse(f"{action} button", "acts on the target for the team", "operator", actor, roles)
+    return _refuse(f"{action} button", "acts on the target for the team", "operator", actor, roles, table)
 
 
 def _admin_only(
@@ -257,11 +321,14 @@ def _executes(invocation: Invocation, effects: PlaybookEffects | None) -> bool:
     return invocation.name in RESTARTS and _dry_run(invocation)
 
 
-def _refuse(label: str, what: str, role: Role, actor: str, roles: frozenset[Role]) -> Decision:
+def _refuse(
+    label: str, what: str, role: Role, actor: str, roles: frozenset[Role], table: RoleTable
+) -> Decision:
+    """The refusal names the role, the target it is needed on, and the list that grants it."""
     return Decision(
         False,
-        f"`{label}` {what}: it needs the {role} role; you ({actor}) have {_have(roles)}. "
-        f"Ask an admin to add you to {_CONFIG_KEY[role]}",
+        f"`{label}` {what}: it needs the {role} role{table.on()}; you ({actor}) have "
+        f"{_have(roles)}{table.on()}. Ask an admin to add you to {table.config_key(role)}",
         role=role,
     )
 
@@ -384,3 +451,13 @@ async def audit_decision(
         detail=event_detail,
         experiment_id=experiment_id,
     )
+
+
+async def roles_on(
+    client: UserGroupsClient, settings: Settings, user: str, target: str | None
+) -> tuple[frozenset[Role], RoleTable]:
+    """The roles `user` holds on `target` (directly or through a user group, by that target's
+    table: `role_table`), and the table, for the refusal's words. `target` None: the global roles."""
+    table = role_table(settings, target)
+    groups = await groups_of(client, user, table.rbac.group_ids())
+    return roles_of(user, groups, table.rbac), table

@@ -23,19 +23,12 @@ from bot.commands import CommandError, Invocation
 from bot.slack.approvals import request_approval
 from bot.slack.dispatch import answer, start_thread, threaded
 from bot.slack.rate_limit import limit_reads
-from bot.slack.rbac import Decision, Role, audit_decision, command_label, decide, groups_of, roles_of
+from bot.slack.rbac import Decision, Role, audit_decision, command_label, decide, roles_on
 from bot.slack.render import messages, render_block
 from bot.slack.services import SlackServices
 from bot.slack.threads import Where
 from bot.target.errors import TargetError
 from bot.target.evidence import Evidence
-
-
-async def roles_of_user(services: SlackServices, client: AsyncWebClient, user: str) -> frozenset[Role]:
-    """The roles `user` holds: named in `[slack.rbac]` directly or through a user group."""
-    rbac = services.settings.slack.rbac
-    groups = await groups_of(client, user, rbac.group_ids())
-    return roles_of(user, groups, rbac)
 
 
 async def decide_for(
@@ -54,8 +47,8 @@ async def decide_for(
 
     A `cancel` is decided with the owner of the run it names (someone else's needs an admin); a
     playbook run by what its steps do (`run NAME` needs what the command behind it needs)."""
-    roles = await roles_of_user(services, client, user)
     target = requested_target(services.settings, invocation)
+    roles, table = await roles_on(client, services.settings, user, target)
     policy = services.settings.targets[target].policy if target in services.settings.targets else None
     owner = None
     if invocation.name == "cancel" and "waiter" in invocation.options:  # who asked the waiting command
@@ -72,6 +65,7 @@ async def decide_for(
         target_policy=policy,
         run_owner=owner,
         effects=_effects(services, invocation),
+        table=table,
     )
     if decision.allowed:  # the target's change rules: protected flags, environment allow-list
         decision = _change_rules(services, invocation, roles, decision)

@@ -71,13 +71,19 @@ async def running_bot(
         await standin.stop()
 
 
-UNREACHABLE_LAB = """[targets.lab]
+def unreachable_target(name: str) -> str:
+    """The config tables of a target `name` that listens nowhere (port 9, a 1 s SSH connect
+    timeout), braces doubled for `lab_config`'s `.format`."""
+    return f"""[targets.{name}]
 unit = "sglang.service"
 base_url = "http://127.0.0.1:9"
-nodes = [{{ host = "127.0.0.1", port = 9 }}]
-[targets.lab.ssh]
+nodes = [{{{{ host = "127.0.0.1", port = 9 }}}}]
+[targets.{name}.ssh]
 connect_timeout = 1
 """
+
+
+UNREACHABLE_LAB = unreachable_target("lab")
 """A target `lab` that listens nowhere (port 9, a 1 s SSH connect timeout): a test whose command
 must be refused or answered before anything reaches a node fails fast if it does reach one."""
 

@@ -88,14 +88,14 @@ async def test_slack_checks_lists_and_pauses(tmp_path: Path) -> None:
     check = concluded_check(sync)
     services = SlackServices(settings(tmp_path), AsyncStore(sync))
     try:
-        listed = await checks_answer(services, parse_command("checks"), "lab", "U1")
+        listed = await checks_answer(services, parse_command("checks"), "U1")
         table = next(block for block in listed if isinstance(block, TableBlock))
         assert table.rows[0][:5] == (f"#{check.id}", "lab", f"#{check.experiment_id}", "10m", "scheduled")
-        paused = await checks_answer(services, parse_command(f"checks pause {check.id}"), "lab", "U1")
+        paused = await checks_answer(services, parse_command(f"checks pause {check.id}"), "U1")
         assert isinstance(paused[0], TextBlock) and "paused" in paused[0].text
         assert (await services.store.run(get_check, sync, check.id or 0)).status == "paused"  # type: ignore[union-attr]
         assert (await services.store.run(audit_events, sync, "lab"))[0].actor == "slack:U1"
-        missing = await checks_answer(services, parse_command("checks delete 99"), "lab", "U1")
+        missing = await checks_answer(services, parse_command("checks delete 99"), "U1")
         assert missing == [TextBlock("checks delete: no check #99")]
     finally:
         await services.store.aclose()
