@@ -193,3 +193,18 @@ def test_open_json_values_are_kept_as_storing_them_makes_them() -> None:
     assert facts.report == {"implied": {"--x": ["a", "b"]}} and facts.gpus == {"n0": [{"ids": [0, 1]}]}
     with pytest.raises(ValidationError, match="not JSON"):
         PreflightFacts(report={"handle": object()})
+
+
+def test_open_json_values_dump_as_their_json_round_trip() -> None:
+    """The open JSON fields are dumped by a JSON round trip (not pydantic's union walk, issue 16
+    item 9): the same values, a tuple put in after validation dumped as a list, as before."""
+    facts = PreflightFacts(report={"nested": [{"a": 1, "b": [1.5, None, True, "x"]}]})
+    facts.report["later"] = ("a", 2)  # mutated in place: not validated
+    state = RunState()
+    state.preflight = facts
+    dumped = state.dump()
+    assert dumped["preflight"]["report"] == {  # type: ignore[index,call-overload]
+        "nested": [{"a": 1, "b": [1.5, None, True, "x"]}],
+        "later": ["a", 2],
+    }
+    assert RunState.load(dumped).preflight.report == dumped["preflight"]["report"]  # type: ignore[index,call-overload]
