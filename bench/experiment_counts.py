@@ -403,7 +403,7 @@ def _instrument(tally: Tally, opened_stores: list[Any]) -> None:
             phase.logins[f"{host}:{kwargs.get('port', 22)}"] += 1
         return await connect(host, *args, **kwargs)
 
-    asyncssh.connect = counted_connect
+    asyncssh.connect = counted_connect  # type: ignore[assignment]
     create_process = asyncssh.SSHClientConnection.create_process
 
     async def counted_process(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -416,7 +416,7 @@ def _instrument(tally: Tally, opened_stores: list[Any]) -> None:
         tally.channel_kinds[id(process.channel)] = kind
         return process
 
-    asyncssh.SSHClientConnection.create_process = counted_process  # type: ignore[method-assign]
+    asyncssh.SSHClientConnection.create_process = counted_process  # type: ignore[method-assign,assignment]
     accept = SSHChannel._accept_data
 
     def counted_data(self: Any, data: bytes, datatype: Any = None) -> None:
@@ -463,7 +463,7 @@ def _instrument(tally: Tally, opened_stores: list[Any]) -> None:
         opened_stores.append(opened)
         return opened
 
-    Store.open = counted_open  # type: ignore[method-assign,assignment]
+    Store.open = counted_open  # type: ignore[method-assign]
     engine_run = Engine.run
 
     async def counted_engine_run(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -474,7 +474,7 @@ def _instrument(tally: Tally, opened_stores: list[Any]) -> None:
             tally.enter(left)
 
     Engine.run = counted_engine_run  # type: ignore[method-assign]
-    get_action = runner.get_action
+    get_action = runner.get_action  # type: ignore[attr-defined]
 
     def counted_action(name: str) -> Any:
         found = get_action(name)
@@ -491,7 +491,7 @@ def _instrument(tally: Tally, opened_stores: list[Any]) -> None:
 
         return _WithFunc(found, in_step)
 
-    runner.get_action = counted_action
+    runner.get_action = counted_action  # type: ignore[attr-defined]
 
 
 class _WithFunc:

@@ -199,7 +199,7 @@ def test_open_json_values_dump_as_their_json_round_trip() -> None:
     """The open JSON fields are dumped by a JSON round trip (not pydantic's union walk, issue 16
     item 9): the same values, a tuple put in after validation dumped as a list, as before."""
     facts = PreflightFacts(report={"nested": [{"a": 1, "b": [1.5, None, True, "x"]}]})
-    facts.report["later"] = ("a", 2)  # mutated in place: not validated
+    facts.report["later"] = ("a", 2)  # type: ignore[assignment]  # mutated in place: not validated
     state = RunState()
     state.preflight = facts
     dumped = state.dump()
@@ -207,4 +207,5 @@ def test_open_json_values_dump_as_their_json_round_trip() -> None:
         "nested": [{"a": 1, "b": [1.5, None, True, "x"]}],
         "later": ["a", 2],
     }
-    assert RunState.load(dumped).preflight.report == dumped["preflight"]["report"]  # type: ignore[index,call-overload]
+    loaded = RunState.load(dumped).preflight
+    assert loaded is not None and loaded.report == dumped["preflight"]["report"]  # type: ignore[index,call-overload]

@@ -70,9 +70,12 @@ def test_an_update_redacts_only_the_columns_it_writes(
     store = Store.open(None, sqlite_path=tmp_path / "db.sqlite")
     store.upgrade()
     walked: list[object] = []
-    monkeypatch.setattr(
-        redacted_rows, "redact_data", lambda value: walked.append(value) or redaction.redact_data(value)
-    )
+
+    def counted(value: object) -> object:
+        walked.append(value)
+        return redaction.redact_data(value)
+
+    monkeypatch.setattr(redacted_rows, "redact_data", counted)
     try:
         state = {"report": {"HF_TOKEN": "hf_stateValue1", "steps": list(range(5))}}
         created = create_experiment(store, target="lab", playbook="try", params={}, actor="cli:t")
