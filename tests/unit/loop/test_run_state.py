@@ -196,8 +196,8 @@ def test_open_json_values_are_kept_as_storing_them_makes_them() -> None:
 
 
 def test_open_json_values_dump_as_their_json_round_trip() -> None:
-    """The open JSON fields are dumped by a JSON round trip (not pydantic's union walk, issue 16
-    item 9): the same values, a tuple put in after validation dumped as a list, as before."""
+    """The open JSON fields are dumped in one pydantic-core call (not pydantic's union walk, issue
+    16 item 9) as a JSON round trip makes them: a tuple put in after validation is a list, as before."""
     facts = PreflightFacts(report={"nested": [{"a": 1, "b": [1.5, None, True, "x"]}]})
     facts.report["later"] = ("a", 2)  # type: ignore[assignment]  # mutated in place: not validated
     state = RunState()
