@@ -96,6 +96,7 @@ class Redactor:
         self._flag_verdicts: dict[str, bool] = {}
         self._key_verdicts: dict[str, bool] = {}
         self._redacted_parts: dict[str, tuple[re.Pattern[str] | None, str]] = {}
+        self._redacted_chars = 0
 
     # --- what is secret ------------------------------------------------------------------
 
@@ -222,9 +223,13 @@ class Redactor:
         redacted = self._data(value)
         if self._known_pattern is pattern:  # nothing learned meanwhile
             redacted_text = json.dumps(redacted)
-            if len(self._redacted_parts) >= _PARTS_KEPT:
+            size = len(text) + len(redacted_text)
+            if len(self._redacted_parts) >= _PARTS_KEPT or self._redacted_chars + size > _PARTS_CHARS:
                 self._redacted_parts.clear()
-            self._redacted_parts[text] = (pattern, redacted_text)
+                self._redacted_chars = 0
+            if size <= _PARTS_CHARS:
+                self._redacted_parts[text] = (pattern, redacted_text)
+                self._redacted_chars += size
         return redacted
 
     def is_secret_key(self, key: str) -> bool:
@@ -317,6 +322,9 @@ of distinct names must not grow the process without bound)."""
 
 _PARTS_KEPT = 256
 """How many redacted parts of rows a redactor keeps (a run's state has about twenty)."""
+_PARTS_CHARS = 8_000_000
+"""How many characters of parts and their redactions a redactor keeps at most (a run's state is
+tens of kilobytes; Slack's payloads pass here too, and must not grow the process without bound)."""
 
 
 def _bounded_put(verdicts: dict[str, bool], name: str, verdict: bool) -> None:

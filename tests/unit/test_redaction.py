@@ -271,3 +271,14 @@ def test_parts_json_would_change_keep_their_types() -> None:
     again = redactor.redact_data({"a": {1: ("x",)}, "b": (1, 2)})
     assert again == {"a": {1: ("x",)}, "b": (1, 2)}
     assert isinstance(again["b"], tuple) and list(again["a"]) == [1]
+
+
+def test_what_is_kept_of_parts_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack's payloads are redacted too: the parts kept never pass the bound on characters."""
+    monkeypatch.setattr(redaction, "_PARTS_CHARS", 100)
+    redactor = Redactor()
+    for n in range(10):
+        assert redactor.redact_data({"part": {"text": f"{n}" * 30}}) == {"part": {"text": f"{n}" * 30}}
+        assert redactor._redacted_chars <= 100 and len(redactor._redacted_parts) <= 2
+    assert redactor.redact_data({"big": ["x" * 200]}) == {"big": ["x" * 200]}
+    assert all(len(text) < 200 for text in redactor._redacted_parts)
