@@ -12,7 +12,9 @@ at once (`help`, `log`, a refused `try`), and prints per ack:
   median over the bursts;
 - the number of Python function calls on the event loop's thread (cProfile, one burst): a count,
   not a time, so another process's load does not move it;
-- the functions of flagbot with the most calls, to see where the calls go.
+- the functions of flagbot with the most calls, to see where the calls go;
+- the store's round trips (through `AsyncStore.run`, by function) and SQL statements per ack, in
+  the same burst: the work off the event loop's thread, which the call count does not see.
 
 Runs on the commit checked out next to it (it imports `bot` from there), so the same file can be
 copied into an older checkout: it finds the stand-in in `flagbot_lab.standin` or, before the lab
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import cProfile
 import importlib
 import pstats
@@ -38,6 +41,11 @@ from pathlib import Path
 from typing import Any
 
 SECRET = "ack-profile-secret"
+
+ROUND_TRIPS: collections.Counter[str] = collections.Counter()
+"""The profiled burst's store round trips by the function sent to the store's thread."""
+STATEMENTS: collections.Counter[str] = collections.Counter()
+"""The profiled burst's SQL statements by their first word."""
 TOKEN = "xoxb-ack-profile"
 MIX = ("help", "log", "try add --enable-metrics")
 """Answers from the grammar, from the store, and a mutating command refused because the target is busy."""
@@ -94,6 +102,7 @@ async def _wait_port(port: int) -> None:
 
 async def measure(base: Path, commands: int, bursts: int) -> tuple[list[float], list[float], pstats.Stats]:
     import aiohttp
+    from sqlalchemy import event
 
     from bot.config.loader import load_settings
     from bot.slack.app import build_app, serve_http, web_client
@@ -113,6 +122,21 @@ async def measure(base: Path, commands: int, bursts: int) -> tuple[list[float], 
     store = Store.open(f"sqlite:///{database}")
     store.upgrade()
     acquire(store, "lab", holder="bench", host="bench", pid=1, purpose="verify", ttl_s=3600)
+    counting = [False]
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _statement(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if counting[0]:
+            STATEMENTS[(statement.split() or ["?"])[0].upper()] += 1
+
+    store_run = AsyncStore.run
+
+    async def counted_round_trip(self: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        if counting[0]:
+            ROUND_TRIPS[getattr(func, "__name__", type(func).__name__)] += 1
+        return await store_run(self, func, *args, **kwargs)
+
+    AsyncStore.run = counted_round_trip  # type: ignore[method-assign]
 
     port = free_port()
     slack = await asyncio.create_subprocess_exec(
@@ -169,10 +193,12 @@ async def measure(base: Path, commands: int, bursts: int) -> tuple[list[float], 
                 await settle()
                 cpu_per_ack.append((time.process_time() - cpu) * 1000 / commands)
             profile = cProfile.Profile()
+            counting[0] = True
             profile.enable()
             await burst(http)
             await settle()
             profile.disable()
+            counting[0] = False
         return cpu_per_ack, latencies, pstats.Stats(profile)
     finally:
         if runner is not None:
@@ -206,6 +232,15 @@ def main() -> int:
     print(f"flagbot's functions with the most calls per ack (top {args.top}):")
     for count, where in sorted(ours, reverse=True)[: args.top]:
         print(f"  {count / args.commands:8.1f}  {where}")
+    trips, statements = sum(ROUND_TRIPS.values()), sum(STATEMENTS.values())
+    print(
+        f"store round trips per ack: {trips / args.commands:.2f}; SQL statements per ack: "
+        f"{statements / args.commands:.2f} ("
+        + ", ".join(f"{kind} {n / args.commands:.2f}" for kind, n in STATEMENTS.most_common())
+        + ")"
+    )
+    for name, count in ROUND_TRIPS.most_common():
+        print(f"  {count / args.commands:8.2f}  {name}")
     return 0
 
 

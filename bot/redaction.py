@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import fnmatch
 import io
+import json
 import logging
 import re
 import threading
@@ -94,6 +95,8 @@ class Redactor:
         self._name_verdicts: dict[str, bool] = {}
         self._flag_verdicts: dict[str, bool] = {}
         self._key_verdicts: dict[str, bool] = {}
+        self._redacted_parts: dict[str, tuple[re.Pattern[str] | None, str]] = {}
+        self._redacted_chars = 0
 
     # --- what is secret ------------------------------------------------------------------
 
@@ -194,7 +197,40 @@ class Redactor:
     def redact_data(self, value: _T) -> _T:
         """A JSON-like value with secrets masked: values under secret names or flags, a flag
         item `{"flag": "--api-key", "value": ...}`, and every string by `redact`."""
+        if type(value) is dict:
+            return cast(_T, self._mapping(cast(dict[object, object], value), self._part))
         return cast(_T, self._data(value))
+
+    def _part(self, value: object) -> object:
+        """`_data` of one top-level part of a mapping, answered from the last time the same part
+        was redacted while no new secret was learned. A run's state is written whole at every
+        step and most of its parts (the preflight's report, the starts' `server_args`) have not
+        changed since the step before: walking them again was most of a checkpoint's cost
+        (issue 16 item 9). Only plain JSON is kept (its text read back equals it), and the
+        answer is a fresh copy (`json.loads`), so a caller may change what it gets."""
+        if type(value) is not dict and type(value) is not list:
+            return self._data(value)
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError):  # not JSON (a set, an object): the long way
+            return self._data(value)
+        if json.loads(text) != value:  # a tuple, a number as a key: JSON would change it
+            return self._data(value)
+        pattern = self._known_pattern
+        kept = self._redacted_parts.get(text)
+        if kept is not None and kept[0] is pattern:
+            return json.loads(kept[1])
+        redacted = self._data(value)
+        if self._known_pattern is pattern:  # nothing learned meanwhile
+            redacted_text = json.dumps(redacted)
+            size = len(text) + len(redacted_text)
+            if len(self._redacted_parts) >= _PARTS_KEPT or self._redacted_chars + size > _PARTS_CHARS:
+                self._redacted_parts.clear()
+                self._redacted_chars = 0
+            if size <= _PARTS_CHARS:
+                self._redacted_parts[text] = (pattern, redacted_text)
+                self._redacted_chars += size
+        return redacted
 
     def is_secret_key(self, key: str) -> bool:
         """A mapping key under which a value is masked: a secret name or a secret flag. Kept per
@@ -225,7 +261,10 @@ class Redactor:
             return items if isinstance(value, list) else tuple(items)
         return value
 
-    def _mapping(self, value: Mapping[object, object]) -> dict[object, object]:
+    def _mapping(
+        self, value: Mapping[object, object], inner: Callable[[object], object] | None = None
+    ) -> dict[object, object]:
+        data = inner or self._data
         flag = value.get("flag")
         secret_item = isinstance(flag, str) and self.is_secret_flag(flag)
         verdicts = self._key_verdicts
@@ -238,7 +277,7 @@ class Redactor:
             else:
                 secret = isinstance(key, str) and self.is_secret_key(key)
             secret = secret or (secret_item and key == "value")
-            out[key] = self._mask_value(item) if secret else self._data(item)
+            out[key] = self._mask_value(item) if secret else data(item)
         return out
 
     def _mask_value(self, value: object) -> object:
@@ -279,6 +318,13 @@ def _scan(
 _VERDICTS_KEPT = 4096
 """How many names' secret-or-not answers a redactor keeps (the keys of stored rows repeat; a flood
 of distinct names must not grow the process without bound)."""
+
+
+_PARTS_KEPT = 256
+"""How many redacted parts of rows a redactor keeps (a run's state has about twenty)."""
+_PARTS_CHARS = 8_000_000
+"""How many characters of parts and their redactions a redactor keeps at most (a run's state is
+tens of kilobytes; Slack's payloads pass here too, and must not grow the process without bound)."""
 
 
 def _bounded_put(verdicts: dict[str, bool], name: str, verdict: bool) -> None:

@@ -33,7 +33,7 @@ from pydantic import (
     PlainValidator,
     ValidationError,
 )
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from bot.loop.isolate import Status
 from bot.sglang.flagset import FlagItem, FlagSet
@@ -76,8 +76,14 @@ def _as_stored(value: object) -> object:
         raise ValueError(f"not JSON: {exc}") from None
 
 
-StoredJson = Annotated[JsonValue, BeforeValidator(_as_stored)]
-"""A JSON value of an open shape (a report, a benchmark summary) as it is stored."""
+StoredJson = Annotated[
+    JsonValue, BeforeValidator(_as_stored), PlainSerializer(to_jsonable_python, when_used="json")
+]
+"""A JSON value of an open shape (a report, a benchmark summary) as it is stored. Dumped by
+pydantic-core's one call: its own `JsonValue` serializer asks its union's discriminator of every
+nested value in Python, about a thousand calls per checkpoint of a testbed run (issue 16 item 9);
+a tuple put in after validation is dumped as a list as before, and a value that is not JSON still
+fails the dump."""
 
 StoredFlags = Annotated[FlagSet, PlainValidator(_flags_in), PlainSerializer(FlagSet.to_json)]
 """A FlagSet in the run's state; stored as `FlagSet.to_json()`'s list, read back as a FlagSet."""

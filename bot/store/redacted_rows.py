@@ -5,6 +5,10 @@ Why a mapper event: evidence, audit events, snapshots (requested flags, environm
 `before_insert`/`before_update` on every mapped class is the one choke point they all pass.
 Text columns go through `bot.redaction.redact`, JSON columns through `redact_data`.
 
+An update redacts only the columns it changes: the others were redacted when they were written,
+and SQLAlchemy's UPDATE does not write them again. (Re-redacting them cost most of a run's
+checkpoints: every `update_experiment` re-walked the run's whole stored state; issue 16 item 9.)
+
 One column is kept as written: `dropin_backup.content`, the drop-in to restore byte for byte
 (a literal secret in a unit's `ExecStart=` is there, as it is in the unit on the node: the reason
 `config check` warns about one and suggests a `${VAR}` reference).
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect
 from sqlalchemy.orm import Mapper
 
 from bot.redaction import redact, redact_data
@@ -23,11 +27,14 @@ KEPT_AS_WRITTEN = frozenset({("dropin_backup", "content")})
 """(table, column) pairs not redacted: what flagbot must restore exactly."""
 
 
-def redact_row(mapper: Mapper[Any], target: object) -> None:
+def redact_row(mapper: Mapper[Any], target: object, *, changed_only: bool = False) -> None:
+    """Mask the secrets in the row's text and JSON columns; with `changed_only` (an update), in
+    the columns set or flagged modified since the row was loaded, the ones the UPDATE writes."""
     table = getattr(mapper.local_table, "name", "")
+    changed = inspect(target).committed_state if changed_only else None
     for attribute in mapper.column_attrs:
         key = attribute.key
-        if (table, key) in KEPT_AS_WRITTEN:
+        if (table, key) in KEPT_AS_WRITTEN or (changed is not None and key not in changed):
             continue
         value = target.__dict__.get(key)
         if isinstance(value, str):
@@ -40,12 +47,16 @@ def redact_row(mapper: Mapper[Any], target: object) -> None:
             setattr(target, key, redacted)
 
 
-def _before_write(mapper: Mapper[Any], connection: object, target: object) -> None:
+def _before_insert(mapper: Mapper[Any], connection: object, target: object) -> None:
     redact_row(mapper, target)
+
+
+def _before_update(mapper: Mapper[Any], connection: object, target: object) -> None:
+    redact_row(mapper, target, changed_only=True)
 
 
 def install() -> None:
     """Listen on every mapper (idempotent)."""
-    if not event.contains(Mapper, "before_insert", _before_write):
-        event.listen(Mapper, "before_insert", _before_write)
-        event.listen(Mapper, "before_update", _before_write)
+    if not event.contains(Mapper, "before_insert", _before_insert):
+        event.listen(Mapper, "before_insert", _before_insert)
+        event.listen(Mapper, "before_update", _before_update)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import io
 import logging
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,57 @@ def test_a_row_written_again_asks_no_name_again() -> None:
     once = len(asked)
     assert names.redact_data(row) == first == row
     assert once == len(set(asked)) and len(asked) == once  # no key asked twice, nothing asked the second time
+
+
+def test_a_part_written_again_unchanged_is_not_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's state is written whole at every step (issue 16 item 9): its unchanged parts are
+    answered from the last write, the changed ones walked; the result is the same."""
+    redactor = Redactor()
+    state = {"preflight": {"report": {"HF_TOKEN": "hf_partValue1", "n": [1, 2]}}, "cursor": 3, "log": ["a"]}
+    first: dict[str, Any] = redactor.redact_data(
+        state
+    )  # learns the token: nothing is kept while a secret is learned
+    assert redactor.redact_data(state) == first  # kept now
+    walked: list[object] = []
+    inner = redactor._data
+
+    def counted(value: object) -> object:
+        walked.append(value)
+        return inner(value)
+
+    monkeypatch.setattr(redactor, "_data", counted)
+    again = redactor.redact_data({**state, "log": ["a", "b"]})
+    assert again == {**first, "log": ["a", "b"]} and first["preflight"]["report"]["HF_TOKEN"] == MASK
+    assert walked == [3, ["a", "b"], "a", "b"]  # the preflight part was not walked again
+
+
+def test_a_kept_part_is_masked_again_once_a_secret_is_learned_and_is_a_fresh_copy() -> None:
+    redactor = Redactor()
+    part = {"journal": {"line": "loaded the-later-secret1 from disk"}}
+    assert redactor.redact_data(part) == part
+    redactor.remember(["the-later-secret1"])
+    masked = redactor.redact_data(part)
+    assert masked == {"journal": {"line": f"loaded {MASK} from disk"}}
+    masked["journal"]["line"] = "changed by the caller"
+    assert redactor.redact_data(part) == {"journal": {"line": f"loaded {MASK} from disk"}}
+
+
+def test_parts_json_would_change_keep_their_types() -> None:
+    """A tuple stays a tuple, a number as a key stays a number, even after the JSON-equal part
+    was kept: only plain JSON is answered from what was kept."""
+    redactor = Redactor()
+    assert redactor.redact_data({"a": {"1": ["x"]}, "b": [1, 2]}) == {"a": {"1": ["x"]}, "b": [1, 2]}
+    again = redactor.redact_data({"a": {1: ("x",)}, "b": (1, 2)})
+    assert again == {"a": {1: ("x",)}, "b": (1, 2)}
+    assert isinstance(again["b"], tuple) and list(again["a"]) == [1]
+
+
+def test_what_is_kept_of_parts_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Slack's payloads are redacted too: the parts kept never pass the bound on characters."""
+    monkeypatch.setattr(redaction, "_PARTS_CHARS", 100)
+    redactor = Redactor()
+    for n in range(10):
+        assert redactor.redact_data({"part": {"text": f"{n}" * 30}}) == {"part": {"text": f"{n}" * 30}}
+        assert redactor._redacted_chars <= 100 and len(redactor._redacted_parts) <= 2
+    assert redactor.redact_data({"big": ["x" * 200]}) == {"big": ["x" * 200]}
+    assert all(len(text) < 200 for text in redactor._redacted_parts)

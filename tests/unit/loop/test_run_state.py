@@ -193,3 +193,19 @@ def test_open_json_values_are_kept_as_storing_them_makes_them() -> None:
     assert facts.report == {"implied": {"--x": ["a", "b"]}} and facts.gpus == {"n0": [{"ids": [0, 1]}]}
     with pytest.raises(ValidationError, match="not JSON"):
         PreflightFacts(report={"handle": object()})
+
+
+def test_open_json_values_dump_as_their_json_round_trip() -> None:
+    """The open JSON fields are dumped in one pydantic-core call (not pydantic's union walk, issue
+    16 item 9) as a JSON round trip makes them: a tuple put in after validation is a list, as before."""
+    facts = PreflightFacts(report={"nested": [{"a": 1, "b": [1.5, None, True, "x"]}]})
+    facts.report["later"] = ("a", 2)  # type: ignore[assignment]  # mutated in place: not validated
+    state = RunState()
+    state.preflight = facts
+    dumped = state.dump()
+    assert dumped["preflight"]["report"] == {  # type: ignore[index,call-overload]
+        "nested": [{"a": 1, "b": [1.5, None, True, "x"]}],
+        "later": ["a", 2],
+    }
+    loaded = RunState.load(dumped).preflight
+    assert loaded is not None and loaded.report == dumped["preflight"]["report"]  # type: ignore[index,call-overload]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
+from bot import redaction
 from bot.redaction import MASK
-from bot.store import EvidenceRecord, Snapshot, Store
+from bot.store import EvidenceRecord, Snapshot, Store, redacted_rows
+from bot.store.experiments import create_experiment, update_experiment
 from bot.store.models import DropinBackup
 
 DROPIN = "[Service]\nExecStart=\nExecStart=/p --api-key sk-inTheDropin1\n"
@@ -55,5 +58,39 @@ def test_rows_are_masked_on_insert_and_update_but_the_dropin_backup_is_kept(tmp_
             )
         )
         assert record.data == {"text": f"--api-key {MASK}"} and record.title == f"HF_TOKEN={MASK}"
+    finally:
+        store.close()
+
+
+def test_an_update_redacts_only_the_columns_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint's `update_experiment` (the status, the cursor) does not walk the stored state
+    again: it was redacted when written, and the UPDATE does not write it. A column it sets is."""
+    store = Store.open(None, sqlite_path=tmp_path / "db.sqlite")
+    store.upgrade()
+    walked: list[object] = []
+
+    def counted(value: object) -> object:
+        walked.append(value)
+        return redaction.redact_data(value)
+
+    monkeypatch.setattr(redacted_rows, "redact_data", counted)
+    try:
+        state = {"report": {"HF_TOKEN": "hf_stateValue1", "steps": list(range(5))}}
+        created = create_experiment(store, target="lab", playbook="try", params={}, actor="cli:t")
+        assert created.id is not None
+        experiment = update_experiment(store, created.id, state=state)
+        assert experiment.id is not None
+        assert experiment.state == {"report": {"HF_TOKEN": MASK, "steps": [0, 1, 2, 3, 4]}}
+        walked.clear()
+        update_experiment(store, experiment.id, status="running", cursor=3)
+        assert walked == []  # nothing of the state, the params or the summary walked again
+        updated = update_experiment(store, experiment.id, state={"ask": {"SECRET_X": "a-new-secret1"}})
+        assert walked == [{"ask": {"SECRET_X": "a-new-secret1"}}]
+        assert updated.state == {"ask": {"SECRET_X": MASK}}
+        with store.engine.connect() as connection:
+            stored = connection.execute(text("SELECT state, cursor FROM experiment")).one()
+        assert "a-new-secret1" not in str(stored[0]) and stored[1] == 3
     finally:
         store.close()
