@@ -30,11 +30,19 @@ MAMBA_BASE_RATIO = 3
 mem_cache/kv_cache_configurator.py 0.5.23)."""
 
 SRC_PROFILE = "model_executor/model_runner_kv_cache_mixin.py profile_max_num_token"
+SRC_PROFILE_0523 = "mem_cache/kv_cache_configurator.py _profile_available_bytes"
+SRC_MEMORY_HOOK_0523 = "arg_groups/memory_hook.py"
 SRC_RESOLVE_REQS = "model_executor/model_runner_kv_cache_mixin.py _resolve_max_num_reqs"
 SRC_INIT_POOL_059 = "model_executor/model_runner_kv_cache_mixin.py init_memory_pool"
 SRC_RESOLVE_REQS_0523 = "mem_cache/kv_cache_configurator.py resolve_max_num_reqs"
 SRC_MAMBA = "model_executor/model_runner_kv_cache_mixin.py handle_max_mamba_cache"
 SRC_MAMBA_RATIO = "model_executor/model_runner_kv_cache_mixin.py _calculate_mamba_ratio"
+SRC_MAMBA_0523 = "mem_cache/kv_cache_configurator.py _handle_max_mamba_cache"
+SRC_MAMBA_RATIO_0523 = (
+    "mem_cache/kv_cache_configurator.py _calculate_mamba_ratio, "
+    "mem_cache/allocation_sizing.py get_mamba_tracking_slots"
+)
+SRC_MAMBA_POOL = "mem_cache/memory_pool.py MambaPool.__init__ (size + 1 slots: slot 0 pads)"
 SRC_USER_LIMIT = "model_executor/model_runner_kv_cache_mixin.py _resolve_token_capacity"
 SRC_GPU_MEMORY = "server_args.py _handle_gpu_memory_settings"
 SRC_SPECULATIVE = "server_args.py _handle_speculative_decoding"
@@ -175,12 +183,15 @@ def reservation_gib(args: Mapping[str, Any], state_bytes: float, rules: RuleSet)
     return state_bytes * running * drafts / GIB
 
 
-def mamba_ratio(args: Mapping[str, Any], rules: RuleSet) -> tuple[int, str]:
+def mamba_ratio(args: Mapping[str, Any], rules: RuleSet) -> tuple[int, str] | Unknown:
     """State slots per running request: 1 without radix cache, else 3, plus the extra buffer's
-    (0.5.9 `init_memory_pool`: 1 with speculative decoding, 2 without; 0.5.10 / 0.5.23
-    `_calculate_mamba_ratio`: 1 with the overlap schedule off, 2 with it on)."""
+    (0.5.9 `init_memory_pool`: 1 with speculative decoding, 2 without; 0.5.10
+    `_calculate_mamba_ratio`: 1 with the overlap schedule off, 2 with it on; 0.5.23 in
+    `_mamba_ratio_0_5_23`)."""
     if switched_on(args.get("disable_radix_cache")):
         return 1, "radix cache off: 1"
+    if rules == "0.5.23":
+        return _mamba_ratio_0_5_23(args)
     if args.get("mamba_scheduler_strategy") != "extra_buffer":
         return MAMBA_BASE_RATIO, f"{MAMBA_BASE_RATIO}"
     if rules == "0.5.9":
@@ -222,3 +233,82 @@ def resolve_max_num_reqs(
         f"min(clamp(int({tokens}/{ctx}*512)={estimated}, 2048, 4096), {tokens}//2)",
         SRC_RESOLVE_REQS,
     )
+
+
+def _mamba_ratio_0_5_23(args: Mapping[str, Any]) -> tuple[int, str] | Unknown:
+    """0.5.23 `_calculate_mamba_ratio` with the radix cache on: 3 plus
+    `get_mamba_tracking_slots` (the extra buffer: 1 lazy, else 2 with the overlap schedule on and
+    1 with it off; no buffer: 0). It reads the strategy post-init resolved from `auto`
+    (`arg_groups/overrides.py` `_mamba_radix_cache_resolution`), printed as
+    `mamba_radix_cache_strategy`; an unresolved or unknown one is unknown. Assumes
+    `SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK` at its default (off): it is an environment variable the
+    start does not print, and `prepare_inputs` checks today's capacity line against this ratio."""
+    strategy = args.get("mamba_radix_cache_strategy")
+    if strategy == "no_buffer":
+        return MAMBA_BASE_RATIO, f"{MAMBA_BASE_RATIO} (no_buffer)"
+    if strategy == "extra_buffer_lazy":
+        return MAMBA_BASE_RATIO + 1, f"{MAMBA_BASE_RATIO} + 1 lazy extra-buffer slot"
+    if strategy == "extra_buffer":
+        extra = 1 if switched_on(args.get("disable_overlap_schedule")) else 2
+        return MAMBA_BASE_RATIO + extra, f"{MAMBA_BASE_RATIO} + {extra} extra-buffer slots"
+    return Unknown(f"0.5.23's mamba radix cache strategy {strategy!r} is not a resolved one")
+
+
+def state_reservation_0_5_23(
+    args: Mapping[str, Any], state_bytes: float, size: int, ratio: int
+) -> tuple[float, str]:
+    """(GiB, formula) of the speculative intermediate states 0.5.23 `_handle_max_mamba_cache`
+    sets aside: `per_req x (min(max(1, max_running_requests // dp), size // ratio) + 1) x draft
+    tokens` in its explicit-size and ratio branches; without radix cache (ratio 1, size
+    `max(1, max_running_requests // dp)`) the same product is `per_req x (size + 1) x drafts`."""
+    if spec_algorithm(args) is None:
+        return 0.0, "no speculative decoding: 0"
+    dp = dp_attention_workers(args)
+    requests = max(1, int(args.get("max_running_requests") or 0) // dp)
+    drafts = int(args.get("speculative_num_draft_tokens") or 0)
+    capped = min(requests, size // ratio)
+    gib = state_bytes * (capped + 1) * drafts / GIB
+    return (
+        gib,
+        f"{state_bytes / 2**20:.2f} MiB x (min({requests}, {size}//{ratio}) + 1) x {drafts} = {gib:.3f} GiB",
+    )
+
+
+def state_cache_size_0_5_23(
+    args: Mapping[str, Any], rest_gib: float, state_bytes: float, ratio: int
+) -> tuple[int, str]:
+    """(max_mamba_cache_size, formula): 0.5.23 `_handle_max_mamba_cache`'s three branches, every
+    pool counting its padding slot: an explicit `--max-mamba-cache-size N` gives `N // dp`;
+    without radix cache and with `max_running_requests` known, `max(1, mrr // dp)`; else the
+    budget `rest x r/(1+r)` (r `--mamba-full-memory-ratio`) is solved jointly with the
+    speculative intermediate states, `(budget - per_req x (1 + D)) // (per_req x (1 + D/ratio))`,
+    or without speculative decoding `(budget - per_req) // per_req`."""
+    dp = dp_attention_workers(args)
+    explicit = as_int(args.get("max_mamba_cache_size"))
+    running = as_int(args.get("max_running_requests"))
+    if explicit is not None:
+        return explicit // dp, f"--max-mamba-cache-size {explicit} // {dp}"
+    if switched_on(args.get("disable_radix_cache")) and running is not None:
+        return max(1, running // dp), f"no radix cache: max(1, max_running_requests {running} // {dp})"
+    r = float(args.get("mamba_full_memory_ratio") or 0.9)
+    budget = rest_gib * r / (1 + r) * GIB
+    per_req = state_bytes
+    if spec_algorithm(args) is not None:
+        drafts = int(args.get("speculative_num_draft_tokens") or 0)
+        size = int((budget - per_req * (1 + drafts)) // (per_req * (1 + drafts / ratio)))
+        return size, (
+            f"budget {rest_gib:.3f} x {r}/(1+{r}) GiB, solved with the intermediate states: "
+            f"(budget - per_req x (1 + {drafts})) // (per_req x (1 + {drafts}/{ratio}))"
+        )
+    size = int((budget - per_req) // per_req)
+    return size, f"(budget {rest_gib:.3f} x {r}/(1+{r}) GiB - per_req) // per_req {per_req / 2**20:.2f} MiB"
+
+
+def profile_source(rules: RuleSet) -> str:
+    """Where the release measures the memory left for the caches (0.5.23 moved it)."""
+    return SRC_PROFILE_0523 if rules == "0.5.23" else SRC_PROFILE
+
+
+def gpu_memory_source(rules: RuleSet) -> str:
+    """Where the release derives the memory defaults (0.5.23 moved them to a hook)."""
+    return SRC_MEMORY_HOOK_0523 if rules == "0.5.23" else SRC_GPU_MEMORY
