@@ -35,18 +35,24 @@ from bot.sglang.capacity_model.rules import (
     SRC_MAMBA_POOL,
     SRC_MAMBA_RATIO,
     SRC_MAMBA_RATIO_0523,
+    SRC_MEMORY_HOOK_0523,
     SRC_REQ_POOL,
     SRC_SPECULATIVE,
     SRC_USER_LIMIT,
+    decode_graph_max_bs_0_5_23,
     gpu_memory_source,
+    graph_phase,
     kv_bytes,
     mamba_ratio,
+    memory_hook_unsupported_0_5_23,
     memory_tier,
     piecewise_on,
     piecewise_tokens,
+    prefill_graph_sizes_0_5_23,
     profile_source,
     reservation_gib,
     reserved_mem_mb,
+    reserved_mem_mb_0_5_23,
     resolve_max_num_reqs,
     state_cache_size_0_5_23,
     state_reservation_0_5_23,
@@ -213,7 +219,11 @@ def learn_flag_cost(before: StartFigures, after: StartFigures) -> float | Unknow
 
 
 def _new_mem_fraction(
-    inputs: ArithmeticInputs, new: Mapping[str, Any], touched: frozenset[str], cite: str
+    inputs: ArithmeticInputs,
+    new: Mapping[str, Any],
+    touched: frozenset[str],
+    hook_running: int | None,
+    cite: str,
 ) -> tuple[float | Unknown, list[Step]]:
     """An explicit `--mem-fraction-static` is kept; a derived one is re-derived when its inputs
     moved, by the ratio of `round((gpu - reserved) / gpu, 3)` now and then (which keeps a VLM's
@@ -235,11 +245,20 @@ def _new_mem_fraction(
         ]
     old_args = inputs.figures.server_args
     reserve_inputs: tuple[str, ...] = ("chunked_prefill_size", "cuda_graph_max_bs", "speculative_algorithm")
-    if inputs.rules == "0.5.23":  # memory_hook.py: the capture sizes follow these too
-        reserve_inputs += ("max_running_requests", "max_total_tokens")
-    elif piecewise_on(new, inputs.rules):  # the piecewise token list's largest size follows it
+    if inputs.rules == "0.5.23" or piecewise_on(new, inputs.rules):
+        # the prefill (0.5.23) or piecewise (0.5.10) graph sizes follow it
         reserve_inputs += ("max_total_tokens",)
     moved = [k for k in reserve_inputs if new.get(k) != old_args.get(k)]
+    if inputs.rules == "0.5.23":
+        # memory_hook.py caps the decode graph by the --max-running-requests it sees (the one
+        # given: the speculative 48 comes later), so compare what was given
+        today_running = (
+            as_int(old_args.get("max_running_requests"))
+            if "max_running_requests" in inputs.figures.explicit
+            else None
+        )
+        if hook_running != today_running:
+            moved.append("max_running_requests")
     if not moved:
         return today, [
             Step(
@@ -251,8 +270,10 @@ def _new_mem_fraction(
     gpu = inputs.figures.gpu_total_mib
     if gpu is None:
         return Unknown("mem_fraction_static is derived from GPU memory, not recorded for this start"), []
+    if inputs.rules == "0.5.23":
+        return _new_mem_fraction_0_5_23(inputs, new, touched, hook_running, gpu, cite)
     steps: list[Step] = []
-    if inputs.rules != "0.5.23" and piecewise_on(new, inputs.rules):
+    if piecewise_on(new, inputs.rules):
         tokens = piecewise_tokens(inputs.figures, new)
         if isinstance(tokens, Unknown):
             return tokens, []
@@ -287,6 +308,79 @@ def _new_mem_fraction(
             f"{gpu_memory_source(inputs.rules)} ({cite})",
         ),
     ]
+
+
+def _new_mem_fraction_0_5_23(
+    inputs: ArithmeticInputs,
+    new: Mapping[str, Any],
+    touched: frozenset[str],
+    hook_running: int | None,
+    gpu: float,
+    cite: str,
+) -> tuple[float | Unknown, list[Step]]:
+    """0.5.23's derived `mem_fraction_static` (`arg_groups/memory_hook.py`
+    `handle_gpu_memory_settings`) re-derived after a change: today's value times
+    `round((gpu - reserved) / gpu, 3)` after over before, the reserve by
+    `reserved_mem_mb_0_5_23`. `hook_running` is the `--max-running-requests` the hook sees (the
+    one given, not the speculative 48 set later). Today's printed graph sizes and value must be
+    the rule's own, which also tells an MLA backend's prefill graph reserve from the others';
+    anything else is unknown."""
+    figures = inputs.figures
+    old = figures.server_args
+    today = float(old["mem_fraction_static"])
+    for args in (old, new):
+        unsupported = memory_hook_unsupported_0_5_23(args)
+        if unsupported is not None:
+            return unsupported, []
+    if {"cuda_graph_max_bs", "speculative_algorithm"} & touched:
+        return Unknown(
+            "0.5.23 sizes the graphs from cuda_graph_config and the speculative hook: not modelled"
+        ), []
+    today_running = (
+        as_int(old.get("max_running_requests")) if "max_running_requests" in figures.explicit else None
+    )
+    decode_today = decode_graph_max_bs_0_5_23(old, gpu, today_running)
+    decode_new = decode_graph_max_bs_0_5_23(new, gpu, hook_running)
+    if isinstance(decode_today, Unknown):
+        return decode_today, []
+    if isinstance(decode_new, Unknown):
+        return decode_new, []
+    printed_decode = graph_phase(old, "decode") or {}
+    if as_int(printed_decode.get("max_bs")) != decode_today:
+        return Unknown("today's decode CUDA graph max_bs is not the memory hook's rule"), []
+    prefill_on = (graph_phase(old, "prefill") or {}).get("backend") != "disabled"
+    mla = False
+    if prefill_on:
+        matching = []
+        for candidate in (False, True):
+            reserve = reserved_mem_mb_0_5_23(old, gpu, decode_today, candidate)
+            if not isinstance(reserve, Unknown) and round((gpu - reserve) / gpu, 3) == round(today, 3):
+                matching.append(candidate)
+        if len(matching) != 1:
+            return Unknown(
+                "today's mem_fraction_static does not tell the prefill graph reserve (MLA or not, a VLM factor)"
+            ), []
+        mla = matching[0]
+        printed_sizes = (graph_phase(old, "prefill") or {}).get("bs")
+        if not isinstance(printed_sizes, list) or printed_sizes != prefill_graph_sizes_0_5_23(old, mla):
+            return Unknown("today's prefill CUDA graph sizes are not the memory hook's rule"), []
+    before = reserved_mem_mb_0_5_23(old, gpu, decode_today, mla)
+    after = reserved_mem_mb_0_5_23(new, gpu, decode_new, mla)
+    if isinstance(before, Unknown):
+        return before, []
+    if isinstance(after, Unknown):
+        return after, []
+    base_before, base_after = round((gpu - before) / gpu, 3), round((gpu - after) / gpu, 3)
+    factor = today / base_before
+    if not 0.75 <= factor <= 1.0001:
+        return Unknown(f"today's mem_fraction_static {today} is not the memory hook's {base_before}"), []
+    value = today * base_after / base_before
+    formula = (
+        f"decode graph max_bs {decode_today} -> {decode_new}; {today} x round(({gpu:.0f} - {after:.0f})/{gpu:.0f}, 3)"
+        f"={base_after} / round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
+    )
+    source = f"{SRC_MEMORY_HOOK_0523} handle_gpu_memory_settings, reserve_for_graph_mb ({cite})"
+    return value, [Step("mem_fraction_static (derived: reserve moved)", formula, source)]
 
 
 def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: float) -> Outcome:
@@ -346,7 +440,7 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
             steps.append(
                 Step(key, f"memory tier default {args[key]}", f"{gpu_memory_source(rules)} ({cite})")
             )
-    mfs, mfs_steps = _new_mem_fraction(inputs, args, applied.touched, cite)
+    mfs, mfs_steps = _new_mem_fraction(inputs, args, applied.touched, raw, cite)
     steps += mfs_steps
     if isinstance(mfs, Unknown):
         return _unknown_outcome(mfs, parsed, steps)

@@ -133,7 +133,9 @@ def reserved_mem_mb(args: Mapping[str, Any], gpu_mib: float, rules: RuleSet) -> 
     """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
     the speculative reserve. 0.5.23 moved it (`arg_groups/memory_hook.py`): not modelled."""
     if rules == "0.5.23":
-        return Unknown("0.5.23 derives mem_fraction_static in arg_groups/memory_hook.py: not modelled")
+        return Unknown(
+            "0.5.23 derives mem_fraction_static in arg_groups/memory_hook.py: reserved_mem_mb_0_5_23"
+        )
     chunked, max_bs = as_int(args.get("chunked_prefill_size")), as_int(args.get("cuda_graph_max_bs"))
     if chunked is None or max_bs is None:
         return Unknown("chunked_prefill_size or cuda_graph_max_bs not printed")
@@ -312,3 +314,97 @@ def profile_source(rules: RuleSet) -> str:
 def gpu_memory_source(rules: RuleSet) -> str:
     """Where the release derives the memory defaults (0.5.23 moved them to a hook)."""
     return SRC_MEMORY_HOOK_0523 if rules == "0.5.23" else SRC_GPU_MEMORY
+
+
+def graph_phase(args: Mapping[str, Any], phase: str) -> Mapping[str, Any] | None:
+    """One phase of the printed `cuda_graph_config` (0.5.23), None when not printed."""
+    config = args.get("cuda_graph_config")
+    found = config.get(phase) if isinstance(config, Mapping) else None
+    return found if isinstance(found, Mapping) else None
+
+
+def decode_graph_max_bs_0_5_23(
+    args: Mapping[str, Any], gpu_mib: float, hook_running: int | None
+) -> int | Unknown:
+    """The decode CUDA graph's `max_bs` that 0.5.23 `handle_gpu_memory_settings`
+    (`arg_groups/memory_hook.py`) reserves for: the printed one when set by hand
+    (`--cuda-graph-max-bs-decode`, `--cuda-graph-bs-decode`), else the memory tier's, capped by
+    a `--max-running-requests` the hook sees. Unknown where Qwen3-VL's hook may raise it to the
+    request limit (`expand_multimodal_decode_graph_to_running_limit`: model type not printed)."""
+    if args.get("cuda_graph_max_bs_decode") is not None or args.get("cuda_graph_bs_decode") is not None:
+        decode = graph_phase(args, "decode")
+        max_bs = as_int(decode.get("max_bs")) if decode else None
+        return max_bs if max_bs is not None else Unknown("the decode CUDA graph's max_bs was not printed")
+    max_bs = memory_tier(gpu_mib, int(args.get("tp_size") or 1), "0.5.23")[1]
+    if hook_running is not None and max_bs > hook_running:
+        max_bs = hook_running
+    if hook_running is not None and max_bs < hook_running <= 512:
+        return Unknown(
+            "a Qwen3-VL model's decode graph may grow to max_running_requests (model type not printed)"
+        )
+    return max_bs
+
+
+def prefill_graph_sizes_0_5_23(args: Mapping[str, Any], mla: bool) -> list[int] | Unknown:
+    """The prefill CUDA graph's capture sizes (0.5.23 `memory_hook.py`: `max_bs` is
+    `chunked_prefill_size`, at most 8192 on an MLA backend, capped by `--max-total-tokens` and
+    4096 for a Llama-2 path; `cuda_graph_hook.py` `generate_prefill_cuda_graph_batch_sizes`).
+    Unknown when set by hand."""
+    if args.get("cuda_graph_max_bs_prefill") is not None or args.get("cuda_graph_bs_prefill") is not None:
+        return Unknown("the prefill CUDA graph sizes were set by hand")
+    chunked = as_int(args.get("chunked_prefill_size"))
+    if chunked is None or chunked <= 0:
+        return Unknown("chunked_prefill_size not printed")
+    max_bs = min(8192, chunked) if mla else chunked
+    cap = as_int(args.get("max_total_tokens"))
+    if cap is not None:
+        max_bs = min(max_bs, cap)
+    if "llama-2" in str(args.get("model_path") or "").lower():
+        max_bs = min(max_bs, 4096)
+    return piecewise_token_sizes(max_bs)
+
+
+def reserved_mem_mb_0_5_23(
+    args: Mapping[str, Any], gpu_mib: float, decode_max_bs: int, mla: bool
+) -> float | Unknown:
+    """0.5.23 `arg_groups/memory_hook.py` `handle_gpu_memory_settings`' reserve on CUDA without
+    disaggregation, DP attention, DeepEP or post-capture KV sizing (an environment variable, off
+    by default): `512 + max(chunked, 2048) x 1.5 + tp x pp / 8 x 1024 + reserve_for_graph_mb`
+    (decode `max_bs x 2`; prefill graphs `len(sizes) x 8`, 1.5 GiB on an MLA backend), at least
+    10 GiB above 60 GiB of GPU memory. No speculative term any more."""
+    chunked = as_int(args.get("chunked_prefill_size"))
+    if chunked is None or chunked <= 0:
+        return Unknown("chunked_prefill_size not printed")
+    tp, pp = int(args.get("tp_size") or 1), int(args.get("pp_size") or 1)
+    reserved = 512 + max(chunked, 2048) * 1.5 + tp * pp / 8 * 1024
+    decode, prefill = graph_phase(args, "decode"), graph_phase(args, "prefill")
+    if decode is None or prefill is None:
+        return Unknown("the CUDA graph config was not printed")
+    if decode.get("backend") != "disabled":
+        reserved += decode_max_bs * 2
+    if prefill.get("backend") != "disabled":
+        if mla:
+            reserved += 1.5 * 1024
+        else:
+            sizes = prefill_graph_sizes_0_5_23(args, mla)
+            if isinstance(sizes, Unknown):
+                return sizes
+            reserved += len(sizes) * 8
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return reserved
+
+
+def memory_hook_unsupported_0_5_23(args: Mapping[str, Any]) -> Unknown | None:
+    """The 0.5.23 memory-hook paths `reserved_mem_mb_0_5_23` does not follow, as an Unknown."""
+    if str(args.get("device") or "cuda") != "cuda":
+        return Unknown("0.5.23 derives mem_fraction_static differently off CUDA")
+    if str(args.get("disaggregation_mode") or "null") != "null":
+        return Unknown("0.5.23 reserves by the disaggregation role: not modelled")
+    if switched_on(args.get("enable_dp_attention")):
+        return Unknown("0.5.23's DP-attention graph padding reserve is not modelled")
+    if str(args.get("moe_a2a_backend") or "none") != "none":
+        return Unknown("0.5.23's all-to-all buffer reserve is not modelled")
+    if int(args.get("pp_size") or 1) > 1:
+        return Unknown("0.5.23 caps a pipeline's prefill graphs: not modelled")
+    return None

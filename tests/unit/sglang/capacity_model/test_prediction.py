@@ -529,3 +529,67 @@ def test_a_piecewise_list_set_by_hand_makes_a_derived_reserve_unknown() -> None:
     )
     prediction = predict(figures, [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
     assert isinstance(prediction.figure("max_total_num_tokens").predicted, Unknown)
+
+
+H200_MIB = 143771.0
+PREFILL_SIZES_8192 = [
+    *range(4, 33, 4),
+    *range(48, 257, 16),
+    *range(288, 513, 32),
+    *range(576, 1025, 64),
+    *range(1280, 4097, 256),
+    *range(4608, 8193, 512),
+]
+"""`generate_prefill_cuda_graph_batch_sizes(8192)`: 58 sizes."""
+
+
+def h200_0_5_23(**server_args: Any) -> StartFigures:
+    """A dense model at TP 8 on an H200 under 0.5.23, `mem_fraction_static` derived by
+    `memory_hook.py`: reserve `512 + 8192 x 1.5 + 8/8 x 1024 + decode 512 x 2 + prefill 58 x 8`
+    = 15312 MiB, `round((143771 - 15312) / 143771, 3)` = 0.893."""
+    args = {
+        "mem_fraction_static": 0.893,
+        "tp_size": 8,
+        "device": "cuda",
+        "disaggregation_mode": "null",
+        "moe_a2a_backend": "none",
+        "cuda_graph_bs_decode": None,
+        "cuda_graph_max_bs_decode": None,
+        "cuda_graph_config": {
+            "decode": {"backend": "full", "max_bs": 512},
+            "prefill": {"backend": "breakable", "max_bs": 8192, "bs": PREFILL_SIZES_8192},
+        },
+        **server_args,
+    }
+    return dense("0.5.23", server_args=args, explicit=frozenset(), gpu_total_mib=H200_MIB)
+
+
+def test_0_5_23_a_smaller_chunk_rederives_mem_fraction_static_by_the_memory_hook() -> None:
+    """4096-token chunks: `512 + 4096 x 1.5 + 1024 + 1024 + 50 prefill sizes x 8` = 9104 MiB,
+    below the 10 GiB floor above 60 GiB, so 10240: `round((143771 - 10240) / 143771, 3)` = 0.929."""
+    prediction = predict(h200_0_5_23(), [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
+    assert figure(prediction, "mem_fraction_static").value == pytest.approx(0.929)
+    assert any("arg_groups/memory_hook.py" in step.source for step in prediction.steps)
+
+
+def test_0_5_23_a_request_limit_caps_the_default_decode_graph() -> None:
+    """`--max-running-requests 64` caps the default decode `max_bs` 512 to 64: the reserve
+    loses `(512 - 64) x 2` MiB, 14416 MiB: `round(129355 / 143771, 3)` = 0.9."""
+    prediction = predict(h200_0_5_23(), [Change("add", "--max-running-requests", "64")], jitter_gib=0.0)
+    assert figure(prediction, "mem_fraction_static").value == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [
+        # neither the non-MLA (0.893) nor the MLA prefill reserve (0.886) gives today's value
+        (h200_0_5_23(mem_fraction_static=0.85), "does not tell"),
+        (h200_0_5_23(device="cpu"), "off CUDA"),
+        (h200_0_5_23(enable_dp_attention=True, dp_size=2), "DP-attention"),
+    ],
+)
+def test_0_5_23_mem_fraction_static_is_unknown_off_the_modelled_hook(figures: StartFigures, why: str) -> None:
+    prediction = predict(figures, [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
+    found = prediction.figure("mem_fraction_static").predicted
+    assert isinstance(found, Unknown)
+    assert why in found.why
