@@ -285,21 +285,12 @@ def _new_mem_fraction(
                 f"server_args.py _generate_piecewise_cuda_graph_tokens ({cite})",
             )
         )
-    before, after = reserved_mem_mb(old_args, gpu, inputs.rules), reserved_mem_mb(new, gpu, inputs.rules)
-    if isinstance(before, Unknown):
-        return before, []
-    if isinstance(after, Unknown):
-        return after, []
-    base_before = round((gpu - before) / gpu, 3)
-    base_after = round((gpu - after) / gpu, 3)
-    factor = today / base_before
-    if not 0.75 <= factor <= 1.0001:
-        return Unknown(f"today's mem_fraction_static {today} is not the reserve rule's {base_before}"), []
-    value = today * base_after / base_before
-    formula = (
-        f"{today} x round(({gpu:.0f} - {after:.0f})/{gpu:.0f}, 3)={base_after} / "
-        f"round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
+    scaled = _scaled_by_reserve(
+        today, gpu, reserved_mem_mb(old_args, gpu, inputs.rules), reserved_mem_mb(new, gpu, inputs.rules)
     )
+    if isinstance(scaled, Unknown):
+        return scaled, []
+    value, formula = scaled
     return value, [
         *steps,
         Step(
@@ -308,6 +299,28 @@ def _new_mem_fraction(
             f"{gpu_memory_source(inputs.rules)} ({cite})",
         ),
     ]
+
+
+def _scaled_by_reserve(
+    today: float, gpu: float, before: float | Unknown, after: float | Unknown
+) -> tuple[float, str] | Unknown:
+    """Today's derived `mem_fraction_static` moved by the reserve: times
+    `round((gpu - after) / gpu, 3)` over `round((gpu - before) / gpu, 3)`, which keeps a VLM's
+    `adjust_mem_fraction_for_vlm` factor; unknown when today's value is not within that factor
+    (0.75..1) of the rule's."""
+    if isinstance(before, Unknown):
+        return before
+    if isinstance(after, Unknown):
+        return after
+    base_before, base_after = round((gpu - before) / gpu, 3), round((gpu - after) / gpu, 3)
+    if not 0.75 <= today / base_before <= 1.0001:
+        return Unknown(f"today's mem_fraction_static {today} is not the reserve rule's {base_before}")
+    value = today * base_after / base_before
+    formula = (
+        f"{today} x round(({gpu:.0f} - {after:.0f})/{gpu:.0f}, 3)={base_after} / "
+        f"round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
+    )
+    return value, formula
 
 
 def _new_mem_fraction_0_5_23(
@@ -364,21 +377,16 @@ def _new_mem_fraction_0_5_23(
         printed_sizes = (graph_phase(old, "prefill") or {}).get("bs")
         if not isinstance(printed_sizes, list) or printed_sizes != prefill_graph_sizes_0_5_23(old, mla):
             return Unknown("today's prefill CUDA graph sizes are not the memory hook's rule"), []
-    before = reserved_mem_mb_0_5_23(old, gpu, decode_today, mla)
-    after = reserved_mem_mb_0_5_23(new, gpu, decode_new, mla)
-    if isinstance(before, Unknown):
-        return before, []
-    if isinstance(after, Unknown):
-        return after, []
-    base_before, base_after = round((gpu - before) / gpu, 3), round((gpu - after) / gpu, 3)
-    factor = today / base_before
-    if not 0.75 <= factor <= 1.0001:
-        return Unknown(f"today's mem_fraction_static {today} is not the memory hook's {base_before}"), []
-    value = today * base_after / base_before
-    formula = (
-        f"decode graph max_bs {decode_today} -> {decode_new}; {today} x round(({gpu:.0f} - {after:.0f})/{gpu:.0f}, 3)"
-        f"={base_after} / round(({gpu:.0f} - {before:.0f})/{gpu:.0f}, 3)={base_before} = {value:.4f}"
+    scaled = _scaled_by_reserve(
+        today,
+        gpu,
+        reserved_mem_mb_0_5_23(old, gpu, decode_today, mla),
+        reserved_mem_mb_0_5_23(new, gpu, decode_new, mla),
     )
+    if isinstance(scaled, Unknown):
+        return scaled, []
+    value, formula = scaled
+    formula = f"decode graph max_bs {decode_today} -> {decode_new}; {formula}"
     source = f"{SRC_MEMORY_HOOK_0523} handle_gpu_memory_settings, reserve_for_graph_mb ({cite})"
     return value, [Step("mem_fraction_static (derived: reserve moved)", formula, source)]
 

@@ -164,18 +164,20 @@ def test_an_explicit_mem_fraction_static_ignores_the_graph_settings() -> None:
     assert isinstance(prediction.figure("available_gpu_mem_gb").predicted, Unknown)
 
 
+EAGLE_48: dict[str, Any] = {
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "max_running_requests": 48,
+}
+"""seed-gb10's speculative settings: EAGLE, 3 steps of topk 1 (4 draft tokens), 48 requests."""
+
+
 def hybrid(version: str = "0.5.10", **server_args: Any) -> StartFigures:
     """A hybrid model with EAGLE and the extra buffer, sized by handle_max_mamba_cache's ratio rule."""
     per_req = 52.5 * 2**20
-    args = {
-        "speculative_algorithm": "EAGLE",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "max_running_requests": 48,
-        "mamba_scheduler_strategy": "extra_buffer",
-        **server_args,
-    }
+    args = {**EAGLE_48, "mamba_scheduler_strategy": "extra_buffer", **server_args}
     pre, post, mfs = 115.48, 56.28, 0.7787
     rest = post - pre * (1 - mfs)
     reservation = per_req * 48 * 4 / GIB if version != "0.5.23" else 0.0
@@ -225,11 +227,7 @@ def hybrid_0_5_23(**server_args: Any) -> StartFigures:
     ratio branch, worked by hand: the budget `rest x 0.9/1.9` holds `size + 1` slots and the
     intermediate states of `min(48, size // 5) + 1` requests x 4 drafts."""
     args = {
-        "speculative_algorithm": "EAGLE",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "max_running_requests": 48,
+        **EAGLE_48,
         "mamba_radix_cache_strategy": "extra_buffer",
         "disable_overlap_schedule": False,
         "mamba_full_memory_ratio": 0.9,
