@@ -130,8 +130,9 @@ def piecewise_tokens(figures: StartFigures, new: Mapping[str, Any]) -> list[int]
 
 
 def reserved_mem_mb(args: Mapping[str, Any], gpu_mib: float, rules: RuleSet) -> float | Unknown:
-    """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation, graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and
-    the speculative reserve. 0.5.23 moved it (`arg_groups/memory_hook.py`): not modelled."""
+    """`_handle_gpu_memory_settings`' reserve (0.5.9 / 0.5.10 `server_args.py`): activation,
+    graphs, TP, piecewise tokens, the 10 GiB floor above 60 GiB, and the speculative reserve.
+    0.5.23 moved it to `arg_groups/memory_hook.py`, whose rule is `reserved_mem_mb_0_5_23`."""
     if rules == "0.5.23":
         return Unknown(
             "0.5.23 derives mem_fraction_static in arg_groups/memory_hook.py: reserved_mem_mb_0_5_23"
