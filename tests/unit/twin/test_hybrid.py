@@ -129,6 +129,29 @@ def test_speculative_decoding_reserves_state_per_request_x_requests_x_draft_toke
     assert plain.max_mamba_cache_size > cache_.max_mamba_cache_size
 
 
+def test_the_state_pool_holds_one_padding_slot_more_than_the_profile_counts() -> None:
+    """0.5.10 `MambaPool.__init__` allocates `(num_layers, size + 1, ...)` tensors (slot 0 pads)
+    and its `Mamba Cache is allocated` line prints them; `handle_max_mamba_cache` counts `size`.
+    By hand: rest 30 GiB, EAGLE 48 x 4 drafts, 400 slots of 50 MiB: the reservation is
+    9.375 GiB, the profile's state 19.53125 GiB, the KV rest 1.09375 GiB, the pool 401 slots."""
+    args = {
+        "speculative_algorithm": "EAGLE",
+        "max_running_requests": 48,
+        "speculative_num_draft_tokens": 4,
+        "max_mamba_cache_size": 400,
+    }
+    cache_ = size_state_cache(30.0, args, state_bytes_per_request=STATE, dp_size=1)
+    assert cache_.state_gib == pytest.approx(19.53125)
+    assert cache_.kv_rest_gib == pytest.approx(1.09375)
+    assert cache_.pool_gib == pytest.approx(401 * 50 / 1024)  # 19.580078125
+    scenario = _scenario("seed-gb10")
+    assert scenario.model.hybrid is not None
+    plan = resolve(_gb10("--max-mamba-cache-size", "400"), scenario, start_seed=1).memory
+    assert plan.mamba_state_gib == pytest.approx(
+        (400 + 1) * scenario.model.hybrid.state_bytes_per_request / GIB
+    )
+
+
 def test_the_reservation_counts_requests_per_dp_rank_under_dp_attention() -> None:
     args = {
         "speculative_algorithm": "EAGLE",

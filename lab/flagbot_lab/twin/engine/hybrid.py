@@ -257,6 +257,11 @@ class StateCache:
     state_gib: float
     kv_rest_gib: float
     rule: str
+    pool_gib: float
+    """What `MambaPool.__init__` allocates and its `Mamba Cache is allocated` line prints:
+    `size + 1` slots' state, slot 0 being the padding slot padded tokens write to (`memory_pool.py`
+    0.5.9, 0.5.10 and 0.5.23). 0.5.9 / 0.5.10's profile counts `size` slots only (`state_gib`),
+    so the padding slot comes out of the memory left after the pools; 0.5.23's counts it."""
 
 
 def size_state_cache(
@@ -272,6 +277,8 @@ def size_state_cache(
        `--disable-radix-cache` and a known `max_running_requests` that value `// dp`, else
        `int(rest x r / (1 + r) x 2^30) // mamba_cache_per_req` (r = `--mamba-full-memory-ratio`).
     3. The KV pool gets what is left: `rest - max_mamba_cache_size x mamba_cache_per_req`.
+    4. `MambaPool` then allocates `max_mamba_cache_size + 1` slots (`pool_gib`), one more than
+       the profile counted.
     """
     divisor = dp_size if a.get("enable_dp_attention") else 1
     per_request_gib = state_bytes_per_request / GIB
@@ -297,6 +304,7 @@ def size_state_cache(
         state_gib=state,
         kv_rest_gib=total - state,
         rule=rule,
+        pool_gib=(size + 1) * per_request_gib,
     )
 
 
@@ -351,6 +359,7 @@ def size_state_cache_0_5_23(
         state_gib=state,
         kv_rest_gib=rest_gib - reservation - state,
         rule=rule,
+        pool_gib=state,
     )
 
 

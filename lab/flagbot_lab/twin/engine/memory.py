@@ -359,7 +359,8 @@ def plan_memory(
             state_bytes_per_request=model.hybrid.state_bytes_per_request,
             dp_size=dp,
         )
-        mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.state_gib
+        # the pool holds one slot more than the profile counted (`StateCache.pool_gib`)
+        mamba_size, mamba_gib = cache.max_mamba_cache_size, cache.pool_gib
         reservation = cache.speculative_reservation_gib
         mamba_ratio = hybrid_mamba_ratio(a, release(scenario.sglang_version))
         kv_rest = cache.kv_rest_gib

@@ -6,6 +6,7 @@ expected numbers are worked out from the formula in the test, so a changed rule 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -163,18 +164,20 @@ def test_an_explicit_mem_fraction_static_ignores_the_graph_settings() -> None:
     assert isinstance(prediction.figure("available_gpu_mem_gb").predicted, Unknown)
 
 
+EAGLE_48: dict[str, Any] = {
+    "speculative_algorithm": "EAGLE",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "max_running_requests": 48,
+}
+"""seed-gb10's speculative settings: EAGLE, 3 steps of topk 1 (4 draft tokens), 48 requests."""
+
+
 def hybrid(version: str = "0.5.10", **server_args: Any) -> StartFigures:
     """A hybrid model with EAGLE and the extra buffer, sized by handle_max_mamba_cache's ratio rule."""
     per_req = 52.5 * 2**20
-    args = {
-        "speculative_algorithm": "EAGLE",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "max_running_requests": 48,
-        "mamba_scheduler_strategy": "extra_buffer",
-        **server_args,
-    }
+    args = {**EAGLE_48, "mamba_scheduler_strategy": "extra_buffer", **server_args}
     pre, post, mfs = 115.48, 56.28, 0.7787
     rest = post - pre * (1 - mfs)
     reservation = per_req * 48 * 4 / GIB if version != "0.5.23" else 0.0
@@ -191,11 +194,121 @@ def hybrid(version: str = "0.5.10", **server_args: Any) -> StartFigures:
         kv_tokens=tokens,
         kv_gib=tokens * cell / GIB,
         mamba_cache_size=size,
-        mamba_state_gib=size * per_req / GIB,
+        mamba_state_gib=(size + 1) * per_req / GIB,  # MambaPool prints its padding slot too
         max_total_num_tokens=tokens,
         max_running_requests=min(48, size // 4),
         context_len=262144,
     )
+
+
+PER_REQ = 52.5 * 2**20
+"""seed-gb10's state per request (conv + ssm over the linear-attention layers of one TP rank)."""
+
+
+def test_0_5_10_reads_the_state_per_request_over_the_pools_size_plus_one_slots() -> None:
+    """0.5.10 `MambaPool.__init__` allocates `size + 1` slots (slot 0 pads) and its line prints
+    them all, while `handle_max_mamba_cache` counts `size`: the per-request state is the printed
+    pool over `size + 1`, and an explicit 400 slots leaves the KV pool
+    `rest - 48 x 4 x per_req - 400 x per_req` (issue 23's 10.4 % case, at zero jitter)."""
+    figures = hybrid(context_length=None)
+    changes = [Change("add", "--context-length", "4096"), Change("add", "--max-mamba-cache-size", "400")]
+    prediction = predict(figures, changes, jitter_gib=0.0)
+    rest = 56.28 - 115.48 * (1 - 0.7787)
+    kv_rest = rest - PER_REQ * 48 * 4 / GIB - 400 * PER_REQ / GIB  # 30.73 - 9.84 - 20.51 = 0.37 GiB
+    expected = int(kv_rest * GIB) // 12288
+    assert figure(prediction, "max_total_num_tokens").value == pytest.approx(expected, rel=1e-3)
+    assert figure(prediction, "max_running_requests").value == 48  # min(48, 400 // 4)
+    assert figure(prediction, "state_memory_gb").value == pytest.approx(401 * PER_REQ / GIB)
+
+
+def hybrid_0_5_23(**server_args: Any) -> StartFigures:
+    """seed-gb10 on 0.5.23 with EAGLE (4 draft tokens), the radix cache on and `auto` resolved to
+    extra_buffer with the overlap schedule: 3 + 2 slots a request. `_handle_max_mamba_cache`'s
+    ratio branch, worked by hand: the budget `rest x 0.9/1.9` holds `size + 1` slots and the
+    intermediate states of `min(48, size // 5) + 1` requests x 4 drafts."""
+    args = {
+        **EAGLE_48,
+        "mamba_radix_cache_strategy": "extra_buffer",
+        "disable_overlap_schedule": False,
+        "mamba_full_memory_ratio": 0.9,
+        **server_args,
+    }
+    pre, post, mfs = 115.48, 56.28, 0.8088
+    rest = post - pre * (1 - mfs)  # 34.20 GiB
+    budget = rest * 0.9 / 1.9 * GIB
+    size = int((budget - PER_REQ * 5) // (PER_REQ * (1 + 4 / 5)))  # 171
+    reservation = PER_REQ * (min(48, size // 5) + 1) * 4 / GIB  # 35 x 4 slots
+    kv_rest = rest - reservation - (size + 1) * PER_REQ / GIB
+    tokens = int(kv_rest * GIB) // 12288
+    return dense(
+        "0.5.23",
+        server_args={"mem_fraction_static": mfs, "context_length": None, **args},
+        explicit=frozenset({"mem_fraction_static"}),
+        pre_model_load_gib=pre,
+        post_model_load_gib=post,
+        kv_tokens=tokens,
+        kv_gib=tokens * 12288 / GIB,
+        mamba_cache_size=size,
+        mamba_state_gib=(size + 1) * PER_REQ / GIB,
+        max_total_num_tokens=tokens,
+        max_running_requests=min(48, size // 5),
+        context_len=262144,
+    )
+
+
+def test_0_5_23_an_explicit_state_cache_size_reserves_the_capped_requests_plus_one() -> None:
+    """0.5.23 `_handle_max_mamba_cache`, explicit branch: 200 slots (+1 padding), the
+    intermediate states of `min(48, 200 // 5) + 1 = 41` requests x 4 drafts, the KV pool the
+    rest; `resolve_max_num_reqs` then caps 48 at `200 // 5 = 40`."""
+    figures = hybrid_0_5_23()
+    assert figures.max_running_requests == 34  # today: 171 // 5
+    prediction = predict(figures, [Change("add", "--max-mamba-cache-size", "200")], jitter_gib=0.0)
+    rest = 56.28 - 115.48 * (1 - 0.8088)
+    kv_rest = rest - PER_REQ * 41 * 4 / GIB - 201 * PER_REQ / GIB
+    assert figure(prediction, "max_total_num_tokens").value == pytest.approx(
+        int(kv_rest * GIB) // 12288, rel=1e-4
+    )
+    assert figure(prediction, "max_running_requests").value == 40
+    assert figure(prediction, "max_mamba_cache_size").value == 200
+    assert figure(prediction, "state_memory_gb").value == pytest.approx(201 * PER_REQ / GIB, rel=1e-4)
+    assert any("kv_cache_configurator.py _handle_max_mamba_cache" in step.source for step in prediction.steps)
+
+
+def test_0_5_23_the_ratio_branch_solves_the_slots_and_intermediate_states_together() -> None:
+    """A smaller `--mem-fraction-static` shrinks the budget: `size = (budget - per_req x 5) //
+    (per_req x 1.8)`, and the requests follow `size // 5`."""
+    prediction = predict(hybrid_0_5_23(), [Change("set", "--mem-fraction-static", "0.78")], jitter_gib=0.0)
+    rest = 56.28 - 115.48 * (1 - 0.78)  # 30.87 GiB
+    size = int((rest * 0.9 / 1.9 * GIB - PER_REQ * 5) // (PER_REQ * 1.8))
+    kv_rest = rest - PER_REQ * (min(48, size // 5) + 1) * 4 / GIB - (size + 1) * PER_REQ / GIB
+    assert figure(prediction, "max_mamba_cache_size").value == pytest.approx(size, abs=1)
+    assert figure(prediction, "max_running_requests").value == min(48, size // 5)
+    assert figure(prediction, "max_total_num_tokens").value == pytest.approx(
+        int(kv_rest * GIB) // 12288, rel=2e-3
+    )
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [
+        (hybrid_0_5_23(mamba_radix_cache_strategy="auto"), "not a resolved one"),
+        # a capacity line 0.5.23's rules do not give (171 // 4: SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK set)
+        (dataclasses.replace(hybrid_0_5_23(), max_running_requests=42), "did not print"),
+        (hybrid_0_5_23(pp_size=2), "pipeline stage"),
+    ],
+)
+def test_0_5_23_hybrid_is_unknown_where_an_input_is_not_printed(figures: StartFigures, why: str) -> None:
+    prediction = predict(figures, [Change("add", "--max-mamba-cache-size", "200")], jitter_gib=0.0)
+    found = prediction.figure("max_running_requests").predicted
+    assert isinstance(found, Unknown)
+    assert why in found.why
+
+
+def test_0_5_23_turning_the_radix_cache_back_on_is_unknown() -> None:
+    figures = hybrid_0_5_23(disable_radix_cache=True)
+    figures = dataclasses.replace(figures, max_running_requests=48)
+    prediction = predict(figures, [Change("remove", "--disable-radix-cache")], jitter_gib=0.0)
+    assert isinstance(prediction.figure("max_running_requests").predicted, Unknown)
 
 
 def test_hybrid_max_running_requests_is_capped_by_the_state_cache() -> None:
@@ -220,17 +333,6 @@ def test_hybrid_without_radix_cache_takes_one_slot_per_request() -> None:
 def test_0_5_9_extra_buffer_counts_one_extra_slot_under_speculative_decoding() -> None:
     prediction = predict(hybrid("0.5.9"), [Change("add", "--max-mamba-cache-size", "100")], jitter_gib=0.0)
     assert figure(prediction, "max_running_requests").value == 100 // 4
-
-
-@pytest.mark.parametrize(
-    "change",
-    [Change("set", "--mem-fraction-static", "0.7"), Change("add", "--max-mamba-cache-size", "200")],
-)
-def test_0_5_23_hybrid_state_cache_is_unknown_even_with_an_explicit_size(change: Change) -> None:
-    prediction = predict(hybrid("0.5.23"), [change], jitter_gib=0.0)
-    found = prediction.figure("max_running_requests").predicted
-    assert isinstance(found, Unknown)
-    assert "kv_cache_configurator" in found.why
 
 
 def test_topk_1_replaces_the_draft_token_count_with_steps_plus_one() -> None:
@@ -425,3 +527,67 @@ def test_a_piecewise_list_set_by_hand_makes_a_derived_reserve_unknown() -> None:
     )
     prediction = predict(figures, [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
     assert isinstance(prediction.figure("max_total_num_tokens").predicted, Unknown)
+
+
+H200_MIB = 143771.0
+PREFILL_SIZES_8192 = [
+    *range(4, 33, 4),
+    *range(48, 257, 16),
+    *range(288, 513, 32),
+    *range(576, 1025, 64),
+    *range(1280, 4097, 256),
+    *range(4608, 8193, 512),
+]
+"""`generate_prefill_cuda_graph_batch_sizes(8192)`: 58 sizes."""
+
+
+def h200_0_5_23(**server_args: Any) -> StartFigures:
+    """A dense model at TP 8 on an H200 under 0.5.23, `mem_fraction_static` derived by
+    `memory_hook.py`: reserve `512 + 8192 x 1.5 + 8/8 x 1024 + decode 512 x 2 + prefill 58 x 8`
+    = 15312 MiB, `round((143771 - 15312) / 143771, 3)` = 0.893."""
+    args = {
+        "mem_fraction_static": 0.893,
+        "tp_size": 8,
+        "device": "cuda",
+        "disaggregation_mode": "null",
+        "moe_a2a_backend": "none",
+        "cuda_graph_bs_decode": None,
+        "cuda_graph_max_bs_decode": None,
+        "cuda_graph_config": {
+            "decode": {"backend": "full", "max_bs": 512},
+            "prefill": {"backend": "breakable", "max_bs": 8192, "bs": PREFILL_SIZES_8192},
+        },
+        **server_args,
+    }
+    return dense("0.5.23", server_args=args, explicit=frozenset(), gpu_total_mib=H200_MIB)
+
+
+def test_0_5_23_a_smaller_chunk_rederives_mem_fraction_static_by_the_memory_hook() -> None:
+    """4096-token chunks: `512 + 4096 x 1.5 + 1024 + 1024 + 50 prefill sizes x 8` = 9104 MiB,
+    below the 10 GiB floor above 60 GiB, so 10240: `round((143771 - 10240) / 143771, 3)` = 0.929."""
+    prediction = predict(h200_0_5_23(), [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
+    assert figure(prediction, "mem_fraction_static").value == pytest.approx(0.929)
+    assert any("arg_groups/memory_hook.py" in step.source for step in prediction.steps)
+
+
+def test_0_5_23_a_request_limit_caps_the_default_decode_graph() -> None:
+    """`--max-running-requests 64` caps the default decode `max_bs` 512 to 64: the reserve
+    loses `(512 - 64) x 2` MiB, 14416 MiB: `round(129355 / 143771, 3)` = 0.9."""
+    prediction = predict(h200_0_5_23(), [Change("add", "--max-running-requests", "64")], jitter_gib=0.0)
+    assert figure(prediction, "mem_fraction_static").value == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [
+        # neither the non-MLA (0.893) nor the MLA prefill reserve (0.886) gives today's value
+        (h200_0_5_23(mem_fraction_static=0.85), "does not tell"),
+        (h200_0_5_23(device="cpu"), "off CUDA"),
+        (h200_0_5_23(enable_dp_attention=True, dp_size=2), "DP-attention"),
+    ],
+)
+def test_0_5_23_mem_fraction_static_is_unknown_off_the_modelled_hook(figures: StartFigures, why: str) -> None:
+    prediction = predict(figures, [Change("add", "--chunked-prefill-size", "4096")], jitter_gib=0.0)
+    found = prediction.figure("mem_fraction_static").predicted
+    assert isinstance(found, Unknown)
+    assert why in found.why
