@@ -21,9 +21,9 @@ from bot.store.checks import list_checks, record_check_run
 from bot.store.experiments import create_experiment, update_experiment
 from bot.target.errors import ConnectFailedError, HostKeyError
 from bot.target.evidence import TableBlock
+from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.support.schedule import T0, concluded_check
 from tests.unit.target.conftest import serving
-from tests.unit.target.fake_node import FakeNode, FakeSystemd
 
 
 def _targets(*names: str) -> dict[str, object]:
