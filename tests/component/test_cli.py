@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import bot
+from bot.store.schema_revision import SCHEMA_HEAD
 
 ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
@@ -128,15 +129,15 @@ def test_config_check_and_malformed_config(tmp_path: Path) -> None:
 def test_db_upgrade_creates_sqlite_in_state(tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "database (sqlite) at revision 0009" in result.stdout
+    assert f"database (sqlite) at revision {SCHEMA_HEAD}" in result.stdout
     assert (tmp_path / "state" / "flagbot.db").is_file()
-    assert "revision 0009" in flagbot("db", "current", cwd=tmp_path).stdout
+    assert f"revision {SCHEMA_HEAD}" in flagbot("db", "current", cwd=tmp_path).stdout
 
 
 def test_db_upgrade_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
     result = flagbot("db", "upgrade", cwd=tmp_path, env={"FLAGBOT_DATABASE_URL": postgres_url})
     assert result.returncode == 0, result.stderr
-    assert "database (postgresql) at revision 0009" in result.stdout
+    assert f"database (postgresql) at revision {SCHEMA_HEAD}" in result.stdout
     assert not (tmp_path / "state").exists()
 
 
