@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from bot.store.checks import mark_posted
@@ -60,14 +61,36 @@ def record_drift(
 
     The first watch of a target only records (its findings, if any, are an event too);
     `reference` replaces the stored one when given.
+
+    Why the row lock: during a leader handover two replicas can watch the same target at once
+    (the old leader has lost its lock but not yet noticed). Each would read the same previous
+    keys and write the same event, posted twice. The state row is read `FOR UPDATE`, so the
+    second watch waits for the first to commit and then sees its keys: one event. A watch whose
+    look is older than the stored one (`now` before `checked_at`, a stale leader finishing late)
+    changes nothing. Two first watches racing to insert the row: the loser reads it and goes on.
     """
     moment = now or utcnow()
     if moment.tzinfo is None:
         raise ValueError("naive datetime for now; use datetime.now(UTC)")
+    try:
+        return _record_drift(store, target, findings, reference, moment)
+    except IntegrityError:  # another watch inserted the first row meanwhile: it exists now, lock it
+        return _record_drift(store, target, findings, reference, moment)
+
+
+def _record_drift(
+    store: Store,
+    target: str,
+    findings: list[dict[str, Any]],
+    reference: dict[str, Any] | None,
+    moment: datetime,
+) -> DriftChange:
     keys = tuple(sorted(str(item["key"]) for item in findings))
     with Session(store.engine, expire_on_commit=False) as session:
-        row = session.get(DriftState, target)
+        row = session.get(DriftState, target, with_for_update=True)
         previous = tuple(sorted(str(item["key"]) for item in row.findings)) if row is not None else ()
+        if row is not None and row.checked_at > moment:
+            return DriftChange(previous, previous, None)  # a newer look is already stored
         if row is None:
             row = DriftState(target=target, checked_at=moment, changed_at=moment)
         row.checked_at = moment
