@@ -11,7 +11,9 @@ and a fresh SQLite store, then measures two ways:
 
 1. `flagbot try <flag> keep=always --json` as a user runs it from a shell: one process per
    experiment, so interpreter start, imports, SSH logins and the load generator's fork server
-   are paid every time (the process wall time is measured too);
+   are paid every time (the process wall time is measured too); `--cli-tries N` runs N of them
+   in turn in the same base dir, so the later ones read the target's flag list from its cache as
+   a user's second command does, the first from the host (issue 19);
 2. `--long-running N` experiments (default 3) in one process, as `flagbot serve` runs them for
    Slack: the application layer's `run_playbook` in this script's own process, SSH connections pooled
    (`bot.target.ssh_pool`, as serve does), the same store; the flag is removed and added in
@@ -33,6 +35,7 @@ and without them. The restart inside `apply` (systemd stopping and starting the 
 as overhead. Needs root and the testbed's Debian packages. Prints figures; not a test.
 
     .venv/bin/python bench/experiment_overhead.py [--instance 202] [--flag --enable-metrics] [--long-running 3]
+        [--cli-tries 1]
 """
 
 from __future__ import annotations
@@ -159,9 +162,10 @@ def experiment_seconds(store: Store, experiment_id: int) -> float:
     return (row.finished_at - row.started_at).total_seconds()
 
 
-async def long_running(config: Path, flag: str, count: int) -> list[tuple[int, str, str]]:
+async def long_running(config: Path, flag: str, count: int, added: bool) -> list[tuple[int, str, str]]:
     """`count` tries in this process as `flagbot serve` runs them: the application layer's
-    `run_playbook` (which builds the engine and settles what a dead run left), pooled SSH."""
+    `run_playbook` (which builds the engine and settles what a dead run left), pooled SSH; the
+    first removes the flag when the shell tries left it `added`, else adds it."""
     from bot.app.context import AppContext
     from bot.app.playbooks import resolve_playbook
     from bot.app.runs import run_playbook
@@ -178,7 +182,7 @@ async def long_running(config: Path, flag: str, count: int) -> list[tuple[int, s
     try:
         async with pooled():
             for k in range(count):
-                op = "remove" if k % 2 == 0 else "add"
+                op = "remove" if (k % 2 == 0) == added else "add"
                 call = resolve_playbook(settings, parse_command(f"try {op} {flag} keep=always target=twin"))
                 run = await run_playbook(
                     ctx, call, MemoryReporter(), actor="bench:overhead", admin=True, restart_approved=True
@@ -200,25 +204,29 @@ def run(args: argparse.Namespace, base: Path) -> int:
         if upgraded.returncode != 0:
             raise RuntimeError(f"db upgrade failed: {upgraded.stderr.strip()}")
         print("\n== 1. one `flagbot try` process per experiment (a shell user)")
-        started = time.monotonic()
-        tried = flagbot(config, "try", args.flag, "keep=always", "--json")
-        process_s = time.monotonic() - started
-        if tried.returncode != 0 or not tried.stdout.strip():
-            raise RuntimeError(f"try failed ({tried.returncode}): {tried.stderr.strip()[-2000:]}")
-        outcome = json.loads(tried.stdout)
-        print(
-            f"experiment #{outcome['experiment_id']}: status {outcome.get('status')}, verdict {outcome.get('verdict')}"
-        )
-        store = Store.open(f"sqlite:///{base / 'flagbot.db'}")
-        try:
-            eid = outcome["experiment_id"]
-            report(phases_of(store, eid), process_s, experiment_seconds(store, eid))
-        finally:
-            store.close()
+        for k in range(args.cli_tries):
+            words = ["try", args.flag] if k % 2 == 0 else ["try", "remove", args.flag]
+            started = time.monotonic()
+            tried = flagbot(config, *words, "keep=always", "--json")
+            process_s = time.monotonic() - started
+            if tried.returncode != 0 or not tried.stdout.strip():
+                raise RuntimeError(f"try failed ({tried.returncode}): {tried.stderr.strip()[-2000:]}")
+            outcome = json.loads(tried.stdout)
+            print(
+                f"\nprocess {k + 1} ({' '.join(words)}; flag-list cache {'cold' if k == 0 else 'warm'}): "
+                f"experiment #{outcome['experiment_id']}: status {outcome.get('status')}, "
+                f"verdict {outcome.get('verdict')}"
+            )
+            store = Store.open(f"sqlite:///{base / 'flagbot.db'}")
+            try:
+                eid = outcome["experiment_id"]
+                report(phases_of(store, eid), process_s, experiment_seconds(store, eid))
+            finally:
+                store.close()
         if args.long_running < 1:
             return 0
         print(f"\n== 2. {args.long_running} experiments in one long-running process (as `flagbot serve`)")
-        runs = asyncio.run(long_running(config, args.flag, args.long_running))
+        runs = asyncio.run(long_running(config, args.flag, args.long_running, args.cli_tries % 2 == 1))
         figures = []
         store = Store.open(f"sqlite:///{base / 'flagbot.db'}")
         try:
@@ -257,7 +265,16 @@ def main() -> int:
     parser.add_argument(
         "--long-running", type=int, default=3, help="experiments in one process afterwards (0: none)"
     )
+    parser.add_argument(
+        "--cli-tries",
+        type=int,
+        default=1,
+        help="one-process tries in turn (add, remove, ...); the first reads the host's flag list "
+        "cold, the later ones from its cache in the same base dir",
+    )
     args = parser.parse_args()
+    if args.cli_tries < 1:
+        parser.error("--cli-tries must be at least 1")
     if reason := unavailable_reason():
         print(f"error: {reason}", file=sys.stderr)
         return 2
