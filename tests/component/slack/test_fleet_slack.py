@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flagbot_lab.standin.model import Channel
+from flagbot_lab.standin.model import Channel, Message
 from tests.support.slack_bot import configured_bot, lab_config, unreachable_target
 
 CHANNEL = "C0FLEET"
@@ -22,12 +22,14 @@ async def test_status_without_a_target_posts_one_line_per_target(tmp_path: Path)
         for text in ("status", "status target=all"):
             answer = await standin.slash(text, user="U0VIEW", channel=CHANNEL)
             assert answer.status == 200, answer.body
-        posted = await standin.wait_for(
-            lambda: [
+
+        def both_answers() -> list[Message]:  # the two commands answer in their own time: wait for both
+            found = [
                 m for m in standin.messages(CHANNEL) if "2 targets, 2 not reached" in str(m.blocks) + m.text
-            ],
-            timeout=30,
-        )
+            ]
+            return found if len(found) >= 2 else []
+
+        posted = await standin.wait_for(both_answers, timeout=30)
         assert len(posted) == 2
         shown = str(posted[0].blocks) + posted[0].text
         assert "lab" in shown and "other" in shown
