@@ -99,3 +99,10 @@ def test_a_sets_peak_is_the_largest_number_among_its_levels(store: Store) -> Non
 def test_a_metric_that_is_not_a_name_is_refused_before_any_sql(store: Store) -> None:
     with pytest.raises(ValueError, match="not a metric name"):
         set_peaks_between(store, ["t0"], START, START + timedelta(days=7), "x') OR 1=1 --")
+
+
+def test_a_state_path_that_is_not_field_names_is_refused_before_any_sql(store: Store) -> None:
+    with pytest.raises(ValueError, match="not a state path"):
+        experiments_between(
+            store, START, START + timedelta(days=7), None, state_paths={"x": (("plan", "a') OR 1=1 --"), int)}
+        )
