@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bot.bench.samples import Side, level_key
-from bot.bench.stats import scipy_stats
+from bot.bench.stats import chi2_quantile, normal_cdf, t_quantile
 from bot.bench.verdict import Better, ComparisonResult, VerdictSettings
 
 __all__ = ["NOISE_BOUND", "PowerReached", "Sizing", "cell_noise", "power", "power_reached", "size_reference"]
@@ -70,9 +70,8 @@ def power(
     va, vb = sd * sd / n_reference, sd * sd / n_candidate
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (n_reference - 1) + vb**2 / (n_candidate - 1))
-    stats = scipy_stats()
-    q = float(stats.t.ppf(1.0 - alpha, df))
-    return float(stats.norm.cdf((abs(bad) - max(margin, q * se)) / se))
+    q = t_quantile(1.0 - alpha, df)
+    return normal_cdf((abs(bad) - max(margin, q * se)) / se)
 
 
 @dataclass(frozen=True)
@@ -123,7 +122,7 @@ def size_reference(side: Side, settings: VerdictSettings) -> Sizing:
     alpha = _cell_alpha(settings, len(noise), cap)
     sized: list[tuple[int, float, str]] = []
     for name, (metric, sd, n) in noise.items():
-        bound = sd * math.sqrt((n - 1) / float(scipy_stats().chi2.ppf(1.0 - NOISE_BOUND, n - 1)))
+        bound = sd * math.sqrt((n - 1) / chi2_quantile(1.0 - NOISE_BOUND, n - 1))
         effect, margin, better = settings.power_against, settings.effect_for(metric), settings.guarded[metric]
 
         def planned(

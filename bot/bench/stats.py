@@ -21,7 +21,10 @@ The unit of evidence is one *repeat*: one benchmark run at one concurrency level
   between looks, the union bound (Bonferroni over looks) keeps the total at most alpha; the
   looks are positively correlated, so the real rate is lower (`bench/verdict_power.py` shows it).
 
-numpy and scipy only: every quantile and test comes from scipy.stats.
+numpy and scipy only: every quantile comes from scipy.special, the functions scipy.stats itself
+calls (`stdtrit`, `gammaincinv`, `ndtr`, `ndtri`), and the bootstrap from scipy.stats. Why not
+scipy.stats for the quantiles too: its import costs about 0.7 s of CPU against 0.15 s for
+scipy.special, paid by the first measure step of every `flagbot try` process (issue 16 item 9).
 """
 
 from __future__ import annotations
@@ -41,10 +44,14 @@ __all__ = [
     "RatioInterval",
     "RepeatStats",
     "Spending",
+    "chi2_quantile",
     "log_ratio_interval",
+    "normal_cdf",
+    "normal_quantile",
     "repeat_stats",
     "scipy_stats",
     "spent",
+    "t_quantile",
 ]
 
 Method = Literal["t", "bootstrap"]
@@ -55,14 +62,46 @@ BOOTSTRAP_MIN_N = 20
 
 @functools.cache
 def scipy_stats() -> Any:
-    """`scipy.stats`, imported on the first statistic computed. Why deferred: SciPy costs about
-    0.7 s of CPU to import, and the commands that only read stored verdicts (`status`, `log`,
-    `explain`, a button's card) load this module without computing anything. Cached, so the
-    power simulation's hundreds of thousands of calls pay one dictionary lookup each."""
-    # deferred: SciPy costs ~0.7 s of CPU at import; reading a stored verdict never needs it
+    """`scipy.stats`, imported only for the bootstrap (n >= 20, asked for by name). Why deferred:
+    SciPy's stats costs about 0.7 s of CPU to import, and no `try`, verdict or stored read needs it;
+    the quantiles below come from the much lighter scipy.special."""
+    # deferred: scipy.stats costs ~0.7 s of CPU at import; only the bootstrap needs it
     from scipy import stats  # type: ignore[import-untyped]  # no stubs installed; results are cast
 
     return stats
+
+
+@functools.cache
+def _special() -> Any:
+    """`scipy.special`, imported on the first quantile computed. Why deferred: about 0.15 s of CPU,
+    and the commands that only read stored verdicts (`status`, `log`, `explain`, a button's card)
+    load this module without computing anything. Cached, so the power simulation's hundreds of
+    thousands of calls pay one dictionary lookup each."""
+    # deferred: scipy.special costs ~0.15 s of CPU at import; reading a stored verdict never needs it
+    from scipy import special  # results are cast to float; scipy.special's ufuncs are untyped
+
+    return special
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student t's quantile at probability `p` for `df` (real, Welch's are not integers) degrees of
+    freedom: scipy.stats.t.ppf's own kernel, `stdtrit`."""
+    return float(_special().stdtrit(df, p))
+
+
+def chi2_quantile(p: float, df: float) -> float:
+    """The chi-square quantile at `p`: scipy.stats.chi2.ppf's own kernel, 2 * gammaincinv(df/2, p)."""
+    return float(2.0 * _special().gammaincinv(df / 2.0, p))
+
+
+def normal_cdf(x: float) -> float:
+    """The standard normal's distribution function (scipy.stats.norm.cdf's kernel, `ndtr`)."""
+    return float(_special().ndtr(x))
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal's quantile (scipy.stats.norm.ppf's kernel, `ndtri`)."""
+    return float(_special().ndtri(p))
 
 
 def _clean(values: Sequence[float | int | None]) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -118,7 +157,10 @@ def repeat_stats(
         )
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
         return RepeatStats(n, mean, sd, cv, low, high, confidence, "bootstrap")
-    low, high = scipy_stats().t.interval(confidence, n - 1, loc=mean, scale=sd / math.sqrt(n))
+    # scipy.stats.t.interval's own arithmetic: the quantiles at (1 -/+ confidence) / 2, scaled, shifted
+    scale = sd / math.sqrt(n)
+    low = t_quantile((1.0 - confidence) / 2.0, n - 1) * scale + mean
+    high = t_quantile((1.0 + confidence) / 2.0, n - 1) * scale + mean
     used = "t" if method == "t" else f"t (bootstrap needs n>={BOOTSTRAP_MIN_N})"
     return RepeatStats(n, mean, sd, cv, float(low), float(high), confidence, used)
 
@@ -168,7 +210,7 @@ def log_ratio_interval(
     # ttest_ind(equal_var=False).confidence_interval (a test checks it), without its per-call overhead,
     # which matters to the power simulation's hundreds of thousands of comparisons.
     df = (va + vb) ** 2 / (va**2 / (la.size - 1) + vb**2 / (lb.size - 1))
-    q = float(scipy_stats().t.ppf(1.0 - alpha, df))
+    q = t_quantile(1.0 - alpha, df)
     low, high = d - q * se, d + q * se
     return RatioInterval(_change(d), _change(low), _change(high), d, se, df, alpha)
 
@@ -188,9 +230,8 @@ def spent(fraction: float, alpha: float, kind: Spending = "obrien-fleming") -> f
     if t == 0.0:
         return 0.0
     if kind == "obrien-fleming":
-        norm = scipy_stats().norm
-        z = float(norm.ppf(1.0 - alpha / 2.0))
-        return float(2.0 * norm.sf(z / math.sqrt(t)))
+        z = normal_quantile(1.0 - alpha / 2.0)
+        return 2.0 * normal_cdf(-z / math.sqrt(t))
     if kind == "pocock":
         return alpha * math.log1p((math.e - 1.0) * t)
     return alpha * t

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps  # type: ignore[import-untyped]
 
-from bot.bench.stats import LookPlan, log_ratio_interval, repeat_stats, spent
+from bot.bench.stats import (
+    LookPlan,
+    chi2_quantile,
+    log_ratio_interval,
+    normal_cdf,
+    normal_quantile,
+    repeat_stats,
+    spent,
+    t_quantile,
+)
 
 
 def test_repeat_stats_match_a_textbook_t_interval() -> None:
@@ -106,3 +117,40 @@ def test_an_unplanned_look_is_charged_too() -> None:
     assert LookPlan.evenly(3, 10, 1, 0.05).looks == (10,)
     with pytest.raises(ValueError, match="min_repeats"):
         LookPlan.evenly(1, 10, 3, 0.05)
+
+
+@pytest.mark.parametrize("p", [1e-6, 0.0125, 0.025, 0.05, 0.5, 0.9, 0.95, 0.975, 0.9875, 0.999999])
+@pytest.mark.parametrize("df", [1.0, 1.7, 2.0, 3.0, 4.41, 9.0, 29.9, 120.0, 1e6])
+def test_the_quantiles_are_scipy_stats_own(p: float, df: float) -> None:
+    """The light scipy.special kernels give what scipy.stats gives, to the last bits: a verdict
+    cannot change because the quantile's import did."""
+    assert t_quantile(p, df) == pytest.approx(float(sps.t.ppf(p, df)), rel=1e-13, abs=1e-13)
+    assert chi2_quantile(p, df) == pytest.approx(float(sps.chi2.ppf(p, df)), rel=1e-13, abs=1e-13)
+    assert normal_quantile(p) == pytest.approx(float(sps.norm.ppf(p)), rel=1e-13, abs=1e-13)
+    x = t_quantile(p, df)
+    assert normal_cdf(x) == pytest.approx(float(sps.norm.cdf(x)), rel=1e-13, abs=1e-15)
+
+
+def test_the_interval_is_scipys_t_interval() -> None:
+    values = [1582.0, 1561.0, 1597.0, 1590.5]
+    s = repeat_stats(values, confidence=0.9)
+    sd = float(np.std(values, ddof=1))
+    low, high = sps.t.interval(0.9, 3, loc=float(np.mean(values)), scale=sd / 2.0)
+    assert s.low == pytest.approx(float(low), rel=1e-15)
+    assert s.high == pytest.approx(float(high), rel=1e-15)
+
+
+def test_a_verdict_and_its_sizing_never_import_scipy_stats() -> None:
+    """What a `try` computes (intervals, spending, the before side's sizing) stays on scipy.special:
+    scipy.stats' import is 0.7 s of CPU in the first measure step (issue 16 item 9)."""
+    script = (
+        "import sys\n"
+        "from bot.bench.power import power\n"
+        "from bot.bench.stats import LookPlan, log_ratio_interval, repeat_stats, spent\n"
+        "repeat_stats([1.0, 1.2, 1.1]); log_ratio_interval([1.0, 1.1], [1.2, 1.3], alpha=0.05)\n"
+        "spent(0.5, 0.05); LookPlan.evenly(3, 9, 3, 0.05).alpha_at(6)\n"
+        "power(0.03, 3, 9, effect=0.05, min_effect=0.02, alpha=0.05, better='higher')\n"
+        "print('scipy.special' in sys.modules, 'scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
