@@ -22,6 +22,7 @@ KEYWORDS: tuple[str, ...] = (
     "server_args=",
     "max_total_num_tokens=",
     "KV Cache ",
+    "SWAKVPool ",
     "KV cache dtype: ",
     "Init torch distributed ",
     "is using nccl==",
@@ -78,6 +79,9 @@ _CAPACITY_FIELDS = {
 _KV_RE = re.compile(r"(dtype|#tokens|K size|V size|KV size): ([^,\s]{1,40})")
 _KV_STATES = (("is allocated", None), ("VA upper bound", "va_upper_bound"), ("skipped", "skipped"))
 _KV_SKIPPED_RE = re.compile(r"Logical #tokens: (\d{1,15})")
+_SWA_POOL_RE = re.compile(
+    rf"^SWAKVPool (mem usage|VA upper bound): ({_NUM}) GB, swa size: (\d{{1,15}}), full size: (\d{{1,15}})"
+)
 _KV_FIELDS = {"#tokens": "tokens", "K size": "k_size_gb", "V size": "v_size_gb", "KV size": "kv_size_gb"}
 _WEIGHT_RE = re.compile(
     rf"(elapsed|avail mem|mem usage)=({_NUM})|\b(type|dtype|quant|fmt)=([^,\s]{{1,200}}?)(?=,|\s|$)"
@@ -168,7 +172,7 @@ def kv_cache(message: str) -> dict[str, Any] | None:
     """
     pos = message.find("KV Cache ")
     if pos < 0:
-        return None
+        return _swa_pool(message)
     after = message[pos + 9 :]
     state: str | None = ""
     for text, name in _KV_STATES:
@@ -199,6 +203,27 @@ def kv_cache(message: str) -> dict[str, Any] | None:
     if not any(key in values for key in _KV_FIELDS.values()):
         values["unparsed"] = "no #tokens, K size, V size or KV size on a KV cache line"
     return values
+
+
+def _swa_pool(message: str) -> dict[str, Any] | None:
+    """A hybrid sliding-window model's two pools in one line, swa_memory_pool.py `SWAKVPool.__init__`
+    (0.5.10 `SWAKVPool mem usage: X GB, swa size: N, full size: M`; 0.5.23 also `VA upper bound`
+    for a pool sized after graph capture). Its two `KV Cache is allocated` lines come first, the
+    window layers' pool then the full layers'; this one gives their total and which pool is the
+    full one, whose size is `max_total_num_tokens` (model_runner_kv_cache_mixin.py
+    `_resolve_hybrid_swa_tokens`). Kept as a KV entry with `state: "hybrid_swa"` (or
+    `"hybrid_swa_va_upper_bound"`), `tokens` the full pool's, `swa_tokens` the window pool's."""
+    match = _SWA_POOL_RE.match(message.lstrip()) if message.lstrip().startswith("SWAKVPool ") else None
+    if match is None:
+        return None
+    state = "hybrid_swa" if match.group(1) == "mem usage" else "hybrid_swa_va_upper_bound"
+    return {
+        "pool": "SWAKVPool",
+        "state": state,
+        "tokens": int(match.group(4)),
+        "swa_tokens": int(match.group(3)),
+        "kv_size_gb": _number(match.group(2)),
+    }
 
 
 _KV_DTYPE_RE = re.compile(r"^Using KV cache dtype: (torch\.\w{1,40})")

@@ -29,6 +29,7 @@ from bot.sglang.capacity_model.figures import (
 from bot.sglang.capacity_model.rules import (
     MAMBA_BASE_RATIO,
     SPECULATIVE_MAX_RUNNING,
+    SRC_HYBRID_SWA,
     SRC_KV_POOL,
     SRC_MAMBA,
     SRC_MAMBA_0523,
@@ -129,6 +130,11 @@ def prepare_inputs(figures: StartFigures) -> ArithmeticInputs | Unknown:
             f"the first KV pool holds {figures.kv_tokens} tokens, max_total_num_tokens is "
             f"{figures.max_total_num_tokens}: a sliding-window or split pool, not modelled"
         )
+    if figures.swa_tokens is not None and rules == "0.5.23":
+        return Unknown("0.5.23's hybrid sliding-window pool sizing (pool_configurator.py) is not modelled")
+    # a sliding-window model's kv_gib is both pools (SWAKVPool): the cell is per full-pool token, the
+    # window pool's share at swa_full_tokens_ratio included, which is _resolve_hybrid_swa_tokens'
+    # denominator (full_tokens = total memory / (F x n_full + ratio x S x n_swa))
     cell = figures.kv_gib * GIB / figures.kv_tokens
     state_bytes: float | None = None
     today_state = today_reservation = 0.0
@@ -202,6 +208,8 @@ def recompute_profile(figures: StartFigures) -> tuple[int, str] | Unknown:
         f"rest {figures.post_model_load_gib:.2f} - {figures.pre_model_load_gib:.2f} x (1 - {mfs}) = {rest:.2f} GiB, "
         f"- state and its reservation {state:.2f}, // cell {inputs.cell_bytes:.0f} B = {tokens}"
     )
+    if figures.swa_tokens is not None:
+        formula += f" (hybrid sliding window: the cell is both pools over the full pool; window pool {figures.swa_tokens})"
     return tokens, formula
 
 
@@ -515,13 +523,13 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
             parsed,
             steps,
         )
-    steps.append(
-        Step(
-            "max_total_num_tokens",
-            f"{formula} -> {tokens}",
-            f"{profile_source(rules)}, {SRC_USER_LIMIT} ({cite})",
+    source = f"{profile_source(rules)}, {SRC_USER_LIMIT}"
+    if f.swa_tokens is not None:
+        formula += (
+            " (a full-pool token with its sliding-window share: both pools over the full pool's tokens)"
         )
-    )
+        source += f", {SRC_HYBRID_SWA}"
+    steps.append(Step("max_total_num_tokens", f"{formula} -> {tokens}", f"{source} ({cite})"))
     # the request pool
     ctx_value = as_int(args.get("context_length"))
     if ctx_value is None:

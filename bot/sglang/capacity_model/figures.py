@@ -90,6 +90,9 @@ class StartFigures:
     gpu_total_mib: float | None = None
     kv_dtype: str | None = None
     """The KV pool's printed element type (`torch.bfloat16`), None when not printed."""
+    swa_tokens: int | None = None
+    """A hybrid sliding-window model's window pool (tokens); `kv_tokens` is then its full pool and
+    `kv_gib` both pools together (the `SWAKVPool` line), so the cell is per full-pool token."""
 
     @property
     def hybrid(self) -> bool:
@@ -114,7 +117,14 @@ def figures_json(start: StartReport) -> dict[str, Any]:
 
     begin = lowest(start.weights, phase="begin") or {}
     end = lowest(start.weights, phase="end") or {}
-    kv = lowest([e for e in start.kv_cache if e.get("state") is None]) or {}
+    # a hybrid sliding-window model's pool is the SWAKVPool line (both pools, the full one's size),
+    # not its first KV line (the window layers' pool)
+    kv = (
+        lowest([e for e in start.kv_cache if e.get("state") == "hybrid_swa"])
+        or lowest([e for e in start.kv_cache if e.get("state") is None])
+        or {}
+    )
+    sizing_end = _last_end_before(start.weights, end, kv)
     kv_gib: float | None = None
     if isinstance(kv.get("k_size_gb"), int | float) and isinstance(kv.get("v_size_gb"), int | float):
         kv_gib = float(kv["k_size_gb"]) + float(kv["v_size_gb"])
@@ -129,10 +139,11 @@ def figures_json(start: StartReport) -> dict[str, Any]:
     effective = start.effective
     return {
         "pre_model_load_gib": begin.get("avail_mem_gb"),
-        "post_model_load_gib": end.get("avail_mem_gb"),
+        "post_model_load_gib": sizing_end.get("avail_mem_gb"),
         "weight_gib": end.get("mem_usage_gb"),
         "kv_tokens": kv.get("tokens"),
         "kv_gib": kv_gib,
+        "swa_tokens": kv.get("swa_tokens"),
         "mamba_cache_size": state.get("max_mamba_cache_size"),
         "mamba_state_gib": state_gib,
         "max_total_num_tokens": effective.get("max_total_num_tokens"),
@@ -141,6 +152,27 @@ def figures_json(start: StartReport) -> dict[str, Any]:
         "available_gpu_mem_gb": effective.get("available_gpu_mem_gb"),
         "kv_dtype": start.kv_dtype or (str(kv["dtype"]) if kv.get("dtype") else None),
     }
+
+
+def _last_end_before(
+    weights: Sequence[dict[str, Any]], first_end: dict[str, Any], pool: dict[str, Any]
+) -> dict[str, Any]:
+    """The free memory the KV pool was sized from: the last `Load weight end` of the same rank
+    before the pool's line. SGLang measures it when it sizes the pool (model_runner_kv_cache_mixin.py
+    `profile_max_num_token`), so a draft model loaded before the pool (DFLASH) is already taken off;
+    an EAGLE draft loads after the target's pool and does not count. The first end when the
+    pool's line is not known."""
+    if not first_end or not isinstance(pool.get("line"), int):
+        return first_end
+    ends = [
+        e
+        for e in weights
+        if e.get("phase") == "end"
+        and e.get("rank", "") == first_end.get("rank", "")
+        and isinstance(e.get("line"), int)
+        and e["line"] < pool["line"]
+    ]
+    return ends[-1] if ends else first_end
 
 
 def as_float(value: object) -> float | None:
@@ -180,6 +212,7 @@ def start_figures(
         available_gpu_mem_gb=as_float(recorded.get("available_gpu_mem_gb")),
         gpu_total_mib=gpu_total_mib,
         kv_dtype=str(recorded["kv_dtype"]) if recorded.get("kv_dtype") else None,
+        swa_tokens=as_int(recorded.get("swa_tokens")),
     )
 
 

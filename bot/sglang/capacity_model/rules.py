@@ -43,6 +43,7 @@ SRC_MAMBA_RATIO_0523 = (
     "mem_cache/allocation_sizing.py get_mamba_tracking_slots"
 )
 SRC_MAMBA_POOL = "mem_cache/memory_pool.py MambaPool.__init__ (size + 1 slots: slot 0 pads)"
+SRC_HYBRID_SWA = "model_executor/model_runner_kv_cache_mixin.py _resolve_hybrid_swa_tokens"
 SRC_USER_LIMIT = "model_executor/model_runner_kv_cache_mixin.py _resolve_token_capacity"
 SRC_GPU_MEMORY = "server_args.py _handle_gpu_memory_settings"
 SRC_SPECULATIVE = "server_args.py _handle_speculative_decoding"

@@ -316,7 +316,9 @@ def test_kv_cache_variants(fixtures_dir: Path) -> None:
     assert kv[3]["dtype"] == "torch.bfloat16"
     assert kv[3]["tokens"] == 148717
     corpus_kv = parse_log_text(_text(fixtures_dir, "014.log")).to_json()["kv_cache"]
-    assert [entry["tokens"] for entry in corpus_kv] == [148717, 185897, 185897]
+    # the window pool, the full pool, SWAKVPool's total of both, the DFLASH draft's pool
+    assert [entry["tokens"] for entry in corpus_kv] == [148717, 185897, 185897, 185897]
+    assert [entry.get("state") for entry in corpus_kv] == [None, None, "hybrid_swa", None]
 
 
 def test_weight_load_lines(fixtures_dir: Path) -> None:
