@@ -1,7 +1,8 @@
 """Two replicas on one real PostgreSQL, as two processes (tests/support/replica_process.py): one
-leads and runs the scheduler; SIGKILL it in the middle of a scheduled check, or of the weekly
-digest, and the other takes over, runs the job through, and the job has run exactly once (rows
-in the store), none lost. Every wait is on a condition with a deadline; the takeover's deadline
+leads and runs the scheduler; SIGKILL it in the middle of a scheduled check, of the weekly
+digest, or of a try it was running, and the other takes over: it runs the job through, and the
+job has run exactly once (rows in the store), none lost; the try's run is settled and its thread
+told. Every wait is on a condition with a deadline; the takeover's deadline
 is the 30 s the issue allows (PostgreSQL frees a killed leader's lock at once; the standby asks
 every second)."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import textwrap
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,10 +19,14 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, col, select
 
-from bot.schedule.scheduler import DIGEST_JOB, build_scheduler, schedule_recurring, stop
+from bot.schedule.scheduler import DIGEST_JOB, SETTLE_INTERVAL_S, build_scheduler, schedule_recurring, stop
 from bot.store import Store
 from bot.store.checks import get_check
+from bot.store.leases import current
+from bot.store.loop_models import Experiment
 from bot.store.schedule_models import CheckRun, ScheduledRun
+from tests.support.loop_actions import CRASHY
+from tests.support.replica_process import TRY_LEASE_TTL_S
 from tests.support.schedule import concluded_check, migrated_store, settings
 from tests.support.waits import until
 
@@ -42,10 +48,20 @@ class Replicas:
     def __init__(self, url: str, folder: Path) -> None:
         self.url, self.folder = url, folder
         self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self.books: Path | None = None
+        """The playbooks' folder each replica loads (the try test's `crashy`), when set."""
 
     async def start(self, name: str) -> None:
+        books = [str(self.books)] if self.books is not None else []
         self.processes[name] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.support.replica_process", self.url, name, str(self.folder), cwd=ROOT
+            sys.executable,
+            "-m",
+            "tests.support.replica_process",
+            self.url,
+            name,
+            str(self.folder),
+            *books,
+            cwd=ROOT,
         )
 
     def leaders(self) -> list[str]:
@@ -145,3 +161,41 @@ async def test_a_leader_killed_during_the_digest_is_replaced_and_the_digest_is_p
     job = again.get_job(DIGEST_JOB)
     await stop(again)
     assert job is not None and job.next_run_time > datetime.now(UTC)
+
+
+async def test_a_leader_killed_during_a_try_has_its_run_settled_by_the_new_leader_and_its_thread_told(
+    store: Store, replicas: Replicas, tmp_path: Path
+) -> None:
+    """The whole replica dies, not only the run: its scheduler and its try with it. The new
+    leader's `settle-orphans` job finds the run whose lease expired, settles it (the interrupt
+    check says resume, so it goes through), releases the target and tells the run's thread."""
+    books = tmp_path / "books"
+    books.mkdir()
+    (books / "crashy.yaml").write_text("name: crashy\n" + textwrap.dedent(CRASHY), encoding="utf-8")
+    (tmp_path / "try-on-leader").write_text("")
+    replicas.books = books
+    await replicas.start("a")
+    await replicas.start("b")
+
+    def experiments() -> list[Experiment]:
+        with Session(store.engine) as session:
+            return list(session.exec(select(Experiment).where(col(Experiment.target) == "t1")).all())
+
+    await until(lambda: _hung_pid(tmp_path, "try-hung"), "the leader's try to reach its gated step", START_S)
+    [orphan] = experiments()
+    held = current(store, "t1")
+    assert orphan.status == "running" and held is not None  # in flight on the leader, under its lease
+    assert held.pid == _hung_pid(tmp_path, "try-hung") and held.experiment_id == orphan.id
+    survivor = await _kill_the_hung_leader(replicas, "try-hung")
+    notices = tmp_path / "notices"
+    told = f"experiment #{orphan.id} (crashy) on t1"
+    await until(
+        lambda: notices.exists() and told in notices.read_text(),
+        f"{survivor} to settle the dead replica's run and tell its thread",
+        TAKEOVER_S + TRY_LEASE_TTL_S + SETTLE_INTERVAL_S,
+    )
+    await replicas.stop_all()
+    [settled] = experiments()
+    assert settled.status == "succeeded"  # resumed by the new leader and run through
+    assert sum(told in line for line in notices.read_text().splitlines()) == 1  # told once
+    assert current(store, "t1") is None  # the dead replica's hold is gone, and the settler's too
