@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from bot.app.notify import Notice
@@ -34,8 +35,10 @@ from bot.config import Settings
 from bot.store import Snapshot, Store
 from bot.store.baselines import current_baseline
 from bot.store.bench_repo import latest_sets, load_set
-from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted
+from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted, unposted_drift_event
 from bot.store.leases import current
+from bot.store.schedule_models import DriftEvent
+from bot.store.scheduled_runs import claim_run, finish_run
 from bot.store.snapshots import get_snapshot
 from bot.target.dropin import HandEditError, check_unedited, unit_diff
 from bot.target.evidence import (
@@ -55,6 +58,14 @@ from bot.target.session import TargetSession
 __all__ = ["DriftOutcome", "watch_drift"]
 
 log = logging.getLogger(__name__)
+
+DRIFT_POST_JOB = "drift-post"
+"""The claim of an event's post (`bot.store.scheduled_runs`), one per event: posted once across replicas."""
+OWED_POST_GRACE = timedelta(minutes=2)
+"""An unposted event younger than this may still be being posted by the watch that recorded it
+(a leader handover runs two watches at once): the owed post leaves it alone."""
+OWED_POST_MAX_AGE = timedelta(days=1)
+"""An unposted event older than this is history, not news: it stays in `drift_events`, unposted."""
 
 
 @dataclass(frozen=True)
@@ -229,17 +240,51 @@ async def watch_drift(rt: ScheduleRuntime, target: str) -> DriftOutcome:
     )
     posted = None
     if change.event is not None and (change.new or change.resolved):
-        posted = await rt.notifier.notify(_notice(rt, target, change))
-        if posted is not None and change.event.id is not None:
-            await store.run(set_drift_posted, store.store, change.event.id, posted)
+        posted = await _post_once(rt, target, change.event, late=False)
+    elif change.event is None:
+        now = rt.clock()
+        owed = await store.run(
+            unposted_drift_event,
+            store.store,
+            target,
+            recorded_before=now - OWED_POST_GRACE,
+            recorded_after=now - OWED_POST_MAX_AGE,
+        )
+        if owed is not None:
+            log.warning(
+                "drift event #%s on %s was recorded but never posted; posting it now", owed.id, target
+            )
+            posted = await _post_once(rt, target, owed, late=True)
     return DriftOutcome(target, findings, change, posted)
 
 
-def _notice(rt: ScheduleRuntime, target: str, change: DriftChange) -> Notice:
-    assert change.event is not None
-    parts = [item["what"] for item in change.event.findings]
-    if change.resolved:
-        parts.append("no longer seen: " + ", ".join(change.resolved))
-    head = f"drift on {target}: " if change.current else f"drift on {target} resolved: "
-    blocks = tuple(evidence_from_json(block) for item in change.event.findings for block in item["evidence"])
+async def _post_once(rt: ScheduleRuntime, target: str, event: DriftEvent, *, late: bool) -> str | None:
+    """Post an event once across replicas: claimed first (`drift-post:ID`), finished once told,
+    whatever the notifier kept (a post that went nowhere is not tried again). A claim left
+    unfinished by a replica that died is taken over by the next watch's owed post."""
+    store = rt.store
+    key = f"{DRIFT_POST_JOB}:{event.id}"
+    claimed = await store.run(
+        claim_run, store.store, key, job=DRIFT_POST_JOB, replica=rt.replica, now=rt.clock()
+    )
+    if not claimed:
+        return None
+    posted = await rt.notifier.notify(_notice(rt, target, event, late=late))
+    if posted is not None and event.id is not None:
+        await store.run(set_drift_posted, store.store, event.id, posted)
+    await store.run(finish_run, store.store, key, replica=rt.replica, now=rt.clock())
+    return posted
+
+
+def _notice(rt: ScheduleRuntime, target: str, event: DriftEvent, *, late: bool) -> Notice:
+    parts = [item["what"] for item in event.findings]
+    if event.resolved:
+        parts.append("no longer seen: " + ", ".join(event.resolved))
+    late_note = (
+        f" (seen at {event.at:%Y-%m-%d %H:%M} UTC, posted late: the watch that saw it stopped before telling anyone)"
+        if late
+        else ""
+    )
+    head = f"drift on {target}{'' if event.state == 'drift' else ' resolved'}{late_note}: "
+    blocks = tuple(evidence_from_json(block) for item in event.findings for block in item["evidence"])
     return Notice(head + "; ".join(parts), blocks, rt.settings.slack.investigation_channel, None)

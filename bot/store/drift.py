@@ -9,7 +9,7 @@ one event, not forty-eight a day.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +20,14 @@ from bot.store.models import utcnow
 from bot.store.schedule_models import DriftEvent, DriftState
 from bot.store.store import Store
 
-__all__ = ["DriftChange", "drift_events", "get_drift", "record_drift", "set_drift_posted"]
+__all__ = [
+    "DriftChange",
+    "drift_events",
+    "get_drift",
+    "record_drift",
+    "set_drift_posted",
+    "unposted_drift_event",
+]
 
 
 @dataclass(frozen=True)
@@ -128,3 +135,21 @@ def drift_events(store: Store, target: str | None = None, *, limit: int = 50) ->
         if target is not None:
             query = query.where(DriftEvent.target == target)
         return list(session.exec(query.order_by(col(DriftEvent.id).desc()).limit(limit)).all())
+
+
+def unposted_drift_event(
+    store: Store, target: str, *, recorded_before: datetime, recorded_after: datetime
+) -> DriftEvent | None:
+    """The target's newest event when it was never posted and was recorded between the two
+    moments; None otherwise. Only the newest: an older unposted event is superseded by the
+    state a newer one describes. Why: a watch that recorded an event and died before posting it
+    (a leader SIGKILLed, Slack down) leaves the change of state written and nobody told; the next
+    watch sees no change, so without this the event is never posted."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        newest = session.exec(
+            select(DriftEvent).where(DriftEvent.target == target).order_by(col(DriftEvent.id).desc()).limit(1)
+        ).first()
+    if newest is None or newest.posted_ts is not None:
+        return None
+    at = newest.at if newest.at.tzinfo is not None else newest.at.replace(tzinfo=UTC)
+    return newest if recorded_after <= at <= recorded_before else None

@@ -242,3 +242,71 @@ async def test_a_target_first_watched_while_stopped_takes_its_next_invocation_as
     lab.invocation = "inv-2"  # restarted outside flagbot
     assert [f["key"] for f in (await watch(runtime)).findings] == ["restart"]
     assert len(notices(runtime)) == 1
+
+
+class DiesBeforePosting(MemoryNotifier):
+    """The notifier of a replica SIGKILLed between recording an event and posting it."""
+
+    async def notify(self, notice: Any) -> str | None:
+        raise RuntimeError("the replica died here")
+
+
+def replica(rt: ScheduleRuntime, name: str, notifier: MemoryNotifier) -> ScheduleRuntime:
+    """Another replica on the same store and clock (what the next leader is)."""
+    return ScheduleRuntime(
+        rt.settings, rt.store, notifier, clock=rt.clock, session_factory=rt.session_factory, replica=name
+    )
+
+
+async def test_an_event_recorded_by_a_replica_that_died_before_posting_is_posted_once_by_the_next(
+    runtime: ScheduleRuntime, lab: Lab
+) -> None:
+    good_start(runtime)
+    dying = replica(runtime, "a", DiesBeforePosting())
+    await watch(dying)  # the first watch: nothing to tell
+    lab.invocation = "inv-2"
+    with pytest.raises(RuntimeError, match="died here"):
+        await watch(dying)
+    [event] = await runtime.store.run(drift_events, runtime.store.store, "lab")
+    assert event.state == "drift" and event.posted_ts is None  # recorded, nobody told
+
+    survivor = replica(runtime, "b", MemoryNotifier())
+    seen = await watch(survivor)  # 30 minutes later: no change of state, but an event is owed
+    assert seen.change is not None and not seen.change.changed and seen.posted == "memory-1"
+    [told] = notices(survivor)
+    assert "drift on lab (seen at" in told.text and "posted late" in told.text
+    assert "restarted outside flagbot" in told.text and told.channel == "C0INV"
+    [event] = await runtime.store.run(drift_events, runtime.store.store, "lab")
+    assert event.posted_ts == "memory-1"
+
+    await watch(survivor)
+    assert len(notices(survivor)) == 1  # owed once, posted once
+
+
+async def test_an_event_just_recorded_is_left_to_the_watch_still_posting_it(
+    runtime: ScheduleRuntime, lab: Lab
+) -> None:
+    """A handover runs two watches at once: the one that recorded the event may still be posting it."""
+    good_start(runtime)
+    dying = replica(runtime, "a", DiesBeforePosting())
+    await watch(dying)
+    lab.invocation = "inv-2"
+    with pytest.raises(RuntimeError):
+        await watch(dying)
+    survivor = replica(runtime, "b", MemoryNotifier())
+    await watch(survivor, minutes=1)  # within the grace: not owed yet
+    assert notices(survivor) == []
+    await watch(survivor, minutes=5)
+    assert len(notices(survivor)) == 1
+
+
+async def test_an_unposted_event_older_than_a_day_stays_history(runtime: ScheduleRuntime, lab: Lab) -> None:
+    good_start(runtime)
+    dying = replica(runtime, "a", DiesBeforePosting())
+    await watch(dying)
+    lab.invocation = "inv-2"
+    with pytest.raises(RuntimeError):
+        await watch(dying)
+    survivor = replica(runtime, "b", MemoryNotifier())
+    await watch(survivor, minutes=25 * 60)
+    assert notices(survivor) == []
