@@ -258,15 +258,21 @@ def replica(rt: ScheduleRuntime, name: str, notifier: MemoryNotifier) -> Schedul
     )
 
 
-async def test_an_event_recorded_by_a_replica_that_died_before_posting_is_posted_once_by_the_next(
-    runtime: ScheduleRuntime, lab: Lab
-) -> None:
+async def died_before_posting(runtime: ScheduleRuntime, lab: Lab) -> None:
+    """Replica `a` watches `lab` (nothing to tell), then sees a restart outside flagbot, records
+    it and dies before posting it."""
     good_start(runtime)
     dying = replica(runtime, "a", DiesBeforePosting())
-    await watch(dying)  # the first watch: nothing to tell
+    await watch(dying)
     lab.invocation = "inv-2"
     with pytest.raises(RuntimeError, match="died here"):
         await watch(dying)
+
+
+async def test_an_event_recorded_by_a_replica_that_died_before_posting_is_posted_once_by_the_next(
+    runtime: ScheduleRuntime, lab: Lab
+) -> None:
+    await died_before_posting(runtime, lab)
     [event] = await runtime.store.run(drift_events, runtime.store.store, "lab")
     assert event.state == "drift" and event.posted_ts is None  # recorded, nobody told
 
@@ -287,12 +293,7 @@ async def test_an_event_just_recorded_is_left_to_the_watch_still_posting_it(
     runtime: ScheduleRuntime, lab: Lab
 ) -> None:
     """A handover runs two watches at once: the one that recorded the event may still be posting it."""
-    good_start(runtime)
-    dying = replica(runtime, "a", DiesBeforePosting())
-    await watch(dying)
-    lab.invocation = "inv-2"
-    with pytest.raises(RuntimeError):
-        await watch(dying)
+    await died_before_posting(runtime, lab)
     survivor = replica(runtime, "b", MemoryNotifier())
     await watch(survivor, minutes=1)  # within the grace: not owed yet
     assert notices(survivor) == []
@@ -301,12 +302,7 @@ async def test_an_event_just_recorded_is_left_to_the_watch_still_posting_it(
 
 
 async def test_an_unposted_event_older_than_a_day_stays_history(runtime: ScheduleRuntime, lab: Lab) -> None:
-    good_start(runtime)
-    dying = replica(runtime, "a", DiesBeforePosting())
-    await watch(dying)
-    lab.invocation = "inv-2"
-    with pytest.raises(RuntimeError):
-        await watch(dying)
+    await died_before_posting(runtime, lab)
     survivor = replica(runtime, "b", MemoryNotifier())
     await watch(survivor, minutes=25 * 60)
     assert notices(survivor) == []
