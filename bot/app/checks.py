@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.app.notify import Notice
+from bot.app.owed_posts import late_note, owed_window, post_once
 from bot.app.probe import Probe
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
@@ -31,13 +32,13 @@ from bot.loop.steps.measure_steps import routed
 from bot.sglang.expectation import ExpectationResult, parse_expectation
 from bot.store import Store
 from bot.store.bench_repo import load_set
-from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted
+from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted, unposted_check_runs
 from bot.store.leases import LeaseHeld
 from bot.store.schedule_models import VerificationCheck
 from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, VerdictBlock
 from bot.target.observe import observe
 
-__all__ = ["CheckOutcome", "Probe", "Verdict", "judge", "probe_target", "run_check"]
+__all__ = ["CheckOutcome", "Probe", "Verdict", "judge", "post_owed_check_runs", "probe_target", "run_check"]
 
 log = logging.getLogger(__name__)
 
@@ -292,14 +293,55 @@ async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "sched
     blocks = _blocks(check, recorded, verdict)
     posted = None
     if recorded.changed:
-        text = (
-            f"check #{check.id} of experiment #{check.experiment_id} on {check.target}: "
-            f"{recorded.previous} -> {recorded.state}: {summary}"
-        )
-        posted = await rt.notifier.notify(Notice(text, blocks, check.channel, check.thread_ts))
-        if posted is not None and recorded.run.id is not None:
-            await store.run(set_posted, store.store, recorded.run.id, posted)
+        posted = await _post_run_once(rt, check, recorded, blocks, late=False)
     return CheckOutcome(check, recorded, blocks, posted)
+
+
+CHECK_POST = "check-post"
+"""The claim of a check run's post (`bot.app.owed_posts`): one per run, across replicas."""
+
+
+async def _post_run_once(
+    rt: ScheduleRuntime,
+    check: VerificationCheck,
+    recorded: RecordedRun,
+    blocks: tuple[Evidence, ...],
+    *,
+    late: bool,
+) -> str | None:
+    """Post a run that changed its check's state into the experiment's thread, once across replicas."""
+    run = recorded.run
+    text = (
+        f"check #{check.id} of experiment #{check.experiment_id} on {check.target}"
+        f"{f' ({late_note(run.ran_at)})' if late else ''}: {recorded.previous} -> {recorded.state}: {run.summary}"
+    )
+
+    async def remember(ts: str) -> None:
+        if run.id is not None:
+            await rt.store.run(set_posted, rt.store.store, run.id, ts)
+
+    return await post_once(
+        rt, CHECK_POST, run.id, Notice(text, blocks, check.channel, check.thread_ts), remember
+    )
+
+
+async def post_owed_check_runs(rt: ScheduleRuntime) -> list[int]:
+    """Post every run that changed its check's state and was never posted (`bot.app.owed_posts`),
+    marked late; the ids of the runs posted. The leader's `settle-orphans` job calls it."""
+    store = rt.store
+    owed = await store.run(unposted_check_runs, store.store, **owed_window(rt.clock()))
+    done: list[int] = []
+    for run in owed:
+        check = await store.run(get_check, store.store, run.check_id)
+        if check is None or run.id is None:
+            continue
+        log.warning(
+            "check run #%s (check #%s) was recorded but never posted; posting it now", run.id, check.id
+        )
+        recorded = RecordedRun(run, run.previous_state, run.result)
+        if await _post_run_once(rt, check, recorded, _stored_blocks(check, recorded), late=True) is not None:
+            done.append(run.id)
+    return done
 
 
 async def _expectations(
@@ -335,6 +377,18 @@ def _blocks(check: VerificationCheck, recorded: RecordedRun, verdict: Verdict | 
     if verdict is None:
         return (head,)
     return (head, MetricComparison(f"Check #{check.id}: concluded vs now", verdict.rows))
+
+
+def _stored_blocks(check: VerificationCheck, recorded: RecordedRun) -> tuple[Evidence, ...]:
+    """`_blocks` again from what the run stored (its rows are in `detail`)."""
+    head = _blocks(check, recorded, None)
+    rows = recorded.run.detail.get("rows")
+    if not isinstance(rows, list) or not rows:
+        return head
+    table = MetricComparison(
+        f"Check #{check.id}: concluded vs now", tuple(ComparisonRow(**row) for row in rows)
+    )
+    return (*head, table)
 
 
 def _after(seconds: float) -> str:

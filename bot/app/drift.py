@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from bot.app.notify import Notice
+from bot.app.owed_posts import late_note, owed_window, post_once
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import judge_capacity, parse_tolerance
 from bot.bench.compare_sets import compare_by_id
@@ -38,7 +38,6 @@ from bot.store.bench_repo import latest_sets, load_set
 from bot.store.drift import DriftChange, get_drift, record_drift, set_drift_posted, unposted_drift_event
 from bot.store.leases import current
 from bot.store.schedule_models import DriftEvent
-from bot.store.scheduled_runs import claim_run, finish_run
 from bot.store.snapshots import get_snapshot
 from bot.target.dropin import HandEditError, check_unedited, unit_diff
 from bot.target.evidence import (
@@ -59,13 +58,8 @@ __all__ = ["DriftOutcome", "watch_drift"]
 
 log = logging.getLogger(__name__)
 
-DRIFT_POST_JOB = "drift-post"
-"""The claim of an event's post (`bot.store.scheduled_runs`), one per event: posted once across replicas."""
-OWED_POST_GRACE = timedelta(minutes=2)
-"""An unposted event younger than this may still be being posted by the watch that recorded it
-(a leader handover runs two watches at once): the owed post leaves it alone."""
-OWED_POST_MAX_AGE = timedelta(days=1)
-"""An unposted event older than this is history, not news: it stays in `drift_events`, unposted."""
+DRIFT_POST = "drift-post"
+"""The claim of a drift event's post (`bot.app.owed_posts`): one per event, across replicas."""
 
 
 @dataclass(frozen=True)
@@ -242,14 +236,7 @@ async def watch_drift(rt: ScheduleRuntime, target: str) -> DriftOutcome:
     if change.event is not None and (change.new or change.resolved):
         posted = await _post_once(rt, target, change.event, late=False)
     elif change.event is None:
-        now = rt.clock()
-        owed = await store.run(
-            unposted_drift_event,
-            store.store,
-            target,
-            recorded_before=now - OWED_POST_GRACE,
-            recorded_after=now - OWED_POST_MAX_AGE,
-        )
+        owed = await store.run(unposted_drift_event, store.store, target, **owed_window(rt.clock()))
         if owed is not None:
             log.warning(
                 "drift event #%s on %s was recorded but never posted; posting it now", owed.id, target
@@ -259,32 +246,20 @@ async def watch_drift(rt: ScheduleRuntime, target: str) -> DriftOutcome:
 
 
 async def _post_once(rt: ScheduleRuntime, target: str, event: DriftEvent, *, late: bool) -> str | None:
-    """Post an event once across replicas: claimed first (`drift-post:ID`), finished once told,
-    whatever the notifier kept (a post that went nowhere is not tried again). A claim left
-    unfinished by a replica that died is taken over by the next watch's owed post."""
-    store = rt.store
-    key = f"{DRIFT_POST_JOB}:{event.id}"
-    claimed = await store.run(
-        claim_run, store.store, key, job=DRIFT_POST_JOB, replica=rt.replica, now=rt.clock()
-    )
-    if not claimed:
-        return None
-    posted = await rt.notifier.notify(_notice(rt, target, event, late=late))
-    if posted is not None and event.id is not None:
-        await store.run(set_drift_posted, store.store, event.id, posted)
-    await store.run(finish_run, store.store, key, replica=rt.replica, now=rt.clock())
-    return posted
+    """Post an event once across replicas (`bot.app.owed_posts.post_once`)."""
+
+    async def remember(ts: str) -> None:
+        if event.id is not None:
+            await rt.store.run(set_drift_posted, rt.store.store, event.id, ts)
+
+    return await post_once(rt, DRIFT_POST, event.id, _notice(rt, target, event, late=late), remember)
 
 
 def _notice(rt: ScheduleRuntime, target: str, event: DriftEvent, *, late: bool) -> Notice:
     parts = [item["what"] for item in event.findings]
     if event.resolved:
         parts.append("no longer seen: " + ", ".join(event.resolved))
-    late_note = (
-        f" (seen at {event.at:%Y-%m-%d %H:%M} UTC, posted late: the watch that saw it stopped before telling anyone)"
-        if late
-        else ""
-    )
-    head = f"drift on {target}{'' if event.state == 'drift' else ' resolved'}{late_note}: "
+    late_text = f" ({late_note(event.at)})" if late else ""
+    head = f"drift on {target}{'' if event.state == 'drift' else ' resolved'}{late_text}: "
     blocks = tuple(evidence_from_json(block) for item in event.findings for block in item["evidence"])
     return Notice(head + "; ".join(parts), blocks, rt.settings.slack.investigation_channel, None)

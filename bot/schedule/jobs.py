@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 
 from bot.app.ask_timer import apply_due_decisions, run_revert
-from bot.app.checks import run_check
+from bot.app.checks import post_owed_check_runs, run_check
 from bot.app.context import AppContext
 from bot.app.drift import watch_drift
 from bot.app.replicas import publish_digest_once, settle_orphaned_runs
@@ -43,9 +43,13 @@ async def digest_job() -> None:
 
 
 async def settle_job() -> None:
-    """Settle the runs a dead replica (or CLI) left in flight, once their lease expired."""
-    for outcome in await settle_orphaned_runs(current()):
+    """Settle the runs a dead replica (or CLI) left in flight, once their lease expired, and post
+    the check results one left recorded but untold (`bot.app.owed_posts`)."""
+    rt = current()
+    for outcome in await settle_orphaned_runs(rt):
         log.info("experiment #%d settled: %s", outcome.experiment_id, outcome.status)
+    for run_id in await post_owed_check_runs(rt):
+        log.info("check run #%d posted late", run_id)
 
 
 async def decisions_job() -> None:

@@ -38,6 +38,7 @@ __all__ = [
     "record_check_run",
     "set_check_status",
     "set_posted",
+    "unposted_check_runs",
 ]
 
 
@@ -198,6 +199,26 @@ def record_check_run(
         session.refresh(run)
     state = result if result in CHECK_STATES else previous
     return RecordedRun(run, previous, state)
+
+
+def unposted_check_runs(store: Store, *, recorded_before: datetime, recorded_after: datetime) -> list[CheckRun]:
+    """Runs that changed their check's state, were never posted, and ran between the two moments,
+    oldest first. Why: a check that recorded its run and died before posting it (a leader
+    SIGKILLed, Slack down) leaves the change written and the experiment's thread untold; the
+    check is done, so nothing would ever run it again."""
+    with Session(store.engine, expire_on_commit=False) as session:
+        rows = session.exec(
+            select(CheckRun)
+            .where(
+                col(CheckRun.result).in_(list(CHECK_STATES)),
+                col(CheckRun.result) != col(CheckRun.previous_state),
+                col(CheckRun.posted_ts).is_(None),
+                col(CheckRun.ran_at) >= recorded_after,
+                col(CheckRun.ran_at) <= recorded_before,
+            )
+            .order_by(col(CheckRun.id))
+        ).all()
+    return list(rows)
 
 
 def set_posted(store: Store, run_id: int, ts: str) -> None:

@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from bot.app.checks import Probe, run_check
+import pytest
+
+from bot.app.checks import Probe, post_owed_check_runs, run_check
 from bot.app.notify import MemoryNotifier
 from bot.app.runtime import ScheduleRuntime
 from bot.store import AsyncStore, Measurement, Store
@@ -142,3 +145,55 @@ async def test_a_benchmark_of_another_profile_is_not_compared(astore: AsyncStore
     ]
     assert row["verdict"] == "not measured"
     assert "not measured: throughput (no measurement set of the same profile" in outcome.recorded.run.summary
+
+
+class DiesBeforePosting(MemoryNotifier):
+    """The notifier of a replica SIGKILLed between recording a check run and posting it."""
+
+    async def notify(self, notice: Any) -> str | None:
+        raise RuntimeError("the replica died here")
+
+
+async def test_a_check_result_recorded_by_a_replica_that_died_before_posting_is_posted_late_once(
+    astore: AsyncStore, tmp_path: Path
+) -> None:
+    store = astore.store
+    snap = snapshot(store)
+    concluded = bench_set(store, snap, 1.0, "try: kept")
+    slow = bench_set(store, snap, 0.80, "check")
+    ten, _, _ = checks_of_one_experiment(store, concluded, snap)
+    clock = Clock(T0 + timedelta(minutes=10))
+    dying = ScheduleRuntime(
+        settings(tmp_path, targets=False),
+        astore,
+        DiesBeforePosting(),
+        clock=clock,
+        probe=Benchmarked(snap, [slow]),
+        replica="a",
+    )
+    with pytest.raises(RuntimeError, match="died here"):
+        await run_check(dying, ten.id or 0)
+    [run] = await astore.run(check_runs, store, ten.id or 0)
+    assert (run.result, run.previous_state, run.posted_ts) == ("fail", "pass", None)  # recorded, untold
+
+    notifier = MemoryNotifier()
+    leader = ScheduleRuntime(settings(tmp_path, targets=False), astore, notifier, clock=clock, replica="b")
+    assert await post_owed_check_runs(leader) == []  # within the grace: "a" may still be posting it
+    clock.advance(minutes=5)
+    assert await post_owed_check_runs(leader) == [run.id]
+    [told] = notifier.notices
+    assert (told.channel, told.thread_ts) == ("C1", "1700000000.000100")  # the experiment's thread
+    assert told.text.startswith(f"check #{ten.id} of experiment #{ten.experiment_id} on lab (seen at ")
+    assert "posted late" in told.text and "pass -> fail: throughput or latency regressed" in told.text
+    table = told.blocks[1]
+    assert isinstance(table, MetricComparison) and [r.verdict for r in table.rows] == [
+        "pass",
+        "pass",
+        "pass",
+        "fail",
+    ]
+    assert await post_owed_check_runs(leader) == [] and len(notifier.notices) == 1  # once
+    [run] = await astore.run(check_runs, store, ten.id or 0)
+    assert run.posted_ts == "memory-1"
+    clock.advance(days=2)
+    assert await post_owed_check_runs(leader) == []
