@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.app.checks import Probe
+from bot.app.notify import MemoryNotifier
 from bot.app.runtime import ScheduleRuntime
 from bot.config import Settings
 from bot.store import Snapshot, Store
@@ -124,3 +125,10 @@ class Clock:
 def drain_runs() -> Iterator[tuple[str, datetime]]:
     while RUNS:
         yield RUNS.pop(0)
+
+
+class DiesBeforePosting(MemoryNotifier):
+    """The notifier of a replica SIGKILLed between recording a result and posting it."""
+
+    async def notify(self, notice: Any) -> str | None:
+        raise RuntimeError("the replica died here")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +21,7 @@ from bot.store.experiments import create_experiment
 from bot.store.models import MeasurementSet
 from bot.store.schedule_models import VerificationCheck
 from bot.target.evidence import MetricComparison
-from tests.support.schedule import T0, Clock, settings
+from tests.support.schedule import T0, Clock, DiesBeforePosting, settings
 from tests.unit.schedule.seeds import FLAGS, bench_set, snapshot
 
 
@@ -145,13 +144,6 @@ async def test_a_benchmark_of_another_profile_is_not_compared(astore: AsyncStore
     ]
     assert row["verdict"] == "not measured"
     assert "not measured: throughput (no measurement set of the same profile" in outcome.recorded.run.summary
-
-
-class DiesBeforePosting(MemoryNotifier):
-    """The notifier of a replica SIGKILLed between recording a check run and posting it."""
-
-    async def notify(self, notice: Any) -> str | None:
-        raise RuntimeError("the replica died here")
 
 
 async def test_a_check_result_recorded_by_a_replica_that_died_before_posting_is_posted_late_once(

@@ -23,7 +23,7 @@ from bot.store.drift import drift_events, get_drift
 from bot.target.evidence import MetricComparison, TextBlock
 from bot.target.known_good import set_known_good
 from bot.target.nodestate import NodeState
-from tests.support.schedule import Clock, settings
+from tests.support.schedule import Clock, DiesBeforePosting, settings
 from tests.unit.schedule.seeds import bench_set, snapshot
 
 
@@ -242,13 +242,6 @@ async def test_a_target_first_watched_while_stopped_takes_its_next_invocation_as
     lab.invocation = "inv-2"  # restarted outside flagbot
     assert [f["key"] for f in (await watch(runtime)).findings] == ["restart"]
     assert len(notices(runtime)) == 1
-
-
-class DiesBeforePosting(MemoryNotifier):
-    """The notifier of a replica SIGKILLed between recording an event and posting it."""
-
-    async def notify(self, notice: Any) -> str | None:
-        raise RuntimeError("the replica died here")
 
 
 def replica(rt: ScheduleRuntime, name: str, notifier: MemoryNotifier) -> ScheduleRuntime:
