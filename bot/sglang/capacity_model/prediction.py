@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from bot.sglang.capacity_model.applied_change import LearnedCost, apply_change
-from bot.sglang.capacity_model.arithmetic import prepare_inputs, run_arithmetic
+from bot.sglang.capacity_model.arithmetic import run_arithmetic
 from bot.sglang.capacity_model.figures import (
     PRINT_ROUNDING_GIB,
     Band,
@@ -29,6 +29,7 @@ from bot.sglang.capacity_model.figures import (
     rule_set,
     shown_number,
 )
+from bot.sglang.capacity_model.inputs import prepare_inputs
 from bot.sglang.change import Change
 from bot.sglang.expectation import Expectation, Reference, evaluate
 
