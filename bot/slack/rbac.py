@@ -36,7 +36,8 @@ from typing import Any, Literal, Protocol
 from bot.app.playbooks import PlaybookEffects
 from bot.commands.grammar import Invocation
 from bot.config import Settings
-from bot.config.schema import SlackRBAC, TargetPolicy
+from bot.config.schema import TargetPolicy
+from bot.config.slack_settings import SlackRBAC
 from bot.store import AsyncStore
 from bot.store.loop_models import AuditEvent
 from bot.store.records import audit

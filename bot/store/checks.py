@@ -201,7 +201,9 @@ def record_check_run(
     return RecordedRun(run, previous, state)
 
 
-def unposted_check_runs(store: Store, *, recorded_before: datetime, recorded_after: datetime) -> list[CheckRun]:
+def unposted_check_runs(
+    store: Store, *, recorded_before: datetime, recorded_after: datetime
+) -> list[CheckRun]:
     """Runs that changed their check's state, were never posted, and ran between the two moments,
     oldest first. Why: a check that recorded its run and died before posting it (a leader
     SIGKILLed, Slack down) leaves the change written and the experiment's thread untold; the

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.commands.grammar import parse_command
-from bot.config.schema import SlackRBAC, TargetPolicy
+from bot.config.schema import TargetPolicy
+from bot.config.slack_settings import SlackRBAC
 from bot.slack.rbac import audit_decision, command_label, decide, may_approve, roles_of
 from bot.store import AsyncStore, Store
 from bot.store.records import audit_events

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, load_settings
-from bot.config.schema import SlackRBAC, TargetPolicy
+from bot.config.schema import TargetPolicy
+from bot.config.slack_settings import SlackRBAC
 
 ROOT = Path(__file__).parents[3]
 TARGET = """

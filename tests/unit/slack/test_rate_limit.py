@@ -9,7 +9,7 @@ import pytest
 from bot.commands.grammar import parse_command
 from bot.config import load_settings
 from bot.config.loader import ConfigError
-from bot.config.schema import SlackSettings
+from bot.config.slack_settings import SlackSettings
 from bot.slack.rate_limit import ReadLimiter, counts, limit_reads
 from bot.slack.rbac import Decision
 

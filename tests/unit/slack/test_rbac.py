@@ -10,7 +10,8 @@ import pytest
 
 from bot.commands.grammar import Invocation, parse_command
 from bot.commands.registry import COMMANDS
-from bot.config.schema import SlackRBAC, TargetPolicy
+from bot.config.schema import TargetPolicy
+from bot.config.slack_settings import SlackRBAC
 from bot.slack.rbac import (
     GroupCache,
     Role,
