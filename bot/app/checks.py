@@ -34,7 +34,7 @@ from bot.store import Store
 from bot.store.bench_repo import load_set
 from bot.store.checks import RecordedRun, get_check, record_check_run, set_posted, unposted_check_runs
 from bot.store.leases import LeaseHeld
-from bot.store.schedule_models import VerificationCheck
+from bot.store.schedule_models import CheckRun, VerificationCheck
 from bot.target.evidence import ComparisonRow, Evidence, MetricComparison, VerdictBlock
 from bot.target.observe import observe
 
@@ -290,7 +290,7 @@ async def run_check(rt: ScheduleRuntime, check_id: int, *, trigger: str = "sched
         ran_at=rt.clock(),
         done=trigger == "schedule",
     )
-    blocks = _blocks(check, recorded, verdict)
+    blocks = _blocks(check, recorded, verdict.rows if verdict is not None else None)
     posted = None
     if recorded.changed:
         posted = await _post_run_once(rt, check, recorded, blocks, late=False)
@@ -339,7 +339,10 @@ async def post_owed_check_runs(rt: ScheduleRuntime) -> list[int]:
             "check run #%s (check #%s) was recorded but never posted; posting it now", run.id, check.id
         )
         recorded = RecordedRun(run, run.previous_state, run.result)
-        if await _post_run_once(rt, check, recorded, _stored_blocks(check, recorded), late=True) is not None:
+        if (
+            await _post_run_once(rt, check, recorded, _blocks(check, recorded, _stored_rows(run)), late=True)
+            is not None
+        ):
             done.append(run.id)
     return done
 
@@ -366,7 +369,10 @@ async def _expectations(
     return evaluate_all([parse_expectation(text) for text in texts], now, reference)
 
 
-def _blocks(check: VerificationCheck, recorded: RecordedRun, verdict: Verdict | None) -> tuple[Evidence, ...]:
+def _blocks(
+    check: VerificationCheck, recorded: RecordedRun, rows: tuple[ComparisonRow, ...] | None
+) -> tuple[Evidence, ...]:
+    """The run's verdict block, and its table of rows when it had a verdict (None: it had none)."""
     run = recorded.run
     concluded = check.expected.get("summary") or f"experiment #{check.experiment_id}"
     head = VerdictBlock(
@@ -374,21 +380,16 @@ def _blocks(check: VerificationCheck, recorded: RecordedRun, verdict: Verdict | 
         f"check #{check.id} ({_after(check.after_s)} after experiment #{check.experiment_id}): {run.summary}",
         (f"concluded: {concluded}",),
     )
-    if verdict is None:
+    if rows is None:
         return (head,)
-    return (head, MetricComparison(f"Check #{check.id}: concluded vs now", verdict.rows))
+    return (head, MetricComparison(f"Check #{check.id}: concluded vs now", rows))
 
 
-def _stored_blocks(check: VerificationCheck, recorded: RecordedRun) -> tuple[Evidence, ...]:
-    """`_blocks` again from what the run stored (its rows are in `detail`)."""
-    head = _blocks(check, recorded, None)
-    rows = recorded.run.detail.get("rows")
-    if not isinstance(rows, list) or not rows:
-        return head
-    table = MetricComparison(
-        f"Check #{check.id}: concluded vs now", tuple(ComparisonRow(**row) for row in rows)
-    )
-    return (*head, table)
+def _stored_rows(run: CheckRun) -> tuple[ComparisonRow, ...] | None:
+    """The rows a run stored in its `detail` (a late post rebuilds its table from them); None
+    for a run that had no verdict (an error, busy) and stored none."""
+    rows = run.detail.get("rows")
+    return tuple(ComparisonRow(**row) for row in rows) if isinstance(rows, list) and rows else None
 
 
 def _after(seconds: float) -> str:

@@ -9,7 +9,7 @@ one event, not forty-eight a day.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -145,11 +145,7 @@ def unposted_drift_event(
     state a newer one describes. Why: a watch that recorded an event and died before posting it
     (a leader SIGKILLed, Slack down) leaves the change of state written and nobody told; the next
     watch sees no change, so without this the event is never posted."""
-    with Session(store.engine, expire_on_commit=False) as session:
-        newest = session.exec(
-            select(DriftEvent).where(DriftEvent.target == target).order_by(col(DriftEvent.id).desc()).limit(1)
-        ).first()
+    newest = next(iter(drift_events(store, target, limit=1)), None)
     if newest is None or newest.posted_ts is not None:
         return None
-    at = newest.at if newest.at.tzinfo is not None else newest.at.replace(tzinfo=UTC)
-    return newest if recorded_after <= at <= recorded_before else None
+    return newest if recorded_after <= newest.at <= recorded_before else None
