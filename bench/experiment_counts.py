@@ -40,6 +40,7 @@ import concurrent.futures
 import cProfile
 import importlib
 import importlib.util
+import inspect
 import os
 import pstats
 import re
@@ -571,7 +572,10 @@ def testbed_counts(root: Path, instance: int, runs: int, top: int) -> int:
                     why = (done.stderr.strip() or done.stdout.strip())[-2000:]
                     print(f"error: flagbot {' '.join(words)} ({done.returncode}): {why}", file=sys.stderr)
                     return 1
-            finished = asyncio.run(script.long_running(config, args.flag, runs))
+            # main's long_running is told the flag is set (the one `try` above set it); the old one
+            # alternates on its own
+            extra = (True,) if "added" in inspect.signature(script.long_running).parameters else ()
+            finished = asyncio.run(script.long_running(config, args.flag, runs, *extra))
         finally:
             bed.down()
     print(f"root {root}; instance {instance}; {runs} experiments in one process (`try` of {args.flag})")

@@ -31,6 +31,9 @@ class Compared:
     power: PowerReached | None = None
     """With `looks_on="candidate"` (a try): the power the comparison had (`bot.bench.power`)."""
     sides: tuple[Side, Side] | None = None
+    sets: tuple[LoadedSet, LoadedSet] | None = None
+    """The two sets as read for this verdict (reference, candidate): a caller that draws them
+    (the try's chart) does not read them again."""
 
 
 def side_of(loaded: LoadedSet) -> Side:
@@ -98,4 +101,4 @@ def compare_by_id(
         if save
         else None
     )
-    return Compared(result, row, reached, (reference, candidate))
+    return Compared(result, row, reached, (reference, candidate), (loaded[0], loaded[1]))

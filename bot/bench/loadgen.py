@@ -57,6 +57,7 @@ from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
 from bot.http import get as http_get
 
 __all__ = [
+    "AcceptLengthReads",
     "LevelResult",
     "LoadError",
     "LoadSpec",
@@ -209,6 +210,25 @@ def read_accept_length(base_url: str, *, api_key: str | None = None, timeout: fl
     return float(value)
 
 
+class AcceptLengthReads:
+    """The accept length after each level of one plan (one server start), asked only while the
+    start reports one. SGLang reports it after any decode step when speculative decoding is on,
+    so a level that completed requests and found none (no speculation, or no `/server_info`)
+    means none will come from this start: the later levels skip the read, one HTTP round trip
+    and a ~6 KB answer each (issue 16 item 9)."""
+
+    def __init__(self) -> None:
+        self.asking = True
+
+    def after_level(self, base_url: str, *, completed: int, api_key: str | None = None) -> float | None:
+        if not self.asking:
+            return None
+        value = read_accept_length(base_url, api_key=api_key)
+        if value is None and completed > 0:
+            self.asking = False
+        return value
+
+
 def _shares(total: int | None, parts: int) -> list[int | None]:
     if total is None:
         return [None] * parts
@@ -334,6 +354,7 @@ class LoadWorkers:
         """Runs so far: each run's prompt-file salt prefix is its own (`datasets.run_prefix`)."""
         self._files: dict[tuple[str, int, int], list[tuple[str, str | int]]] = {}
         """Prompt files read, by (path, size, mtime): read once per plan, not per level."""
+        self._accept_lengths = AcceptLengthReads()
 
     def __enter__(self) -> LoadWorkers:
         return self
@@ -388,7 +409,9 @@ class LoadWorkers:
             if closed:
                 self._discard(graceful=False)
         level = _merge(spec, results[0].t0 if start is None else start, results, ready)
-        level.metrics["accept_length"] = read_accept_length(spec.base_url, api_key=spec.api_key)
+        level.metrics["accept_length"] = self._accept_lengths.after_level(
+            spec.base_url, completed=int(level.metrics.get("completed") or 0), api_key=spec.api_key
+        )
         level.metrics["dataset"] = spec.dataset.describe()
         level.metrics["dataset_lengths"] = prepared.lengths
         return level

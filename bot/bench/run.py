@@ -24,7 +24,7 @@ from bot.bench.metrics import ServiceLevels
 from bot.bench.remote import NodeRunner, resolve_command, run_remote
 from bot.config.schema import BenchProfile, BenchServingCommand
 from bot.store import AsyncStore, Store
-from bot.store.bench_repo import UnknownMeasurementSetError, add_measurements, load_set, save_set
+from bot.store.bench_repo import UnknownMeasurementSetError, add_measurements, load_set
 from bot.store.models import Measurement, MeasurementSet
 
 __all__ = ["KEY_METRICS", "BenchPlan", "BenchRun", "BenchmarkTimeoutError", "jsonable", "run_plan"]
@@ -325,7 +325,7 @@ async def _run_plan(
             raise UnknownMeasurementSetError(f"no measurement set {extend}")
         mset, earlier = loaded.set, loaded.measurements
     elif store is not None:
-        mset = (await _call(store, save_set, mset)).set
+        mset = await _call(store, Store.add, mset)  # the row alone: it has no measurements yet
     measurements: list[Measurement] = []
     levels: list[tuple[int, LevelResult]] = []
     model = plan.model

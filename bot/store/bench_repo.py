@@ -70,8 +70,10 @@ def save_set(
     return loaded
 
 
-def add_measurements(store: Store, set_id: int, measurements: Iterable[Measurement]) -> LoadedSet:
-    """Append repeats to an existing set (the verdict asked for more), in one transaction."""
+def add_measurements(store: Store, set_id: int, measurements: Iterable[Measurement]) -> None:
+    """Append repeats to an existing set (each level as it is measured; the verdict asked for
+    more), in one transaction. Nothing is read back: a benchmark appends every level, and reading
+    the whole set with its snapshot each time cost more than the insert (`load_set` reads it)."""
     with Session(store.engine, expire_on_commit=False) as session:
         owner = session.get(MeasurementSet, set_id)
         if owner is None:
@@ -82,9 +84,6 @@ def add_measurements(store: Store, set_id: int, measurements: Iterable[Measureme
             m.profile = m.profile or owner.profile
             session.add(m)
         session.commit()
-    loaded = load_set(store, set_id)
-    assert loaded is not None
-    return loaded
 
 
 def get_set(store: Store, set_id: int) -> MeasurementSet | None:

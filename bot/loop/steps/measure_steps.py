@@ -32,7 +32,7 @@ from bot.loop.steps.common import (
 from bot.loop.steps.schedule_steps import run_thread
 from bot.loop.steps.target_steps import back_to_before
 from bot.sglang.expectation import ExpectationResult
-from bot.store.bench_repo import load_set
+from bot.store.bench_repo import LoadedSet, load_set
 from bot.store.models import MeasurementSet, utcnow
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
@@ -212,8 +212,8 @@ async def compare(ctx: StepContext, *, profile: str | None = None) -> dict[str, 
         lines = compared.result.lines()
         ctx.state.conclusion.comparison_id = compared.row.id if compared.row else None
         decided_by = _decided_by(compared.result, ctx.settings.verdicts.capacity)
-    if reference is not None and candidate is not None:
-        await _chart(ctx, reference, candidate)
+        if compared.sets is not None:
+            await _chart(ctx, *compared.sets)
     conclusion = ctx.state.conclusion
     conclusion.cite(
         snapshots=(ctx.state.before.snapshot_id, ctx.state.after.snapshot_id), sets=(reference, candidate)
@@ -269,15 +269,13 @@ async def _sequential(
         candidate_id=candidate,
         settings=settings,
     )
-    return Compared(compared.result, row, compared.power, compared.sides)
+    return Compared(compared.result, row, compared.power, compared.sides, compared.sets)
 
 
-async def _chart(ctx: StepContext, reference: int, candidate: int) -> None:
-    """Before (dashed grey) and after, per concurrency: the picture a reader checks the verdict by."""
-    before = await ctx.store.run(load_set, ctx.store.store, reference)
-    after = await ctx.store.run(load_set, ctx.store.store, candidate)
-    if before is None or after is None:
-        return
+async def _chart(ctx: StepContext, before: LoadedSet, after: LoadedSet) -> None:
+    """Before (dashed grey) and after, per concurrency: the picture a reader checks the verdict by,
+    drawn from the sets as the verdict read them (its last look)."""
+    reference, candidate = before.set.id, after.set.id
     path = ctx.cache_dir.parent / "evidence" / f"experiment-{ctx.experiment_id}-bench.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     await asyncio.to_thread(

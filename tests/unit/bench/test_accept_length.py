@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from bot.bench import loadgen
-from bot.bench.loadgen import read_accept_length
+from bot.bench.loadgen import AcceptLengthReads, read_accept_length
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, body: object, status: int = 200) -> list[str]:
@@ -47,3 +47,21 @@ def test_the_decode_sides_under_pd_disaggregation(monkeypatch: pytest.MonkeyPatc
 def test_none_when_there_is_none_to_read(monkeypatch: pytest.MonkeyPatch, body: object, status: int) -> None:
     serve(monkeypatch, body, status)
     assert read_accept_length("http://h:30000") is None
+
+
+def test_a_start_that_reports_none_after_completed_requests_is_not_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked = serve(monkeypatch, {"internal_states": [{"effective_max_running_requests_per_dp": 48}]})
+    reads = AcceptLengthReads()
+    assert reads.after_level("http://h:30000", completed=0) is None  # nothing decoded yet: ask again
+    assert reads.after_level("http://h:30000", completed=8) is None
+    assert reads.after_level("http://h:30000", completed=8) is None
+    assert len(asked) == 2  # the third level did not ask
+
+
+def test_a_speculative_start_is_asked_after_every_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = serve(monkeypatch, {"internal_states": [{"avg_spec_accept_length": 2.65}]})
+    reads = AcceptLengthReads()
+    assert [reads.after_level("http://h:30000", completed=4) for _ in range(3)] == [2.65] * 3
+    assert len(asked) == 3
