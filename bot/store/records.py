@@ -109,15 +109,22 @@ def restart_times(store: Store, target: str, *, since: datetime) -> list[datetim
 
 
 def latest_freeze_event(store: Store, target: str) -> AuditEvent | None:
-    """The target's newest `freeze` or `unfreeze` audit event (None: never frozen by command)."""
-    query = (
-        select(AuditEvent)
-        .where(AuditEvent.target == target, col(AuditEvent.action).in_((FREEZE_ACTION, UNFREEZE_ACTION)))
-        .order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
-        .limit(1)
-    )
+    """The target's newest `freeze` or `unfreeze` audit event (None: never frozen by command).
+
+    One newest row per action, each read from the end of the (target, action, at) index, then
+    the later of the two: a single query over both actions, ordered by time, walks the whole
+    time index instead (every command's check, before Slack's acknowledgement)."""
+    newest: list[AuditEvent] = []
     with Session(store.engine, expire_on_commit=False) as session:
-        return session.exec(query).first()
+        for action in (FREEZE_ACTION, UNFREEZE_ACTION):
+            query = (
+                select(AuditEvent)
+                .where(AuditEvent.target == target, AuditEvent.action == action)
+                .order_by(col(AuditEvent.at).desc(), col(AuditEvent.id).desc())
+                .limit(1)
+            )
+            newest.extend(session.exec(query).all())
+    return max(newest, key=lambda row: (row.at, row.id or 0), default=None)
 
 
 def thread_targets(store: Store, channel: str, thread_ts: str, *, action: str) -> set[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine, inspect, text
 
-SCHEMA_HEAD = "0010"
+SCHEMA_HEAD = "0011"
 """The revision of the newest script in bot/store/migrations/versions/."""
 
 VERSION_TABLE = "alembic_version"

@@ -114,8 +114,8 @@ def test_importing_the_models_registers_the_loop_tables() -> None:
 
 
 def test_head_has_the_loop_tables(store: Store) -> None:
-    assert head_revision(store.engine) == "0010"
-    assert store.revision() == "0010"
+    assert head_revision(store.engine) == "0011"
+    assert store.revision() == "0011"
     assert set(inspect(store.engine).get_table_names()) >= LOOP_TABLES
     step_columns = {c["name"] for c in inspect(store.engine).get_columns("experiment_step")}
     assert {"experiment_id", "index", "status", "result", "finished_at"} <= step_columns
@@ -136,7 +136,7 @@ def test_upgrade_from_0002_keeps_the_rows(empty_store: Store) -> None:
         )
     )
 
-    assert empty_store.upgrade() == "0010"
+    assert empty_store.upgrade() == "0011"
 
     kept = empty_store.latest_snapshot("sglang-qwen")
     assert kept is not None and kept.id == snapshot_id and kept.effective == {"max_running_requests": 26}
@@ -167,7 +167,7 @@ def test_downgrade_to_0002_drops_only_the_loop_tables_and_upgrade_brings_them_ba
     snapshot = store.latest_snapshot("sglang-qwen")
     assert snapshot is not None and snapshot.id == snapshot_id
 
-    assert store.upgrade() == "0010"
+    assert store.upgrade() == "0011"
     assert get_experiment(store, experiment_id) is None
     assert current(store, "sglang-qwen") is None
     assert an_experiment(store) >= 1

@@ -1,6 +1,6 @@
 """The radix cache, seen only by a workload that shares prefixes (issue 24 item 5).
 
-`try add --disable-radix-cache median_ttft_ms<=+10%` reads **regressed** on a profile of the
+`try add --disable-radix-cache median_ttft_ms<=+100%` reads **regressed** on a profile of the
 `generated-shared-prefix` dataset, decided by median TTFT: with the cache on, a group's long system
 prompt is prefilled once and every later request of the group only its question; with it off,
 every request prefills everything. The same try on a `random` profile of the same lengths reads no
@@ -12,8 +12,10 @@ at the end; the session's nodes stay up): the seed's hybrid model runs the `extr
 strategy, which SGLang 0.5.10 refuses together with `--disable-radix-cache`, so the story needs a
 dense model. The flag changes nothing else there (no memory, no capacity), so whatever a verdict
 says comes from the workload. One stream at a time: a request's TTFT is then its own prefill
-(about 0.2 s for 4,128 tokens at the scenario's 20,000 tok/s), never a place in a queue, so a
-loaded machine's few milliseconds of jitter stay far inside the 10 %.
+(about 0.2 s for 4,128 tokens at the scenario's 20,000 tok/s), never a place in a queue. The
+bound is +100 %: without the cache a shared-prefix request's TTFT is about ten times what it is
+with it, while a machine busy with other work moved the plain profile's median past +10 % once
+(docs/testing.md, the second loaded run); a load that doubles a 0.2 s prefill is not in sight.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ async def test_disabling_the_radix_cache_regresses_ttft_only_where_prompts_share
     assert (await flagbot(config, "db", "upgrade"))[0] == 0
 
     code, shared, err = await flagbot_json(
-        config, "try", "add", FLAG, "median_ttft_ms<=+10%", "profile=shared"
+        config, "try", "add", FLAG, "median_ttft_ms<=+100%", "profile=shared"
     )
     assert code == 0 and shared["verdict"] == "regressed", (shared, err)
     evidence = blocks(config, shared["experiment_id"])
@@ -68,7 +70,7 @@ async def test_disabling_the_radix_cache_regresses_ttft_only_where_prompts_share
     assert "generated-shared-prefix" in str(evidence)  # the evidence names the workload
     assert any("reverted the change" in b.get("headline", "") for b in evidence)  # back as it was
 
-    code, plain, err = await flagbot_json(config, "try", "add", FLAG, "median_ttft_ms<=+10%", "profile=plain")
+    code, plain, err = await flagbot_json(config, "try", "add", FLAG, "median_ttft_ms<=+100%", "profile=plain")
     assert code == 0 and plain["verdict"] != "regressed", (plain, err)
     verdict = next(b for b in blocks(config, plain["experiment_id"]) if b["kind"] == "verdict")
     assert "median_ttft_ms" in "\n".join(verdict["details"]) and "fail" not in "\n".join(verdict["details"])
