@@ -168,7 +168,7 @@ class AuditEvent(SQLModel, table=True):
     __table_args__ = (
         # every playbook command asks for the target's latest freeze and its restarts of the last
         # hour, before Slack's acknowledgement: without it both read every audit row of the target
-        # (90 and 73 ms at 100,000 rows, bench/audit_queries.py)
+        # (111 and 44 ms a query at 100,000 rows: bench/audit_queries.py, 2026-12-07)
         Index("ix_audit_event_target_action_at", "target", "action", "at"),
     )
 

@@ -1,6 +1,6 @@
 """The checks every playbook command makes before Slack's acknowledgement (the target's latest
 freeze, its restarts of the last hour) read the audit log through its (target, action, at) index,
-not every audit row of the target: at 100,000 rows that was 90 and 73 ms a query
+not every audit row of the target: at 100,000 rows that was 111 and 44 ms a query
 (bench/audit_queries.py prints the figures)."""
 
 from __future__ import annotations

@@ -70,7 +70,9 @@ async def test_disabling_the_radix_cache_regresses_ttft_only_where_prompts_share
     assert "generated-shared-prefix" in str(evidence)  # the evidence names the workload
     assert any("reverted the change" in b.get("headline", "") for b in evidence)  # back as it was
 
-    code, plain, err = await flagbot_json(config, "try", "add", FLAG, "median_ttft_ms<=+100%", "profile=plain")
+    code, plain, err = await flagbot_json(
+        config, "try", "add", FLAG, "median_ttft_ms<=+100%", "profile=plain"
+    )
     assert code == 0 and plain["verdict"] != "regressed", (plain, err)
     verdict = next(b for b in blocks(config, plain["experiment_id"]) if b["kind"] == "verdict")
     assert "median_ttft_ms" in "\n".join(verdict["details"]) and "fail" not in "\n".join(verdict["details"])

@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.bench import loadgen
-from bot.bench.loadgen import AcceptLengthReads, read_accept_length
+from bot.bench import server_reads
+from bot.bench.server_reads import AcceptLengthReads, read_accept_length
 
 
 def serve(monkeypatch: pytest.MonkeyPatch, body: object, status: int = 200) -> list[str]:
@@ -18,7 +18,7 @@ def serve(monkeypatch: pytest.MonkeyPatch, body: object, status: int = 200) -> l
         asked.append(url)
         return httpx.Response(status, json=body, request=httpx.Request("GET", url))
 
-    monkeypatch.setattr(loadgen, "http_get", fake_get)
+    monkeypatch.setattr(server_reads, "http_get", fake_get)
     return asked
 
 
