@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bot.bench.compare_sets import Compared
 from bot.bench.run import BenchRun
 from bot.config import Settings
 from bot.loop.preflight import PreflightReport
@@ -181,7 +182,7 @@ class FakeTarget:
     async def bench_plan(self, ctx: Any, label: str, snapshot_id: int | None, profile: str | None) -> Any:
         return FakePlan("builtin", profile or "probe", label, snapshot_id)
 
-    async def run_plan(self, plan: Any, **_: Any) -> SimpleNamespace:
+    async def run_plan(self, plan: Any, **_: Any) -> BenchRun:
         """A measurement set whose throughput follows the capacity (stored like a real one's)."""
         throughput = 10.0 * capacity(self.flags)
         level = {
@@ -205,7 +206,7 @@ class FakeTarget:
 
     def compare_by_id(
         self, store: Store, reference: int, candidate: int, *_: Any, save: bool = True, **__: Any
-    ) -> SimpleNamespace:
+    ) -> Compared:
         """A decided verdict (no more repeats asked for); stored by the caller when `save=False`."""
         lines = ["regressed: output_throughput -45.8 % (capacity 48 -> 26)"]
         result = SimpleNamespace(
@@ -220,7 +221,8 @@ class FakeTarget:
             if save
             else None
         )
-        return SimpleNamespace(result=result, row=row, power=None, sides=None)
+        # The real record, so a field added to it later has its default here too.
+        return Compared(result=result, row=row)  # type: ignore[arg-type]
 
 
 def _no_chart(*_: Any, **__: Any) -> None:

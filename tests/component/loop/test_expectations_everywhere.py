@@ -26,6 +26,7 @@ from bot.app.checks import Probe, run_check
 from bot.app.notify import MemoryNotifier
 from bot.app.runtime import ScheduleRuntime
 from bot.bench.capacity import CapacityVerdict
+from bot.bench.compare_sets import Compared
 from bot.loop.engine import Engine
 from bot.loop.report import MemoryReporter, RunOutcome
 from bot.loop.run_state import RunState
@@ -74,7 +75,7 @@ class Statistics:
 
     def __call__(
         self, store: Store, reference: int, candidate: int, *_: Any, save: bool = True, **__: Any
-    ) -> Any:
+    ) -> Compared:
         a, b = load_set(store, reference), load_set(store, candidate)
         assert a is not None and b is not None
         before = a.set.summary["levels"][0]["output_throughput"] / 10
@@ -101,7 +102,7 @@ class Statistics:
             lines=lambda: [f"verdict: {word}"],
             to_json=lambda: {"verdict": word},
         )
-        return SimpleNamespace(result=result, row=row, power=None, sides=None)
+        return Compared(result=result, row=row)  # type: ignore[arg-type]  # the real record
 
 
 @contextmanager
