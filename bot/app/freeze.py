@@ -4,7 +4,8 @@ refused with the freeze's reason, who set it and until when; reads go on.
 Why here: the CLI, Slack (typed commands, mentions, buttons, approved requests) and the
 scheduler reach a change of a target through `bot.app.runs.run_playbook` (try, revert, restart,
 isolate, `run NAME`, the card's buttons) and `bot.app.target_commands.rollback_or_reconcile`; both
-ask `check_not_frozen` before anything runs, so the rule is written once. Slack also asks before
+ask `check_not_frozen` (a run: `bot.app.runs.check_call_gates`) before anything runs, so the rule is
+written once. Slack also asks before
 its acknowledgement (`bot.slack.dispatch.check_stored`), so a refusal is an ephemeral answer.
 
 What changes a target: a playbook run whose steps restart the ranks or write the drop-in
@@ -152,7 +153,7 @@ async def check_invocation_not_frozen(
     ctx: AppContext, invocation: Invocation, *, now: datetime | None = None
 ) -> None:
     """FrozenError when the parsed command would change a frozen target (Slack asks this before
-    its acknowledgement; the runs ask `check_call_not_frozen` / `check_not_frozen` again)."""
+    its acknowledgement; the runs ask `bot.app.runs.check_call_gates` / `check_not_frozen` again)."""
     if changes_target(ctx.settings, invocation):
         target = target_of(ctx.settings, invocation)
         label = f"{invocation.name} {invocation.sub}" if invocation.sub else invocation.name
@@ -163,16 +164,28 @@ async def check_not_frozen(ctx: AppContext, target: str, what: str, *, now: date
     """FrozenError when `target` is frozen: `what` (a command, in words) would change it."""
     found = await active_freeze(ctx, target, now=now)
     if found is not None:
-        raise FrozenError(
-            f"{what} refused: {found.describe()}. Reads (status, log, logs, observe, grep, explain, predict) go on"
-            + ("; `unfreeze` lifts it" if found.source == "command" else "; edit the config to end it early")
-        )
+        raise frozen_error(found, what)
 
 
-async def check_call_not_frozen(ctx: AppContext, call: PlaybookCall, *, now: datetime | None = None) -> None:
-    """`check_not_frozen` for a playbook run that changes its target (no-op for one that does not)."""
-    if call_changes_target(call):
-        await check_not_frozen(ctx, call.target, f"`{call.book.name}` (it restarts {call.target})", now=now)
+def frozen_error(found: Freeze, what: str) -> FrozenError:
+    """The refusal of `what` (a command, in words) by the freeze `found`."""
+    return FrozenError(
+        f"{what} refused: {found.describe()}. Reads (status, log, logs, observe, grep, explain, predict) go on"
+        + ("; `unfreeze` lifts it" if found.source == "command" else "; edit the config to end it early")
+    )
+
+
+def check_call_not_frozen_by(
+    settings: Settings, call: PlaybookCall, event: AuditEvent | None, *, now: datetime
+) -> None:
+    """FrozenError when a playbook run that changes its target meets a freeze: the command's
+    (`event`, the target's newest freeze or unfreeze, read by the caller) or a config window.
+    A no-op for a run that does not change its target."""
+    if not call_changes_target(call):
+        return
+    found = command_freeze(event, now) or config_freeze(settings, call.target, now)
+    if found is not None:
+        raise frozen_error(found, f"`{call.book.name}` (it restarts {call.target})")
 
 
 def parse_until(text: str | None, now: datetime) -> datetime | None:

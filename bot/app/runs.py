@@ -6,20 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.app.ask import after_revert, answer_revert_if_pending
 from bot.app.change_rights import check_call
 from bot.app.context import AppContext
 from bot.app.errors import AppError
-from bot.app.freeze import check_call_not_frozen
+from bot.app.freeze import call_changes_target, check_call_not_frozen_by
 from bot.app.playbooks import PlaybookCall, effects_of, load_all
 from bot.commands import CommandError
 from bot.loop.engine import Engine, LeaseHeld
 from bot.loop.playbook import Playbook
 from bot.loop.report import MemoryReporter, Reporter, RunOutcome
-from bot.loop.restart_budget import RestartLimitError, check_restarts
+from bot.loop.restart_budget import WINDOW, allowance
 from bot.store.experiments import get_experiment, unfinished_experiments
 from bot.store.loop_models import Experiment
+from bot.store.models import utcnow
+from bot.store.records import gate_facts
 
 
 def build_engine(
@@ -103,25 +106,25 @@ class RestartLimitRefusedError(AppError):
     when the next restart is allowed)."""
 
 
-async def check_restart_limit(ctx: AppContext, call: PlaybookCall) -> None:
-    """RestartLimitRefusedError when a run that restarts the target does not fit the restarts the
-    store counted for it in the last hour (`bot.loop.restart_budget`). A run needs one restart
-    up front; `isolate` checks its worst case again once it knows how many changes it probes."""
-    if not effects_of(call.book, call.params).restarts:
+async def check_call_gates(ctx: AppContext, call: PlaybookCall, *, now: datetime | None = None) -> None:
+    """What the store says a run may not do, from one trip to its thread: FrozenError when the
+    run would change a frozen target (`bot.app.freeze`); RestartLimitRefusedError when a run that
+    restarts the target does not fit the restarts the store counted for it in the last hour
+    (`bot.loop.restart_budget`). A run needs one restart up front; `isolate` checks its worst case
+    again once it knows how many changes it probes. No store trip for a run that changes nothing."""
+    freezes = call_changes_target(call)
+    config = ctx.settings.targets.get(call.target)  # None: resolve_playbook refused it already
+    limited = effects_of(call.book, call.params).restarts and config is not None
+    if not (freezes or limited):
         return
-    config = ctx.settings.targets.get(call.target)
-    if config is None:
-        return  # resolve_playbook refused an unknown target already
-    try:
-        await check_restarts(
-            ctx.store,
-            call.target,
-            limit=config.policy.max_restarts_per_hour,
-            needed=1,
-            what=f"`{call.book.name}`",
-        )
-    except RestartLimitError as exc:
-        raise RestartLimitRefusedError(str(exc)) from None
+    at = now or utcnow()
+    facts = await ctx.store.run(gate_facts, ctx.store.store, call.target, since=at - WINDOW)
+    check_call_not_frozen_by(ctx.settings, call, facts.freeze_event, now=at)
+    if limited and config is not None:
+        found = allowance(facts.restarts, limit=config.policy.max_restarts_per_hour, needed=1, now=at)
+        refusal = found.refusal(call.target, f"`{call.book.name}`")
+        if refusal is not None:
+            raise RestartLimitRefusedError(refusal)
 
 
 async def run_playbook(
@@ -133,6 +136,7 @@ async def run_playbook(
     admin: bool,
     restart_approved: bool,
     hypothesis_id: int | None = None,
+    gates_checked: bool = False,
     on_settled: Callable[[RunOutcome], Awaitable[None]] | None = None,
     on_wait: Callable[[LeaseHeld, float], None] | None = None,
 ) -> PlaybookRun:
@@ -146,19 +150,22 @@ async def run_playbook(
 
     `restart_approved`: whoever asked may restart this target (the CLI, whose user holds the bot
     host; in Slack, a request an approver approved). Without it, `heal` refuses to restart a
-    diverged target whose policy has `require_approval` (`bot.target.heal`)."""
+    diverged target whose policy has `require_approval` (`bot.target.heal`).
+
+    `gates_checked`: the caller asked `check_call_gates` and `check_experiment_target` just
+    before (Slack, before it opens the thread), so they are not asked twice; a `wait=` run asks
+    `check_call_gates` again once the target is free."""
     check_call(ctx.settings, call, admin=admin)
-    await check_call_not_frozen(ctx, call)
-    await check_experiment_target(ctx, call)
-    await check_restart_limit(ctx, call)
+    if not gates_checked:
+        await check_call_gates(ctx, call)
+        await check_experiment_target(ctx, call)
     reverted = reverted_experiment(call)
     if reverted is not None:
         await answer_revert_if_pending(ctx, reverted, actor=actor)  # a pending Keep / Revert: Revert
     engine = build_engine(ctx, reporter, books=call.books)
 
     async def recheck() -> None:  # `wait=`: a freeze or restarts made while it waited still count
-        await check_call_not_frozen(ctx, call)
-        await check_restart_limit(ctx, call)
+        await check_call_gates(ctx, call)
 
     settled = await engine.reconcile(call.target) if call.book.mutating else []
     if on_settled is not None:

@@ -21,7 +21,7 @@ from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
 from bot.app.fleet import fleet_status, wants_fleet
-from bot.app.freeze import FrozenError, check_call_not_frozen, check_invocation_not_frozen
+from bot.app.freeze import FrozenError, check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
 from bot.app.notify import MemoryNotifier
@@ -30,8 +30,8 @@ from bot.app.predict import predict_change
 from bot.app.records import read_records
 from bot.app.runs import (
     RestartLimitRefusedError,
+    check_call_gates,
     check_experiment_target,
-    check_restart_limit,
     run_playbook,
 )
 from bot.app.settle import settled_text
@@ -128,18 +128,20 @@ async def check_stored(services: SlackServices, invocation: Invocation) -> None:
     """What the store says the user must fix, answered before the ack like `check` (CommandError):
     a revert of an experiment that ran on another target; a restart over the target's
     `policy.max_restarts_per_hour` (checked again when the run starts, after any approval); a
-    change of a frozen target (`bot.app.freeze`, checked again when it runs)."""
-    try:
-        await check_invocation_not_frozen(services.context, invocation)
-    except FrozenError as exc:
-        raise CommandError(exc.message) from None
-    if runs_playbook(invocation):
-        call = resolve_playbook(services.settings, invocation)
-        await check_experiment_target(services.context, call)
+    change of a frozen target (`bot.app.freeze`, checked again when it runs). A playbook run's
+    freeze and restart facts come from one store trip (`check_call_gates`)."""
+    if not runs_playbook(invocation):
         try:
-            await check_restart_limit(services.context, call)
-        except RestartLimitRefusedError as exc:
+            await check_invocation_not_frozen(services.context, invocation)
+        except FrozenError as exc:
             raise CommandError(exc.message) from None
+        return
+    call = resolve_playbook(services.settings, invocation)
+    try:
+        await check_call_gates(services.context, call)
+    except (FrozenError, RestartLimitRefusedError) as exc:
+        raise CommandError(exc.message) from None
+    await check_experiment_target(services.context, call)
 
 
 async def start_thread(
@@ -193,7 +195,10 @@ async def run_in_thread(
     call = resolve_playbook(services.settings, invocation)
     admin = await is_admin(services, client, user, call.target)
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
-    await check_call_not_frozen(services.context, call)  # a button or an approval on a frozen target too
+    # a button or an approved request on a frozen target, over its restart limit, or reverting
+    # another target's experiment, too: asked here, before the thread opens, not again by run_playbook
+    await check_call_gates(services.context, call)
+    await check_experiment_target(services.context, call)
     card = CardState(
         experiment_id=None,
         playbook=call.book.name,
@@ -224,6 +229,7 @@ async def run_in_thread(
             admin=admin,
             restart_approved=restart_approved,
             hypothesis_id=hypothesis_id,
+            gates_checked=True,
             on_settled=say_settled,
             on_wait=say_waiting,
         )

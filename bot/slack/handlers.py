@@ -151,13 +151,24 @@ async def _refused_whatever_the_list(
 
 
 async def _accepted(
-    services: SlackServices, client: AsyncWebClient, text: str, flags: FlagList, user: str, channel: str
+    services: SlackServices,
+    client: AsyncWebClient,
+    text: str,
+    flags: FlagList,
+    user: str,
+    channel: str,
+    *,
+    stored_checked: bool = False,
 ) -> tuple[Invocation, Decision, list[str]] | str:
-    """The command read with `flags`, checked and authorised; or the refusal to show the user."""
+    """The command read with `flags`, checked and authorised; or the refusal to show the user.
+    `stored_checked`: `check_stored` answered for these words before the ack (with the packaged
+    list; the target and the playbook do not depend on the list), and the run asks the store
+    again when it starts, so it is not asked here."""
     try:
         invocation = parse(services.settings, text, flags)
         check(services.settings, invocation)
-        await check_stored(services, invocation)
+        if not stored_checked:
+            await check_stored(services, invocation)
     except CommandError as exc:  # a list's refusal says which list it was
         return exc.render() + (f"\nflags checked against the {flags.note}" if exc.flag_list else "")
     decision = await decide_for(services, client, invocation, user, channel)
@@ -177,7 +188,7 @@ async def _checked_on_the_host(
     """After a "checking" ack: read the host's list, then answer as the ack would have (the
     refusal, or the run started, naming the list used), only to the user until a thread opens."""
     flags = await read_flag_list(services.settings, words)
-    accepted = await _accepted(services, client, text, flags, user, where.channel)
+    accepted = await _accepted(services, client, text, flags, user, where.channel, stored_checked=True)
     if isinstance(accepted, str):
         await client.chat_postEphemeral(channel=where.channel, user=user, text=redact(accepted))
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -16,10 +17,12 @@ __all__ = [
     "FREEZE_ACTION",
     "RESTART_ACTION",
     "UNFREEZE_ACTION",
+    "GateFacts",
     "add_evidence",
     "audit",
     "audit_events",
     "evidence_of",
+    "gate_facts",
     "latest_freeze_event",
     "restart_times",
     "thread_targets",
@@ -125,6 +128,21 @@ def latest_freeze_event(store: Store, target: str) -> AuditEvent | None:
             )
             newest.extend(session.exec(query).all())
     return max(newest, key=lambda row: (row.at, row.id or 0), default=None)
+
+
+@dataclass(frozen=True)
+class GateFacts:
+    """What the store says of a target before a run may change it: its newest freeze or
+    unfreeze command (`latest_freeze_event`) and its restarts since a time (`restart_times`)."""
+
+    freeze_event: AuditEvent | None
+    restarts: list[datetime]
+
+
+def gate_facts(store: Store, target: str, *, since: datetime) -> GateFacts:
+    """Both facts in one call, so a caller on the event loop (Slack's check before its
+    acknowledgement) makes one trip to the store's thread for them instead of two."""
+    return GateFacts(latest_freeze_event(store, target), restart_times(store, target, since=since))
 
 
 def thread_targets(store: Store, channel: str, thread_ts: str, *, action: str) -> set[str]:
