@@ -4,9 +4,9 @@ refused with the freeze's reason, who set it and until when; reads go on.
 Why here: the CLI, Slack (typed commands, mentions, buttons, approved requests) and the
 scheduler reach a change of a target through `bot.app.runs.run_playbook` (try, revert, restart,
 isolate, `run NAME`, the card's buttons) and `bot.app.target_commands.rollback_or_reconcile`; both
-ask `check_not_frozen` (a run: `bot.app.runs.check_call_gates`) before anything runs, so the rule is
-written once. Slack also asks before
-its acknowledgement (`bot.slack.dispatch.check_stored`), so a refusal is an ephemeral answer.
+ask `check_not_frozen` (a run: `bot.app.runs.check_call_gates`) before anything runs, so the
+rule is written once. Slack also asks before its acknowledgement (`bot.slack.dispatch.check_stored`),
+so a refusal is an ephemeral answer.
 
 What changes a target: a playbook run whose steps restart the ranks or write the drop-in
 (`PlaybookEffects.restarts` / `forces`: a `try dry-run=yes` or a `restart dry-run=yes` does not),

@@ -114,17 +114,26 @@ async def check_call_gates(ctx: AppContext, call: PlaybookCall, *, now: datetime
     again once it knows how many changes it probes. No store trip for a run that changes nothing."""
     freezes = call_changes_target(call)
     config = ctx.settings.targets.get(call.target)  # None: resolve_playbook refused it already
-    limited = effects_of(call.book, call.params).restarts and config is not None
-    if not (freezes or limited):
+    restarts = effects_of(call.book, call.params).restarts
+    limit = config.policy.max_restarts_per_hour if restarts and config is not None else None
+    if not freezes and limit is None:
         return
     at = now or utcnow()
     facts = await ctx.store.run(gate_facts, ctx.store.store, call.target, since=at - WINDOW)
     check_call_not_frozen_by(ctx.settings, call, facts.freeze_event, now=at)
-    if limited and config is not None:
-        found = allowance(facts.restarts, limit=config.policy.max_restarts_per_hour, needed=1, now=at)
-        refusal = found.refusal(call.target, f"`{call.book.name}`")
+    if limit is not None:
+        refusal = allowance(facts.restarts, limit=limit, needed=1, now=at).refusal(
+            call.target, f"`{call.book.name}`"
+        )
         if refusal is not None:
             raise RestartLimitRefusedError(refusal)
+
+
+async def check_call_in_store(ctx: AppContext, call: PlaybookCall) -> None:
+    """Everything the store may refuse a run for before it starts: `check_call_gates` (freeze,
+    restart limit), then `check_experiment_target` (a revert of another target's experiment)."""
+    await check_call_gates(ctx, call)
+    await check_experiment_target(ctx, call)
 
 
 async def run_playbook(
@@ -152,13 +161,12 @@ async def run_playbook(
     host; in Slack, a request an approver approved). Without it, `heal` refuses to restart a
     diverged target whose policy has `require_approval` (`bot.target.heal`).
 
-    `gates_checked`: the caller asked `check_call_gates` and `check_experiment_target` just
-    before (Slack, before it opens the thread), so they are not asked twice; a `wait=` run asks
-    `check_call_gates` again once the target is free."""
+    `gates_checked`: the caller asked `check_call_in_store` just before (Slack, before it opens
+    the thread), so it is not asked twice; a `wait=` run asks `check_call_gates` again once the
+    target is free."""
     check_call(ctx.settings, call, admin=admin)
     if not gates_checked:
-        await check_call_gates(ctx, call)
-        await check_experiment_target(ctx, call)
+        await check_call_in_store(ctx, call)
     reverted = reverted_experiment(call)
     if reverted is not None:
         await answer_revert_if_pending(ctx, reverted, actor=actor)  # a pending Keep / Revert: Revert

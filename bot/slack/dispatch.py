@@ -30,8 +30,7 @@ from bot.app.predict import predict_change
 from bot.app.records import read_records
 from bot.app.runs import (
     RestartLimitRefusedError,
-    check_call_gates,
-    check_experiment_target,
+    check_call_in_store,
     run_playbook,
 )
 from bot.app.settle import settled_text
@@ -129,7 +128,7 @@ async def check_stored(services: SlackServices, invocation: Invocation) -> None:
     a revert of an experiment that ran on another target; a restart over the target's
     `policy.max_restarts_per_hour` (checked again when the run starts, after any approval); a
     change of a frozen target (`bot.app.freeze`, checked again when it runs). A playbook run's
-    freeze and restart facts come from one store trip (`check_call_gates`)."""
+    freeze and restart facts come from one store trip (`check_call_in_store`)."""
     if not runs_playbook(invocation):
         try:
             await check_invocation_not_frozen(services.context, invocation)
@@ -138,10 +137,9 @@ async def check_stored(services: SlackServices, invocation: Invocation) -> None:
         return
     call = resolve_playbook(services.settings, invocation)
     try:
-        await check_call_gates(services.context, call)
+        await check_call_in_store(services.context, call)
     except (FrozenError, RestartLimitRefusedError) as exc:
         raise CommandError(exc.message) from None
-    await check_experiment_target(services.context, call)
 
 
 async def start_thread(
@@ -197,8 +195,7 @@ async def run_in_thread(
     check_call(services.settings, call, admin=admin)  # a refusal: ephemeral, no thread
     # a button or an approved request on a frozen target, over its restart limit, or reverting
     # another target's experiment, too: asked here, before the thread opens, not again by run_playbook
-    await check_call_gates(services.context, call)
-    await check_experiment_target(services.context, call)
+    await check_call_in_store(services.context, call)
     card = CardState(
         experiment_id=None,
         playbook=call.book.name,

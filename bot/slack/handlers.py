@@ -161,9 +161,9 @@ async def _accepted(
     stored_checked: bool = False,
 ) -> tuple[Invocation, Decision, list[str]] | str:
     """The command read with `flags`, checked and authorised; or the refusal to show the user.
-    `stored_checked`: `check_stored` answered for these words before the ack (with the packaged
-    list; the target and the playbook do not depend on the list), and the run asks the store
-    again when it starts, so it is not asked here."""
+    `stored_checked`: the store's checks are left to the run, which asks them before it opens
+    its thread (`run_in_thread`, `rollback_or_reconcile`): after a "checking" ack, where
+    `check_stored` already answered for these words unless the packaged list could not read them."""
     try:
         invocation = parse(services.settings, text, flags)
         check(services.settings, invocation)
