@@ -74,12 +74,22 @@ def test_the_state_starts_at_pass_and_only_pass_or_fail_change_it(store: Store) 
     assert (ran.previous, ran.state, ran.changed) == ("pass", "pass", False)
     assert get_check(store, first.id).status == "done"  # type: ignore[union-attr]
     failed = record_check_run(
-        store, first.id, result="fail", summary="48 -> 26", trigger="manual", done=False
+        store,
+        first.id,
+        result="fail",
+        summary="48 -> 26",
+        trigger="manual",
+        done=False,
+        ran_at=T0 + timedelta(hours=1),
     )
     assert (failed.previous, failed.state, failed.changed) == ("pass", "fail", True)
-    busy = record_check_run(store, first.id, result="busy", summary="held by bob")
+    busy = record_check_run(
+        store, first.id, result="busy", summary="held by bob", ran_at=T0 + timedelta(hours=2)
+    )
     assert (busy.previous, busy.state, busy.changed) == ("fail", "fail", False)
-    back = record_check_run(store, first.id, result="pass", summary="holds again")
+    back = record_check_run(
+        store, first.id, result="pass", summary="holds again", ran_at=T0 + timedelta(hours=3)
+    )
     assert back.changed and back.previous == "fail"
     assert set_posted(store, back.run.id or 0, "1700.1") is None
     runs = check_runs(store, first.id)
