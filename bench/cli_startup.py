@@ -53,6 +53,30 @@ HEAVY = (
     "flagbot_lab",
 )
 
+LIBRARY_FLOORS = {
+    "the interpreter alone": (),
+    "the console (typer, rich)": ("typer", "rich.console"),
+    "the settings (pydantic-settings)": ("pydantic_settings",),
+    "the store (sqlmodel over SQLAlchemy's ORM)": ("sqlalchemy.orm", "sqlmodel"),
+    "store + settings + console (log's first call needs them)": (
+        "typer",
+        "rich.console",
+        "pydantic_settings",
+        "sqlalchemy.orm",
+        "sqlmodel",
+    ),
+    "the same + asyncssh (status and explain)": (
+        "typer",
+        "rich.console",
+        "pydantic_settings",
+        "sqlalchemy.orm",
+        "sqlmodel",
+        "asyncssh",
+    ),
+}
+"""What a command imports before its first call, by layer: each set is imported by a fresh
+interpreter whose CPU time is then read."""
+
 WRAPPER = """
 import atexit, os, sys, time
 HEAVY = HEAVY_NAMES
@@ -197,6 +221,30 @@ def measure(config: Path, workdir: Path, runs: int, *, on_testbed: bool, code: P
         report(name, found, end_to_end_aim=STATUS_AIM_S if on_testbed and name == "status" else None)
 
 
+def import_floor_s(modules: tuple[str, ...], runs: int) -> float:
+    """The fastest of `runs` fresh interpreters' CPU time once `modules` are imported."""
+    probe = "".join(f"import {name}\n" for name in modules) + "import time\nprint(time.process_time())\n"
+    times = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        times.append(float(done.stdout.strip()))
+    return min(times)
+
+
+def report_floors(runs: int) -> None:
+    print(f"the libraries' floor: CPU time of a bare interpreter importing them (fastest of {runs}):")
+    for what, modules in LIBRARY_FLOORS.items():
+        floor = import_floor_s(modules, runs)
+        verdict = "over the aim" if floor > FIRST_CALL_AIM_S else "under the aim"
+        print(f"  {floor:6.3f} s  {what} ({verdict} of {FIRST_CALL_AIM_S} s)")
+
+
 def machine_line() -> str:
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return f"{os.cpu_count()} CPUs, load average {load} (1, 5, 15 min)"
@@ -215,6 +263,7 @@ def main() -> int:
     args = parser.parse_args()
     code = args.code.resolve() if args.code else None
     print(f"machine: {machine_line()}; flagbot from {code or 'the installed package'}")
+    report_floors(max(args.runs, 3))
     with tempfile.TemporaryDirectory(prefix="flagbot-cli-startup-") as tmp:
         base = Path(tmp)
         print("target listening nowhere (127.0.0.1:9), migrated SQLite store:")

@@ -32,7 +32,10 @@ from sqlalchemy import insert
 
 from bot.bench.run import KEY_METRICS
 from bot.config import Settings
-from bot.digest import IsoWeek, build_digest, render_chart_png, render_markdown
+from bot.digest.build import build_digest
+from bot.digest.chart import render_chart_png
+from bot.digest.markdown import render_markdown
+from bot.digest.week import IsoWeek
 from bot.loop.run_state import PreflightFacts, RankedProposal, RunState, flags_from_json
 from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages

@@ -20,8 +20,8 @@ from rich.markdown import Markdown
 from bot.app import digest as digests
 from bot.app.context import AppContext
 from bot.cli.common import fail, run_in_context, set_json_mode, settings, usage_errors
-from bot.digest import WeekFormatError, render_markdown
-from bot.digest.markdown import MAX_ROWS
+from bot.digest.markdown import MAX_ROWS, render_markdown
+from bot.digest.week import WeekFormatError
 
 __all__ = ["register_digest"]
 

@@ -7,8 +7,11 @@ import io
 import pytest
 
 from bot.config import Settings
-from bot.digest import build_digest, parse_week, render_chart_png, render_markdown
+from bot.digest.build import build_digest
+from bot.digest.chart import render_chart_png
+from bot.digest.markdown import render_markdown
 from bot.digest.threads import threads_of
+from bot.digest.week import parse_week
 from bot.loop.run_state import RunState
 from bot.slack.digest_blocks import render_blocks
 from bot.slack.render import messages

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from bot import main as cli
 from bot.config import load_settings
-from bot.digest import build_digest, render_markdown
+from bot.digest.build import build_digest
+from bot.digest.markdown import render_markdown
 from bot.digest.week import IsoWeek, zone
 from bot.loop.run_state import RunState
 from bot.store import Store

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from bot.commands import parse_command
-from bot.digest import build_digest, render_markdown
+from bot.digest.build import build_digest
+from bot.digest.markdown import render_markdown
 from bot.digest.week import IsoWeek, zone
 from bot.loop.capacity import (
     MEMORY_COST,
