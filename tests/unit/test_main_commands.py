@@ -78,10 +78,25 @@ def test_the_command_word_is_read_past_the_programs_own_options(args: list[str],
     assert command_word(args) == word
 
 
-def _imported_after(code: str) -> list[str]:
-    """Which of the watched packages a fresh interpreter has imported after `code`."""
+HEAVY_PACKAGES = (
+    "sqlalchemy",
+    "alembic",
+    "asyncssh",
+    "scipy",
+    "numpy",
+    *HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB,
+)
+
+THE_DIGEST_AND_THE_CAPACITY_MODEL = (
+    "bot.digest.build",
+    "bot.digest.chart",
+    "bot.sglang.capacity_model.prediction",
+)
+
+
+def _imported_after(code: str, watched: tuple[str, ...] = HEAVY_PACKAGES) -> list[str]:
+    """Which of the watched modules a fresh interpreter has imported after `code`."""
     probe = f"import sys\n{code}\nimport json\nprint(json.dumps(sorted(name for name in WATCHED if name in sys.modules)))"
-    watched = ("sqlalchemy", "alembic", "asyncssh", "scipy", "numpy", *HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB)
     done = subprocess.run(
         [sys.executable, "-c", probe.replace("WATCHED", repr(watched))],
         capture_output=True,
@@ -106,6 +121,15 @@ def test_a_console_command_loads_neither_the_slack_stack_nor_the_lab(name: str) 
     found = _imported_after(f"import bot.main\nbot.main.load_commands({name!r})")
     assert set(found) & set(HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB) == set()
     assert "sqlalchemy" in found or name == "explain", "the probe sees what a command imports"
+
+
+@pytest.mark.parametrize("name", ["status", "log", "rollback", "reconcile"])
+def test_a_target_or_records_command_loads_neither_the_digest_nor_the_capacity_model(name: str) -> None:
+    """`status` reads where runs' threads are (`bot.digest.threads`); that alone once ran the
+    digest package's re-exports, ~95 ms of imports before its first call."""
+    code = f"import bot.main\nbot.main.load_commands({name!r})"
+    assert _imported_after(code, THE_DIGEST_AND_THE_CAPACITY_MODEL) == []
+    assert "bot.digest.threads" in _imported_after(code, ("bot.digest.threads",)) or name == "log"
 
 
 def test_explain_loads_no_statistics() -> None:
