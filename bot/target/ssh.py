@@ -55,6 +55,24 @@ KILL_GRACE_S = 2.0
 """How long a timed-out command gets between SIGTERM and the channel being torn down."""
 
 
+def _aes_gcm_first(offered: list[bytes]) -> list[bytes]:
+    """asyncssh's ciphers, the same ones, with AES-GCM moved ahead of ChaCha20-Poly1305.
+
+    Why: a connection uses the first cipher of the client's list that the server also offers.
+    asyncssh lists chacha20-poly1305 first, and builds it in Python from three cryptography
+    contexts per packet (~14 us a packet here, against ~2.6 us for AES-GCM's one AEAD call);
+    an experiment's SSH traffic is ~1,800 packets, all handled on the event loop's thread. Every
+    cipher offered before is offered still, so a server that allows only ChaCha20 still gets it.
+    """
+    return sorted(offered, key=lambda name: 0 if name.endswith(b"-gcm@openssh.com") else 1)
+
+
+ENCRYPTION_ALGS = [
+    name.decode() for name in _aes_gcm_first(asyncssh.encryption.get_default_encryption_algs())
+]
+"""The ciphers every connection offers, in order of preference (see `_aes_gcm_first`)."""
+
+
 Auditor = Callable[[str, str], None]
 """Called with (node name, argv_shell) before each remote command: a log of what flagbot ran."""
 
@@ -189,6 +207,7 @@ class NodeSession:
             "login_timeout": self.connect_timeout,
             "keepalive_interval": KEEPALIVE_S,
             "keepalive_count_max": 3,
+            "encryption_algs": ENCRYPTION_ALGS,
         }
         if self.key_path is not None:
             options["client_keys"] = [str(self.key_path)]

@@ -188,6 +188,8 @@ class FakeNode:
     """Counted also here, with the other nodes that share it (a fleet's global peaks)."""
     connected: int = 0
     """SSH connections open now."""
+    encryption_algs: list[str] | None = None
+    """The ciphers the node's sshd allows (sshd's `Ciphers`); None: asyncssh's defaults."""
 
     async def handle(self, process: Any) -> None:
         self.running += 1
@@ -354,6 +356,7 @@ class FakeNode:
             authorized_client_keys=asyncssh.import_authorized_keys(client_public),
             process_factory=node.handle,
             encoding=None,
+            **({"encryption_algs": self.encryption_algs} if self.encryption_algs is not None else {}),
         )
         self.port = self.server.sockets[0].getsockname()[1]
 
