@@ -19,7 +19,14 @@ from bot.loop.actions import StepContext, StopPlaybook, get_action
 from bot.loop.lease_guard import HeldLease
 from bot.loop.playbook import Playbook, StepSpec
 from bot.loop.report import RunOutcome
-from bot.store.experiments import finish_step, get_experiment, list_steps, start_step, update_experiment
+from bot.store.experiments import (
+    cancel_requester,
+    finish_step,
+    get_experiment,
+    list_steps,
+    start_step,
+    update_experiment,
+)
 from bot.store.models import utcnow
 from bot.store.records import audit, evidence_of
 from bot.target.errors import never_reached
@@ -131,8 +138,9 @@ class Run:
         return rolled_back
 
     async def cancel_requested(self) -> str | None:
-        row = await self._db(get_experiment, self.ctx.experiment_id)
-        return None if row is None else row.cancel_requested_by
+        """Who asked this run to stop (one column read at each step boundary, not the whole row)."""
+        who: str | None = await self._db(cancel_requester, self.ctx.experiment_id)
+        return who
 
     # --- the run --------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from bot.store.models import utcnow
 from bot.store.store import Store
 
 __all__ = [
+    "cancel_requester",
     "create_experiment",
     "finish_step",
     "get_experiment",
@@ -76,6 +77,17 @@ def create_experiment(
 def get_experiment(store: Store, experiment_id: int) -> Experiment | None:
     with Session(store.engine, expire_on_commit=False) as session:
         return session.get(Experiment, experiment_id)
+
+
+def cancel_requester(store: Store, experiment_id: int) -> str | None:
+    """Who asked the experiment to stop; None when nobody did or there is no such experiment.
+
+    The engine asks this at every step boundary. Why one column: `get_experiment` builds the
+    whole row, parsing its params and its state (the run's JSON, which grows with every step),
+    only for this one name to be read (issue 16 item 9)."""
+    query = select(Experiment.cancel_requested_by).where(col(Experiment.id) == experiment_id)
+    with Session(store.engine) as session:
+        return session.exec(query).first()
 
 
 def latest_experiment(
@@ -135,8 +147,10 @@ def start_step(
     store: Store, experiment_id: int, *, index: int, name: str, action: str, args: Mapping[str, Any]
 ) -> ExperimentStep:
     """Record that step `index` began (status "running")."""
+    exists = select(col(Experiment.id)).where(col(Experiment.id) == experiment_id)
     with Session(store.engine, expire_on_commit=False) as session:
-        if session.get(Experiment, experiment_id) is None:
+        # its id, not the whole row: building the row parsed the run's state JSON for nothing
+        if session.exec(exists).first() is None:
             raise LookupError(f"no experiment #{experiment_id}")
         step = ExperimentStep(
             experiment_id=experiment_id, index=index, name=name, action=action, args=dict(args)

@@ -18,6 +18,7 @@ from bot.store import AsyncStore, AuditEvent, Baseline, Experiment, Measurement,
 from bot.store.baselines import current_baseline, pin_baseline
 from bot.store.database import make_engine
 from bot.store.experiments import (
+    cancel_requester,
     create_experiment,
     finish_step,
     get_experiment,
@@ -450,6 +451,12 @@ def test_cancel_only_pending_or_running_experiments(store: Store) -> None:
         for i in (pending, running, finished)
     }
     assert cancelled_by == {pending: "alice", running: "bob", finished: None}
+    assert [cancel_requester(store, i) for i in (pending, running, finished, 999)] == [
+        "alice",
+        "bob",
+        None,
+        None,
+    ]
     with pytest.raises(LookupError, match="no experiment #999"):
         request_cancel(store, 999, actor="alice")
 
