@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from bot.bench.prompt_groups import SALT_WORDS, PromptRow, group_order, system_prompt
 from bot.bench.prompts import make_prompt
 from bot.bench.tokenizer import TokenCounter
 from bot.config.datasets import DatasetError, DatasetKind, parse_dataset
@@ -55,8 +56,6 @@ MAX_PROMPT_FILE_BYTES = 256 * 1024 * 1024
 benchmark of a few thousand requests needs far less, and the whole file is read into memory."""
 CHARS_PER_TOKEN = 4
 """The approximation without a tokenizer file (the twin counts prompt tokens the same way)."""
-SALT_WORDS = 4
-"""Words of a prompt file's per-run salt prefix: a few tokens, unlikely to collide between runs."""
 
 
 @dataclass(frozen=True)
@@ -84,15 +83,6 @@ class DatasetSpec:
         if self.kind in ("sharegpt", "jsonl"):
             return f"{self.kind}:{self.prompt_file.name if self.prompt_file else '?'}"
         return "random"
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    """One request of a prompt file: its text, its length as counted, the output it asks for."""
-
-    prompt: str
-    prompt_len: int
-    output_len: int
 
 
 def prompt_file_path(directory: Path | None, name: str) -> Path:
@@ -231,22 +221,6 @@ def words_for(tokens: int, count_tokens: TokenCounter | None, rng_seed: int = 0)
     sample_words = 512
     counted = count_tokens(make_prompt(random.Random(rng_seed), sample_words))  # noqa: S311
     return max(1, round(tokens * sample_words / max(1, counted)))
-
-
-def system_prompt(seed: int, salt: int, group: int, words: int) -> str:
-    """Group `group`'s shared system prompt in the set salted `salt`: the same for every worker
-    and run of the set (sharing within the set), different in any other set."""
-    rng = random.Random(f"gsp:{seed}:{salt}:{group}")  # noqa: S311 - benchmark data
-    return make_prompt(rng, words)
-
-
-def group_order(seed: int, salt: int, shape: SharedPrefixShape) -> list[int]:
-    """The group of each request of the num_groups x prompts_per_group plan, shuffled as
-    bench_serving shuffles its requests (`--gsp-ordered` off); a level with more requests goes
-    round it again (every question is fresh, so no prompt repeats)."""
-    plan = [group for group in range(shape.num_groups) for _ in range(shape.prompts_per_group)]
-    random.Random(f"gsp-order:{seed}:{salt}").shuffle(plan)  # noqa: S311 - benchmark schedule
-    return plan
 
 
 def run_prefix(salt: int, run: int) -> str:

@@ -52,6 +52,7 @@ from bot.bench.datasets import (
     words_for,
 )
 from bot.bench.metrics import RequestRecord, ServiceLevels, summarize
+from bot.bench.prompt_groups import GroupShape
 from bot.bench.server_reads import AcceptLengthReads
 from bot.bench.tokenizer import TokenCounter, TokenizerError, load_token_counter
 from bot.bench.worker import ClientKind, WorkerPlan, WorkerResult, worker_main
@@ -241,7 +242,7 @@ def plans(spec: LoadSpec, model: str, prepared: Prepared | None = None) -> list[
                 prompt_salt=spec.prompt_salt,
                 tokenizer=spec.tokenizer,
                 dataset=spec.dataset.kind,
-                shared_prefix=gsp,
+                shared_prefix=GroupShape.of(gsp) if gsp is not None else None,
                 system_words=prepared.system_words,
                 question_words=prepared.question_words,
                 rows=prepared.rows[index::workers] or prepared.rows,

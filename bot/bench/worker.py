@@ -45,17 +45,18 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal
 
-from bot.bench.datasets import SALT_WORDS, DatasetKind, PromptRow, group_order, system_prompt
 from bot.bench.metrics import RequestRecord
+from bot.bench.prompt_groups import SALT_WORDS, PromptRow, SharedPrefixGroups, group_order, system_prompt
 from bot.bench.prompts import calibrate, make_prompt
 from bot.bench.sse import Chunk, SSEDecoder, interpret
 from bot.bench.tokenizer import TokenCounter, load_token_counter
 from bot.bench.worker_meters import IdleMeter, lag_probe, spin
-from bot.config.schema import SharedPrefixShape
 
 if TYPE_CHECKING:
     import aiohttp
     import httpx
+
+    from bot.config.datasets import DatasetKind  # not at run time: see bot.bench.prompt_groups
 
 __all__ = ["WorkerPlan", "WorkerResult", "arrival_gap", "note_chunk", "worker_main"]
 
@@ -90,7 +91,7 @@ class WorkerPlan:
     tokenizer: str | None = None
     """The target's tokenizer file: counts a chunk's tokens when the stream has no running usage."""
     dataset: DatasetKind = "random"
-    shared_prefix: SharedPrefixShape | None = None
+    shared_prefix: SharedPrefixGroups | None = None
     """`generated-shared-prefix`: the groups; prompts are `system_words` + `question_words` words."""
     system_words: int = 0
     question_words: int = 0
