@@ -53,8 +53,13 @@ def test_a_holder_whose_session_dies_loses_the_lock_to_the_next(pg_store: Store)
         assert first.try_acquire()
         (pid,) = _holder_pids(pg_store)
         with pg_store.engine.connect() as connection:  # as when the leader's process is killed
-            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            # with a timeout it returns once the backend has exited (its locks released), not
+            # when the signal is sent: without one, a busy machine let `second` ask too soon
+            ended = connection.execute(
+                text("SELECT pg_terminate_backend(:pid, :timeout_ms)"), {"pid": pid, "timeout_ms": 30_000}
+            ).scalar_one()
             connection.commit()
+        assert ended is True
         assert second.try_acquire()
         assert not first.held()  # it finds out at its next look, and stops its scheduler
         assert not first.try_acquire()  # a fresh session, still not the holder
