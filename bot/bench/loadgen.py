@@ -357,14 +357,14 @@ class LoadWorkers:
             ]
             _check_answered(ready, results)
         except BaseException:
-            self._discard(graceful=False)
+            self._discard()
             raise
         finally:
             with self._lock:
                 self._busy = False
                 closed = self._closed
             if closed:
-                self._discard(graceful=False)
+                self._discard()
         level = _merge(spec, results[0].t0 if start is None else start, results, ready)
         level.metrics["accept_length"] = self._accept_lengths.after_level(
             spec.base_url, completed=int(level.metrics.get("completed") or 0), api_key=spec.api_key
@@ -408,7 +408,7 @@ class LoadWorkers:
                 for proc, _ in self._workers:
                     proc.kill()
                 return
-        self._discard(graceful=True)
+        self._discard()
 
     async def aclose(self) -> None:
         """`close` from an event loop: the workers' exits are waited for in a thread."""
@@ -426,7 +426,7 @@ class LoadWorkers:
     def _started(self, count: int) -> list[Connection]:
         """The first `count` workers' pipes, starting the ones that do not exist yet."""
         if any(not proc.is_alive() or conn.poll(0) for proc, conn in self._workers):
-            self._discard(graceful=False)  # died between runs, or has something stale to say
+            self._discard()  # died between runs, or has something stale to say
         while len(self._workers) < count:
             parent, child = self._context.Pipe()
             proc = self._context.Process(
@@ -442,24 +442,19 @@ class LoadWorkers:
                 self._check_open()
         return [conn for _, conn in self._workers[:count]]
 
-    def _discard(self, *, graceful: bool) -> None:
-        """End every worker and reap it. `graceful` (the plan's end: no run in progress, every
-        result received) closes each pipe before the worker is killed; otherwise it is killed
-        first, so nothing more is read from it.
+    def _discard(self) -> None:
+        """End every worker and reap it: killed, then its pipe closed, so nothing more is read.
 
-        Why an idle worker is killed rather than waited for: right after each run it collects
-        its whole heap (`bot.bench.worker.worker_main`), and a plan ends a few milliseconds
-        after its last run, so it read EOF only once that collection was done: the wait was
-        17-38 ms per plan, where an idle worker's own exit takes ~4 ms. Its results are in and
-        it holds nothing but its memory, so the kill loses nothing; it is reaped before this
-        returns, as before."""
+        Why an idle worker at a plan's end is killed too, rather than left to read EOF and exit:
+        right after each run it collects its whole heap (`bot.bench.worker.worker_main`), and a
+        plan ends a few milliseconds after its last run, so it read EOF only once that
+        collection was done: the wait was 17-38 ms per plan, where a killed worker's exit takes
+        ~4 ms. Its results are in and it holds nothing but its memory, so the kill loses
+        nothing; it is reaped before this returns."""
         workers, self._workers = self._workers, []
         for proc, conn in workers:
-            if not graceful:
-                proc.kill()
-            conn.close()  # a waiting worker reads EOF
-            if graceful:
-                proc.kill()
+            proc.kill()
+            conn.close()
         for proc, _ in workers:
             proc.join()
 
