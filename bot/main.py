@@ -24,12 +24,19 @@ from collections.abc import Callable, Sequence
 import typer
 
 from bot.cli.families import LOOP_COMMANDS, RECORD_COMMANDS, TARGET_COMMANDS
-from bot.cli.plugins import register_plugins
 from bot.cli.root import app as _root_app
 from bot.diagnostics import install_dump_on_signal
+from bot.heap import collections_off
 from bot.redaction import RedactingStream, install_log_redaction
 
-__all__ = ["ALL_COMMANDS_MODULE", "COMMAND_MODULES", "command_word", "load_commands", "main"]
+__all__ = [
+    "ALL_COMMANDS_MODULE",
+    "COMMAND_MODULES",
+    "READ_AND_EXIT_COMMANDS",
+    "command_word",
+    "load_commands",
+    "main",
+]
 
 COMMAND_MODULES: dict[str, str] = {
     "help": "bot.cli.help:register_help",
@@ -47,6 +54,11 @@ COMMAND_MODULES: dict[str, str] = {
     "serve": "bot.serve:register_serve",  # the Slack bot and the scheduler (bot/serve.py)
 }
 """Command word -> `module:function` that registers it (and its siblings) on the application."""
+
+READ_AND_EXIT_COMMANDS = frozenset({"status", "log", "help", "explain", "observe", "grep", "logs", "predict"})
+"""Commands that read, print and exit within seconds: run without the cyclic garbage collector
+(`bot.heap.collections_off`). Not the loop's commands (an experiment runs for many minutes),
+`serve` or `digest` (`bot.heap.collections_paused` covers its bulk read)."""
 
 ALL_COMMANDS_MODULE = "bot.cli.app"
 """Importing it registers every console command (bot/cli/app.py)."""
@@ -94,7 +106,11 @@ def load_commands(word: str | None) -> typer.Typer:
         importlib.import_module(ALL_COMMANDS_MODULE)  # registers every console command on import
         _loaded.add(ALL_COMMANDS_MODULE)
         _register(COMMAND_MODULES["serve"])
-        # commands of installed add-ons, e.g. the lab's `twin` and `demo` (bot/cli/plugins.py)
+        # commands of installed add-ons, e.g. the lab's `twin` and `demo`; deferred for start-up
+        # time: reading the installed packages' entry points costs ~10 ms that one command
+        # typed from `COMMAND_MODULES` never needs
+        from bot.cli.plugins import register_plugins
+
         register_plugins(_root_app)
     return _root_app
 
@@ -112,7 +128,10 @@ def main() -> None:
     install_log_redaction()  # secrets never reach the log (bot/redaction.py)
     sys.stdout = RedactingStream(sys.stdout)  # nor the console: every command's output is masked
     sys.stderr = RedactingStream(sys.stderr)
-    application = load_commands(command_word(sys.argv[1:]))
+    word = command_word(sys.argv[1:])
+    if word in READ_AND_EXIT_COMMANDS:
+        collections_off()  # its objects live until it exits: collections find nothing (bot/heap.py)
+    application = load_commands(word)
     try:
         application()
     except BrokenPipeError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from bot.app import ask, digest, freeze, predict, records, runs, target_commands
+from bot.app import ask, digest, freeze, predict, records, runs, status, target_commands
 from bot.app.bench import run_bench
 from bot.app.checks_command import checks_command
 from bot.app.playbooks import load_all
@@ -15,7 +15,7 @@ from bot.commands import Invocation, help_text
 
 COMMAND_USE_CASES: Mapping[str, Callable[..., object]] = {
     "help": help_text,
-    "status": target_commands.status,
+    "status": status.status,
     "observe": target_commands.observation,
     "predict": predict.predict_change,
     "grep": target_commands.grep_target,

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.app.context import AppContext
-from bot.app.target_commands import TargetStatus, status
+from bot.app.status import TargetStatus, status
 from bot.commands import Invocation
 from bot.config import Settings
 from bot.config.schema import ALL_TARGETS

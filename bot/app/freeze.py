@@ -25,11 +25,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Literal
+from datetime import datetime, timedelta
 
 from bot.app.context import AppContext
 from bot.app.errors import AppError
+from bot.app.freeze_state import (
+    CONFIG_SOURCE,
+    Freeze,
+    active_freeze,
+    aware_utc,
+    check_not_frozen,
+    command_freeze,
+    config_freeze,
+    frozen_error,
+)
 from bot.app.playbooks import PlaybookCall, effects_of, resolve_playbook, runs_playbook
 from bot.app.targets import target_of
 from bot.commands import Invocation
@@ -44,11 +53,6 @@ CHANGING_COMMANDS = frozenset({"rollback", "reconcile"})
 """Commands that change the target and run no playbook (a playbook run is judged by its steps)."""
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-CONFIG_SOURCE = "flagbot.toml"
-
-
-class FrozenError(AppError):
-    """A command that would change a frozen target; nothing ran (the message names the freeze)."""
 
 
 class FreezeInputError(AppError):
@@ -56,82 +60,6 @@ class FreezeInputError(AppError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, usage=True)
-
-
-@dataclass(frozen=True)
-class Freeze:
-    """One freeze in effect: why, who set it (a user, or the config), since and until when."""
-
-    target: str
-    reason: str
-    by: str
-    source: Literal["command", "config"]
-    since: datetime | None = None
-    until: datetime | None = None
-    """None: until someone runs `unfreeze`."""
-
-    def describe(self) -> str:
-        who = (
-            f"a window in {CONFIG_SOURCE} ([targets.{self.target}] freeze)"
-            if self.source == "config"
-            else self.by
-        )
-        until = (
-            f"until {self.until.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-            if self.until is not None
-            else "until someone runs `unfreeze`"
-        )
-        return f"{self.target} is frozen: {self.reason!r} (set by {who}, {until})"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "target": self.target,
-            "reason": self.reason,
-            "by": self.by,
-            "source": self.source,
-            "since": self.since.isoformat() if self.since else None,
-            "until": self.until.isoformat() if self.until else None,
-            "text": self.describe(),
-        }
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def command_freeze(event: AuditEvent | None, now: datetime) -> Freeze | None:
-    """The freeze a target's newest freeze/unfreeze event leaves in effect at `now`."""
-    if event is None or event.action != FREEZE_ACTION:
-        return None
-    until_text = event.detail.get("until")
-    until = datetime.fromisoformat(str(until_text)) if until_text else None
-    if until is not None and _aware(until) <= now:
-        return None
-    return Freeze(
-        event.target,
-        str(event.detail.get("reason", "")),
-        event.actor,
-        "command",
-        _aware(event.at),
-        None if until is None else _aware(until),
-    )
-
-
-def config_freeze(settings: Settings, target: str, now: datetime) -> Freeze | None:
-    """The config window covering `now` (start inclusive, end exclusive); the one ending last."""
-    config = settings.targets.get(target)
-    windows = [window for window in (config.freeze if config else []) if window.covers(now)]
-    if not windows:
-        return None
-    window = max(windows, key=lambda item: item.end)
-    return Freeze(target, window.reason, CONFIG_SOURCE, "config", window.start, window.end)
-
-
-async def active_freeze(ctx: AppContext, target: str, *, now: datetime | None = None) -> Freeze | None:
-    """The freeze in effect on `target` (a command's first, else a config window), or None."""
-    at = now or utcnow()
-    event = await ctx.store.run(latest_freeze_event, ctx.store.store, target)
-    return command_freeze(event, at) or config_freeze(ctx.settings, target, at)
 
 
 def call_changes_target(call: PlaybookCall) -> bool:
@@ -160,21 +88,6 @@ async def check_invocation_not_frozen(
         await check_not_frozen(ctx, target, f"`{label}` (it restarts {target})", now=now)
 
 
-async def check_not_frozen(ctx: AppContext, target: str, what: str, *, now: datetime | None = None) -> None:
-    """FrozenError when `target` is frozen: `what` (a command, in words) would change it."""
-    found = await active_freeze(ctx, target, now=now)
-    if found is not None:
-        raise frozen_error(found, what)
-
-
-def frozen_error(found: Freeze, what: str) -> FrozenError:
-    """The refusal of `what` (a command, in words) by the freeze `found`."""
-    return FrozenError(
-        f"{what} refused: {found.describe()}. Reads (status, log, logs, observe, grep, explain, predict) go on"
-        + ("; `unfreeze` lifts it" if found.source == "command" else "; edit the config to end it early")
-    )
-
-
 def check_call_not_frozen_by(
     settings: Settings, call: PlaybookCall, event: AuditEvent | None, *, now: datetime
 ) -> None:
@@ -199,7 +112,7 @@ def parse_until(text: str | None, now: datetime) -> datetime | None:
         until = now + timedelta(seconds=float(match.group(1)) * _SECONDS[match.group(2)])
     else:
         try:
-            until = _aware(datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")))
+            until = aware_utc(datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")))
         except ValueError:
             raise FreezeInputError(
                 f"until={value!r} is neither a duration (90m, 4h, 2d) nor a time (2026-12-24T18:00Z)"

@@ -1,4 +1,5 @@
-"""`status`, `observe`, `grep`, `rollback`, `reconcile`: the target commands, once for every front end.
+"""`observe`, `grep`, `logs`, `rollback`, `reconcile`: the target commands, once for every front end
+(`status` is `bot.app.status`).
 
 Each opens the target's SSH session (pooled by `flagbot serve`), does its work and returns a
 typed result whose `to_json()` is what `flagbot … --json` prints; the CLI renders it as tables,
@@ -9,186 +10,28 @@ Slack as blocks. `rollback` and `reconcile` are mutating: they run under the tar
 from __future__ import annotations
 
 import asyncio
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from bot.app.context import AppContext
-from bot.app.freeze import Freeze, active_freeze, check_not_frozen
+from bot.app.freeze_state import check_not_frozen
 from bot.app.leased import leased
 from bot.app.progress import Progress
+from bot.app.sessions import open_session
 from bot.app.settle import settle_unfinished, settled_text
-from bot.app.waiters import waiting_queue
 from bot.commands import CommandError, Invocation
 from bot.config.section_base import parse_duration
-from bot.http import async_client
-from bot.store.lease_queue import WaiterInfo
-from bot.store.models import Snapshot
-from bot.target.errors import HostKeyError, LocalFileError, TargetError
+from bot.target.errors import TargetError
 from bot.target.evidence import Evidence, TextBlock
 from bot.target.grep import DEFAULT_LINES, GrepResult, Scope, grep, journal_tail, since_from_duration
 from bot.target.heal import HealResult, heal_if_diverged
-from bot.target.known_good import known_good
-from bot.target.ledger import Divergence
-from bot.target.nodestate import NodeState, node_state, probe_health
 from bot.target.observe import Observation, observe
 from bot.target.rollback import RollbackResult, rollback
-from bot.target.session import TargetSession
-from bot.target.snapshot_facts import is_release_difference
-from bot.target.unit import read_unit
-
-
-@dataclass(frozen=True)
-class NodeStatus:
-    """One node's unit state, or why it could not be read."""
-
-    node: str
-    state: NodeState | None = None
-    error: str | None = None
-    kind: str = "unreachable"
-    """What the error is: `unreachable`, or `not connected` (a key file, known_hosts or host key
-    problem: flagbot did not connect, the node may well be up)."""
-    unit: str = ""
-    """The service this node runs (`Target.unit_of`): head and worker may differ."""
-
-    def to_json(self) -> dict[str, Any]:
-        if self.state is None:
-            return {"node": self.node, "unit": self.unit, "error": self.error, "kind": self.kind}
-        return {"node": self.node, "unit": self.unit, **self.state.__dict__}
-
-
-def _error_kind(exc: BaseException) -> str:
-    """`not connected` for a problem on flagbot's side of the connection, else `unreachable`."""
-    return "not connected" if isinstance(exc, LocalFileError | HostKeyError) else "unreachable"
-
-
-@dataclass(frozen=True)
-class TargetStatus:
-    """What runs on a target: the unit on each node, /health, the flags, the last snapshot."""
-
-    target: str
-    unit: str
-    health: int | None
-    nodes: list[NodeStatus]
-    flags: list[dict[str, Any]]
-    environment: dict[str, str]
-    diverged: Divergence | None
-    known_good_snapshot_id: int | None
-    latest_snapshot: Snapshot | None
-    freeze: Freeze | None = None
-    """The change freeze in effect (`bot.app.freeze`), None when the target is not frozen."""
-    http_way: str = ""
-    """How /health was reached: `direct` or `through an SSH forward on node 0` (`bot.target.http_route`)."""
-    waiting: list[WaiterInfo] = field(default_factory=list)
-    """The commands queued for the target's lease (`wait=`), oldest first: `cancel waiter=ID`."""
-    references: dict[str, str] = field(default_factory=dict)
-    """Each `${NAME}` in node 0's flags -> its value from the unit's `EnvironmentFile=` (secrets
-    masked), or why it is not known; the flags themselves show the reference as written."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "unit": self.unit,
-            "health": self.health,
-            "http_way": self.http_way,
-            "nodes": [node.to_json() for node in self.nodes],
-            "flags": self.flags,
-            "environment": self.environment,
-            "references": self.references,
-            "diverged": None if self.diverged is None else self.diverged.__dict__,
-            "known_good_snapshot_id": self.known_good_snapshot_id,
-            "latest_snapshot": None
-            if self.latest_snapshot is None
-            else _snapshot_summary(self.latest_snapshot),
-            "freeze": None if self.freeze is None else self.freeze.to_json(),
-            "waiting": [
-                {
-                    "waiter": waiter.id,
-                    "requested_by": waiter.requested_by,
-                    "purpose": waiter.purpose,
-                    "command": waiter.command,
-                    "since": waiter.created_at.isoformat(),
-                    "until": waiter.deadline.isoformat(),
-                    "text": waiter.describe(),
-                }
-                for waiter in self.waiting
-            ],
-        }
-
-
-def _snapshot_summary(snapshot: Snapshot) -> dict[str, Any]:
-    effective = snapshot.effective or {}
-    return {
-        "id": snapshot.id,
-        "captured_at": snapshot.captured_at.isoformat(),
-        "invocation_id": snapshot.invocation_id,
-        "ready": snapshot.ready,
-        "startup_error": snapshot.startup_error,
-        "parsed_max_running_requests": effective.get("parsed_max_running_requests"),
-        "effective_max_running_requests": effective.get("max_running_requests"),
-        "implied": sorted(k for k, e in (snapshot.implied or {}).items() if not is_release_difference(e)),
-    }
-
-
-def _session(ctx: AppContext, target: str) -> AbstractAsyncContextManager[TargetSession]:
-    return TargetSession.open(target, ctx.settings.targets[target], store=ctx.store)
-
-
-async def _health(ts: TargetSession, client: httpx.AsyncClient) -> tuple[int | None, str]:
-    """/health by the session's route, and the route's words (why not, when there is none)."""
-    try:
-        route = await ts.http_route()
-    except TargetError as exc:
-        return None, f"not reached: {exc}"
-    return await probe_health(client, route.base_url + "/health"), route.described
-
-
-async def status_of(ts: TargetSession) -> TargetStatus:
-    """The status of a target whose session is open."""
-    async with async_client(timeout=3.0) as client:
-        view, states, (health, http_way) = await asyncio.gather(
-            read_unit(ts.node0),
-            asyncio.gather(*(node_state(node) for node in ts.nodes), return_exceptions=True),
-            _health(ts, client),
-        )
-    store = ts.store
-    good = await store.run(known_good, store.store, ts.name) if store else None
-    latest = await store.run(store.store.latest_snapshot, ts.name) if store else None
-    diverged = await ts.ledger.divergence()
-    nodes = [
-        NodeStatus(node.name, error=str(state), kind=_error_kind(state), unit=node.unit)
-        if isinstance(state, BaseException)
-        else NodeStatus(node.name, state, unit=node.unit)
-        for node, state in zip(ts.nodes, states, strict=True)
-    ]
-    return TargetStatus(
-        target=ts.name,
-        unit=ts.unit,
-        health=health,
-        http_way=http_way,
-        nodes=nodes,
-        flags=view.flags.to_json(),
-        environment=dict(view.env),
-        references=view.shown_references(view.flags),
-        diverged=diverged,
-        known_good_snapshot_id=good.id if good else None,
-        latest_snapshot=latest,
-    )
-
-
-async def status(ctx: AppContext, target: str) -> TargetStatus:
-    """`status`: read-only, no lease; with the target's change freeze, if one holds, and the
-    commands queued for its lease."""
-    async with _session(ctx, target) as ts:
-        found = await status_of(ts)
-    return replace(found, freeze=await active_freeze(ctx, target), waiting=await waiting_queue(ctx, target))
 
 
 async def observation(ctx: AppContext, target: str) -> Observation:
     """`observe`: re-read the running server (journal of this start, /server_info), no restart."""
-    async with _session(ctx, target) as ts:
+    async with open_session(ctx, target) as ts:
         return await observe(ts, cache_dir=ctx.cache_dir)
 
 
@@ -282,7 +125,7 @@ class GrepAnswer:
 
 async def grep_target(ctx: AppContext, target: str, request: GrepRequest) -> GrepAnswer:
     """`grep`: the journal of every node, searched at once; a node that fails is said as such."""
-    async with _session(ctx, target) as ts:
+    async with open_session(ctx, target) as ts:
         found = await asyncio.gather(
             *(
                 grep(node, request.pattern, scope=request.scope, since=request.since, lines=request.lines)
@@ -302,7 +145,7 @@ async def grep_target(ctx: AppContext, target: str, request: GrepRequest) -> Gre
 async def logs_target(ctx: AppContext, target: str, request: LogsRequest) -> GrepAnswer:
     """`logs`: the unit's latest journal lines on node 0, read-only, bounded like `grep` (and
     masked like it on the way out: the front ends' redaction)."""
-    async with _session(ctx, target) as ts:
+    async with open_session(ctx, target) as ts:
         node = ts.nodes[0]
         try:
             item = NodeGrep(node.name, await journal_tail(node, since=request.since, lines=request.lines))
@@ -364,7 +207,7 @@ class TargetChange:
 async def change_target(ctx: AppContext, target: str, command: str) -> TargetChange:
     """`reconcile` (every node back on the flags flagbot meant) or `rollback` (that, then back to
     the last verified start). The caller holds the target's lease."""
-    async with _session(ctx, target) as ts:
+    async with open_session(ctx, target) as ts:
         # rollback and reconcile are restarts themselves: a front end runs them on a production
         # target only once approved (Slack), or for the bot host's own user (the CLI)
         healed = await heal_if_diverged(ts, cache_dir=ctx.cache_dir, restart_approved=True)

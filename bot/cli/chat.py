@@ -2,8 +2,10 @@
 (`status`, `observe`, `grep`, `logs`, `rollback`, `reconcile`) and a placeholder for every other
 registry command, which its own module replaces (`bot.cli.loop`, `bot.cli.bench`, ...).
 
-Why a module of its own: `flagbot status` loads this module and `bot.cli.target` only
-(`bot.main.COMMAND_MODULES`), not the loop, the benchmark statistics or the digest.
+Why a module of its own: `flagbot status` loads this module and `bot.cli.status` only
+(`bot.main.COMMAND_MODULES`), not the loop, the benchmark statistics or the digest; the other
+target commands' module (`bot.cli.target`: rollback, the run settler, the journal readers) is
+imported when one of them runs.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from bot import __version__
 from bot.cli.common import CHAT_CONTEXT, catalog_for, fail, settings, split_json
 from bot.cli.families import TARGET_COMMANDS
 from bot.cli.help import answer_help
-from bot.cli.target import run_target_command
+from bot.cli.status import run_status_command
 from bot.commands import COMMANDS, CommandError, parse_command
 
 __all__ = ["register_chat_command", "register_target_commands"]
@@ -35,7 +37,13 @@ def register_chat_command(app: typer.Typer, name: str) -> None:
             invocation = parse_command([name, *words], catalog=catalog_for(config, words, name))
         except CommandError as exc:
             raise fail(exc.render()) from None
+        if name == "status":
+            run_status_command(invocation, config, json_output=json_output)
         if name in TARGET_COMMANDS:
+            # deferred for start-up time: `flagbot status` registers through this module, and
+            # the other target commands' imports cost it ~0.2 s (bench/cli_startup.py)
+            from bot.cli.target import run_target_command
+
             run_target_command(name, invocation, config, json_output=json_output)
         raise fail(
             f"`{name}` is understood ({invocation.tier}) but not available in flagbot {__version__} yet; "

@@ -25,4 +25,4 @@ RECORD_COMMANDS = ("hypothesis", "knowledge", "log")
 """Registered by `bot.cli.records`: read the store only, without the loop's imports."""
 
 TARGET_COMMANDS = frozenset({"status", "observe", "grep", "logs", "rollback", "reconcile"})
-"""Registered by `bot.cli.chat`, run by `bot.cli.target`."""
+"""Registered by `bot.cli.chat`, run by `bot.cli.status` (`status`) and `bot.cli.target` (the rest)."""

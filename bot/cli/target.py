@@ -18,18 +18,15 @@ import typer
 from rich.console import Console
 
 from bot.app.context import AppContext, console_actor
-from bot.app.fleet import fleet_status, wants_fleet
 from bot.app.target_commands import (
     GrepAnswer,
     GrepRequest,
     LogsRequest,
     TargetChange,
-    TargetStatus,
     grep_target,
     logs_target,
     observation,
     rollback_or_reconcile,
-    status,
 )
 from bot.app.targets import target_of
 from bot.cli.common import fail, run_in_context, usage_errors
@@ -37,7 +34,7 @@ from bot.cli.families import TARGET_COMMANDS
 from bot.cli.progress import ConsoleProgress
 from bot.commands import Invocation
 from bot.config import Settings
-from bot.loop.console import print_table, render_evidence
+from bot.loop.console import render_evidence
 from bot.store.leases import LeaseHeld
 from bot.target.errors import TargetError
 from bot.target.evidence import JournalExcerpt, evidence_from_json
@@ -46,60 +43,9 @@ from bot.target.observe import Observation
 __all__ = ["TARGET_COMMANDS", "run_target_command"]
 
 
-def _print_status(console: Console, data: dict[str, Any]) -> None:
-    rows = [
-        (node["node"], node.get("unit", ""), node.get("kind", "unreachable"), node["error"], "", "")
-        if "error" in node
-        else (
-            node["node"],
-            node.get("unit", ""),
-            f"{node['active']}/{node['sub']}",
-            str(node["invocation"]),
-            str(node["n_restarts"]),
-            node["result"],
-        )
-        for node in data["nodes"]
-    ]
-    title = f"{data['target']}: node 0 {data['unit']} (/health {data['health']})"
-    print_table(console, title, ("node", "unit", "state", "invocation", "NRestarts", "result"), rows)
-    flags = " ".join(
-        f"{f['flag']} {' '.join(f['value']) if isinstance(f['value'], list) else f['value'] or ''}".strip()
-        for f in data["flags"]
-    )
-    console.print(f"flags (node 0): {flags}", markup=False, soft_wrap=True)
-    if data.get("references"):  # `${NAME}` from an EnvironmentFile=, expanded (secrets masked)
-        shown = ", ".join(f"{name} = {value}" for name, value in data["references"].items())
-        console.print(f"references (EnvironmentFile=): {shown}", markup=False, soft_wrap=True)
-    if data.get("http_way"):
-        console.print(f"HTTP endpoint: {data['http_way']}", markup=False, soft_wrap=True)
-    latest = data["latest_snapshot"]
-    if latest:
-        console.print(
-            f"latest snapshot #{latest['id']} ({latest['captured_at']}): ready={latest['ready']}, "
-            f"max_running_requests parsed {latest['parsed_max_running_requests']} / effective "
-            f"{latest['effective_max_running_requests']}",
-            highlight=False,
-        )
-    console.print(f"known-good snapshot: {data['known_good_snapshot_id'] or 'none yet (run observe)'}")
-    if data.get("freeze"):
-        console.print(f"[bold]frozen[/bold]: {data['freeze']['text']}; commands that change it are refused")
-    for waiter in data.get("waiting", []):  # the queue for the lease, oldest first (`wait=`)
-        console.print(
-            f"queued: {waiter['text']}; `flagbot cancel waiter={waiter['waiter']}` stops it", markup=False
-        )
-    if data["diverged"]:
-        diverged = data["diverged"]
-        console.print(
-            f"[bold red]diverged[/bold red]: {', '.join(diverged['nodes'])}: {diverged['reason']}; "
-            "`flagbot reconcile` (or any mutating command) brings the nodes back together once they answer"
-        )
-
-
 def _print(name: str, data: dict[str, Any]) -> None:
     console = Console(highlight=False)
-    if name == "status":
-        _print_status(console, data)
-    elif name in ("grep", "logs"):
+    if name in ("grep", "logs"):
         for item in data["results"]:
             if "error" in item:
                 console.print(f"{item['node']}: error: {item['error']}", markup=False)
@@ -117,13 +63,11 @@ def _print(name: str, data: dict[str, Any]) -> None:
             console.print(f"snapshot #{data.get('snapshot_id')} of invocation {data['invocation']}: {state}")
 
 
-Answer = TargetStatus | Observation | GrepAnswer | TargetChange
+Answer = Observation | GrepAnswer | TargetChange
 
 
 async def _answer(ctx: AppContext, name: str, target: str, invocation: Invocation) -> Answer:
     """The use case of `bot.app.target_commands` the command names."""
-    if name == "status":
-        return await status(ctx, target)
     if name == "observe":
         return await observation(ctx, target)
     if name == "grep":
@@ -142,21 +86,8 @@ def _exit_code(answer: Answer) -> int:
     return 0
 
 
-def _run_fleet_status(config: Settings, *, json_output: bool) -> None:
-    """`status` of every target (`target=all`, or none named with several configured): one table;
-    exit 1 when a target could not be read (its line says why), 0 when all were."""
-    fleet = run_in_context(config, fleet_status)
-    if json_output:
-        typer.echo(json.dumps({"ok": not fleet.unreachable, **fleet.to_json()}, indent=2, default=str))
-    else:
-        render_evidence(Console(highlight=False), fleet.blocks())
-    raise typer.Exit(1 if fleet.unreachable else 0)
-
-
 def run_target_command(name: str, invocation: Invocation, config: Settings, *, json_output: bool) -> None:
     """Run one target command and print it; raises `typer.Exit` with the exit code."""
-    if name == "status" and wants_fleet(config, invocation):
-        _run_fleet_status(config, json_output=json_output)
     try:
         with usage_errors():
             target = target_of(config, invocation)

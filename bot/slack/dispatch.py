@@ -15,15 +15,17 @@ from collections.abc import Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.app import status as app_status
 from bot.app import target_commands
 from bot.app.ask import keep_command
 from bot.app.change_rights import check_call
 from bot.app.checks_command import checks_command
 from bot.app.flag_list import FlagList, cached_flag_list, packaged_flag_list
 from bot.app.fleet import fleet_status, wants_fleet
-from bot.app.freeze import FrozenError, check_invocation_not_frozen
+from bot.app.freeze import check_invocation_not_frozen
 from bot.app.freeze import freeze as freeze_target
 from bot.app.freeze import unfreeze as unfreeze_target
+from bot.app.freeze_state import FrozenError
 from bot.app.notify import MemoryNotifier
 from bot.app.playbooks import load_set, resolve_playbook, runs_playbook
 from bot.app.predict import predict_change
@@ -293,7 +295,7 @@ async def answer(
             *(TableBlock(table.title, table.columns, table.rows) for table in records.tables),
         ]
     if invocation.name == "status":
-        status = await target_commands.status(ctx, target)
+        status = await app_status.status(ctx, target)
         return [TextBlock(status_text(target, status.to_json()), f"Status of {target}")]
     if invocation.name == "keep":
         kept = await keep_command(

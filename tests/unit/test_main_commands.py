@@ -8,10 +8,12 @@ import the heavy packages other commands need. The times are printed by bench/cl
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 import typer
@@ -20,7 +22,7 @@ from typer.main import get_command
 from bot import main as entry
 from bot.cli.app import app as full_app
 from bot.commands import COMMANDS
-from bot.main import COMMAND_MODULES, command_word
+from bot.main import COMMAND_MODULES, READ_AND_EXIT_COMMANDS, command_word
 
 HEAVY_FOR_NOBODY_BUT_SERVE_AND_THE_LAB = ("slack_bolt", "slack_sdk", "aiohttp", "flagbot_lab", "matplotlib")
 
@@ -123,13 +125,39 @@ def test_a_console_command_loads_neither_the_slack_stack_nor_the_lab(name: str) 
     assert "sqlalchemy" in found or name == "explain", "the probe sees what a command imports"
 
 
-@pytest.mark.parametrize("name", ["status", "log", "rollback", "reconcile"])
-def test_a_target_or_records_command_loads_neither_the_digest_nor_the_capacity_model(name: str) -> None:
-    """`status` reads where runs' threads are (`bot.digest.threads`); that alone once ran the
-    digest package's re-exports, ~95 ms of imports before its first call."""
-    code = f"import bot.main\nbot.main.load_commands({name!r})"
+@pytest.mark.parametrize(
+    ("name", "then"),
+    [
+        ("status", ""),
+        ("log", ""),
+        ("rollback", "import bot.cli.target"),
+        ("reconcile", "import bot.cli.target"),
+    ],
+)
+def test_a_target_or_records_command_loads_neither_the_digest_nor_the_capacity_model(
+    name: str, then: str
+) -> None:
+    """`rollback` reads where runs' threads are (`bot.digest.threads`); that alone once ran the
+    digest package's re-exports, ~95 ms of imports before its first call. `then`: the module the
+    command imports when it runs (`bot.cli.chat` defers it)."""
+    code = f"import bot.main\nbot.main.load_commands({name!r})\n{then}"
     assert _imported_after(code, THE_DIGEST_AND_THE_CAPACITY_MODEL) == []
-    assert "bot.digest.threads" in _imported_after(code, ("bot.digest.threads",)) or name == "log"
+    assert "bot.digest.threads" in _imported_after(code, ("bot.digest.threads",)) or not then
+
+
+def test_status_loads_none_of_the_other_target_commands() -> None:
+    """`status` once came with rollback, heal, the run settler and the journal readers (the other
+    target commands' modules): ~0.2 s of imports before its first call (bench/cli_startup.py)."""
+    others = (
+        "bot.app.target_commands",
+        "bot.cli.target",
+        "bot.target.rollback",
+        "bot.target.heal",
+        "bot.app.settle",
+    )
+    code = "import bot.main\nbot.main.load_commands('status')"
+    assert _imported_after(code, others) == []
+    assert _imported_after(f"{code}\nimport bot.cli.target", others) == sorted(others), "the probe sees them"
 
 
 def test_explain_loads_no_statistics() -> None:
@@ -142,3 +170,36 @@ def test_explain_loads_no_statistics() -> None:
 def test_the_full_application_has_serve_and_the_table_loads_on_the_same_application() -> None:
     assert "serve" in get_command(entry.app).commands  # type: ignore[attr-defined]
     assert entry.load_commands("status") is entry.app
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    """`main` may turn the collector off for the process; this one goes on with it on."""
+    yield
+    gc.enable()
+
+
+@pytest.mark.usefixtures("collector_restored")
+@pytest.mark.parametrize(
+    ("word", "collecting"), [("status", False), ("log", False), ("try", True), ("serve", True)]
+)
+def test_a_command_that_reads_and_exits_runs_without_the_collector_and_a_long_one_with_it(
+    monkeypatch: pytest.MonkeyPatch, word: str, collecting: bool
+) -> None:
+    seen: list[bool] = []
+    monkeypatch.setattr(entry, "load_commands", lambda _word: lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(entry, "install_dump_on_signal", lambda: None)
+    monkeypatch.setattr(entry, "install_log_redaction", lambda: None)
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # main wraps both streams; restored after
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    monkeypatch.setattr(sys, "argv", ["flagbot", "--config", "x.toml", word])
+    gc.enable()
+    entry.main()
+    assert seen == [collecting]
+
+
+def test_the_read_and_exit_commands_are_commands_of_the_table() -> None:
+    assert set(COMMAND_MODULES) >= READ_AND_EXIT_COMMANDS
+    assert READ_AND_EXIT_COMMANDS.isdisjoint(
+        {"try", "revert", "verify", "isolate", "restart", "serve", "digest"}
+    )

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.app.context import AppContext
-from bot.app.freeze import FrozenError, freeze
+from bot.app.freeze import freeze
+from bot.app.freeze_state import FrozenError
 from bot.app.playbooks import resolve_playbook
 from bot.app.runs import run_playbook
 from bot.app.waiters import waiting_text

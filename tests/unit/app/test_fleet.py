@@ -12,7 +12,7 @@ import pytest
 
 from bot.app.context import AppContext
 from bot.app.fleet import COLUMNS, count_checks, failed_read_kind, fleet_status, wants_fleet
-from bot.app.target_commands import TargetStatus
+from bot.app.status import TargetStatus
 from bot.commands.grammar import parse_command
 from bot.config import Settings
 from bot.config.schema import Node

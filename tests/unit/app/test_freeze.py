@@ -13,16 +13,13 @@ from pydantic import ValidationError
 from bot.app.context import AppContext
 from bot.app.freeze import (
     FreezeInputError,
-    FrozenError,
-    active_freeze,
     changes_target,
     check_invocation_not_frozen,
-    command_freeze,
-    config_freeze,
     freeze,
     parse_until,
     unfreeze,
 )
+from bot.app.freeze_state import FrozenError, active_freeze, command_freeze, config_freeze
 from bot.app.playbooks import builtin_params, effects_of, resolve_playbook
 from bot.app.validate import check_invocation
 from bot.commands import CommandError, parse_command

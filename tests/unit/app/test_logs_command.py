@@ -34,7 +34,7 @@ def sessions(monkeypatch: pytest.MonkeyPatch, nodes: list[Any]) -> None:
     async def session(ctx: object, target: str) -> AsyncIterator[Session]:
         yield Session(nodes)
 
-    monkeypatch.setattr(target_commands, "_session", session)
+    monkeypatch.setattr(target_commands, "open_session", session)
 
 
 def test_the_grammar_bounds_lines_and_since() -> None:

@@ -10,8 +10,8 @@ from rich.console import Console
 
 from bot.app.context import AppContext
 from bot.app.freeze import freeze
-from bot.app.target_commands import status
-from bot.cli.target import _print_status
+from bot.app.status import status
+from bot.cli.status import print_status
 from bot.config import Settings
 from bot.store import AsyncStore, Store
 from tests.support.fake_node import FakeNode, FakeSystemd
@@ -39,5 +39,5 @@ async def test_status_shows_the_freeze_in_effect(tmp_path: Path) -> None:
     assert shown["reason"] == "launch day" and shown["by"] == "cli:alice" and shown["source"] == "command"
     assert shown["text"].startswith("fake is frozen: 'launch day' (set by cli:alice, until ")
     out = io.StringIO()
-    _print_status(Console(file=out, width=200, highlight=False), frozen.to_json())
+    print_status(Console(file=out, width=200, highlight=False), frozen.to_json())
     assert f"frozen: {shown['text']}; commands that change it are refused" in out.getvalue()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.app.target_commands import status_of
+from bot.app.status import status_of
 from bot.target.session import TargetSession
 from tests.support.fake_node import FakeNode, FakeSystemd
 from tests.unit.target.conftest import serving

@@ -11,8 +11,8 @@ from pathlib import Path
 from rich.console import Console
 
 from bot.app.context import AppContext
-from bot.app.target_commands import status
-from bot.cli.target import _print_status
+from bot.app.status import status
+from bot.cli.status import print_status
 from bot.config import Settings
 from bot.store import AsyncStore, Store
 from bot.store.lease_queue import join_queue
@@ -55,5 +55,5 @@ async def test_status_lists_the_waiting_queue(tmp_path: Path) -> None:
         f"waiter {waiter.id}: try by slack:U1 (`try changes=--x=1`), waiting since "
     )
     out = io.StringIO()
-    _print_status(Console(file=out, width=200, highlight=False), queued.to_json())
+    print_status(Console(file=out, width=200, highlight=False), queued.to_json())
     assert f"queued: {shown['text']}; `flagbot cancel waiter={waiter.id}` stops it" in out.getvalue()

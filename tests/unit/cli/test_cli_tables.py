@@ -9,7 +9,7 @@ from bot.bench.run import BenchRun
 from bot.cli.bench import print_levels
 from bot.cli.playbooks import print_playbooks
 from bot.cli.records import print_answer as print_records
-from bot.cli.target import _print_status
+from bot.cli.status import print_status
 from bot.loop.playbook import load_playbook_set, playbook_dirs
 from bot.store.models import Measurement, MeasurementSet
 from tests.support.narrow_tables import (
@@ -76,13 +76,13 @@ def test_the_status_table_reads_at_80_columns_with_an_unreachable_node() -> None
         "diverged": None,
     }
     out = console()
-    _print_status(out, data)
+    print_status(out, data)
     shown = lines_of(out)
     assert_readable(shown, TERMINAL, [error])
     assert "unit: sglang-worker.service" in " ".join(shown)  # each node's own unit
     references = {"${NODE_RANK}": "0", "${SGLANG_API_KEY}": "********"}
     out = console()
-    _print_status(
+    print_status(
         out, {**data, "flags": [{"flag": "--node-rank", "value": "${NODE_RANK}"}], "references": references}
     )
     text = " ".join(lines_of(out))
