@@ -106,9 +106,9 @@ def load_commands(word: str | None) -> typer.Typer:
         importlib.import_module(ALL_COMMANDS_MODULE)  # registers every console command on import
         _loaded.add(ALL_COMMANDS_MODULE)
         _register(COMMAND_MODULES["serve"])
-        # commands of installed add-ons, e.g. the lab's `twin` and `demo`; deferred for start-up
-        # time: reading the installed packages' entry points costs ~10 ms that one command
-        # typed from `COMMAND_MODULES` never needs
+        # commands of installed add-ons, e.g. the lab's `twin` and `demo`; no command of
+        # `COMMAND_MODULES` needs them
+        # deferred: reading the installed packages' entry points costs ~10 ms
         from bot.cli.plugins import register_plugins
 
         register_plugins(_root_app)
