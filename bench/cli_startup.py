@@ -113,6 +113,9 @@ class Run:
     first_cpu_s: float | None
     end_wall_s: float
     end_cpu_s: float
+    exited_wall_s: float
+    """When the process had exited (its interpreter's teardown after the last `atexit` call
+    included): what the user waits for before the prompt returns."""
     exit_code: int
     heavy: tuple[str, ...]
 
@@ -132,6 +135,7 @@ def run_once(args: list[str], workdir: Path, code: Path | None) -> Run:
         text=True,
         timeout=300,
     )
+    exited = time.time()
     if not mark.exists():
         raise RuntimeError(
             f"flagbot {' '.join(args)} left no mark (exit {done.returncode}):\n{done.stderr[-2000:]}"
@@ -144,6 +148,7 @@ def run_once(args: list[str], workdir: Path, code: Path | None) -> Run:
         first_cpu_s=first[3] if first else None,
         end_wall_s=end_wall - started,
         end_cpu_s=end_cpu,
+        exited_wall_s=exited - started,
         exit_code=done.returncode,
         heavy=tuple(heavy),
     )
@@ -196,7 +201,8 @@ def report(name: str, runs: list[Run], *, end_to_end_aim: float | None) -> None:
         what = f"{run.event} {run.detail}" if run.event else "no network or database call"
         print(
             f"  {name:8} run {index}: first call {seconds(run.first_wall_s)} s wall {seconds(run.first_cpu_s)} s CPU"
-            f" | end {run.end_wall_s:6.3f} s wall {run.end_cpu_s:6.3f} s CPU, exit {run.exit_code} | {what}"
+            f" | end {run.end_wall_s:6.3f} s wall {run.end_cpu_s:6.3f} s CPU, exited {run.exited_wall_s:6.3f} s,"
+            f" exit {run.exit_code} | {what}"
         )
     firsts = [run.first_wall_s for run in runs if run.first_wall_s is not None]
     cpus = [run.first_cpu_s for run in runs if run.first_cpu_s is not None]
@@ -210,10 +216,11 @@ def report(name: str, runs: list[Run], *, end_to_end_aim: float | None) -> None:
         ends = [run.end_wall_s for run in runs]
         print(f"  {name:8} no call; exited after median {statistics.median(ends):.3f} s wall")
     if end_to_end_aim is not None:
-        ends = [run.end_wall_s for run in runs]
+        ends = [run.exited_wall_s for run in runs]
         verdict = "OK" if statistics.median(ends) <= end_to_end_aim else "over"
         print(
-            f"  {name:8} end to end median {statistics.median(ends):.3f} s wall (aim <= {end_to_end_aim} s) -> {verdict}"
+            f"  {name:8} end to end (start to exited) median {statistics.median(ends):.3f} s wall "
+            f"(aim <= {end_to_end_aim} s) -> {verdict}"
         )
     print(f"  {name:8} imported: {', '.join(runs[-1].heavy) or 'none of ' + ', '.join(HEAVY)}")
 

@@ -23,16 +23,28 @@ found nothing to free while costing `status` about 0.15 s of CPU, 15 % of its ru
 (bench/cli_startup.py; 278 young, 25 middle and 2 full collections, 0.12 s by `gc.callbacks`).
 Such a process ends within seconds; reference counting still frees everything that is not in a
 cycle, and the cycles it leaves are freed when it exits.
+
+`exit_without_teardown` ends such a process once its command is done. After the last `atexit`
+handler, the interpreter's teardown collects and frees every object and module one by one:
+about 0.3 s of CPU for `flagbot status` (0.9 s to its last `atexit` call, 1.25 s to its exit, on
+the two-node testbed), spent after the answer is printed and before the shell's prompt returns.
+The operating system frees the process's memory and files at once; what must happen before the
+exit still does (the `atexit` handlers, logging's flush, the console streams' flush).
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
+import logging
+import os
+import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from typing import NoReturn
 
-__all__ = ["collections_off", "collections_paused", "settle"]
+__all__ = ["collections_off", "collections_paused", "exit_status", "exit_without_teardown", "settle"]
 
 _pause_lock = threading.Lock()
 _pauses = 0
@@ -69,3 +81,28 @@ def collections_paused() -> Iterator[None]:
 def collections_off() -> None:
     """Automatic collections off for the rest of the process: only for one that reads and exits."""
     gc.disable()
+
+
+def exit_status(code: str | int | None) -> int:
+    """The status `sys.exit(code)` gives the process: None is 0, an int itself, anything else is
+    printed to stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def exit_without_teardown(code: str | int | None) -> NoReturn:
+    """End the process now, with `sys.exit(code)`'s status: the `atexit` handlers run, logging and
+    the console streams are flushed, the interpreter's teardown is skipped. Only for a process
+    whose work is done: no other thread may still be writing."""
+    status = exit_status(code)
+    atexit._run_exitfuncs()  # logging.shutdown is one of them
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    os._exit(status)

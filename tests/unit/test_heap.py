@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from bot.heap import collections_paused, settle
+from bot.heap import collections_paused, exit_status, settle
 
 
 class _Cycle:
@@ -54,3 +54,11 @@ def test_collections_stay_off_after_the_block_when_they_were_off_before() -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize(("code", "status"), [(None, 0), (0, 0), (3, 3), ("error: no such target", 1)])
+def test_the_exit_status_is_the_one_sys_exit_gives(
+    code: str | int | None, status: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert exit_status(code) == status
+    assert capsys.readouterr().err == (f"{code}\n" if isinstance(code, str) else "")

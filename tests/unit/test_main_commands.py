@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import typer
@@ -181,21 +182,65 @@ def collector_restored() -> Iterator[None]:
 
 @pytest.mark.usefixtures("collector_restored")
 @pytest.mark.parametrize(
-    ("word", "collecting"), [("status", False), ("log", False), ("try", True), ("serve", True)]
+    ("word", "quick"), [("status", True), ("log", True), ("try", False), ("serve", False)]
 )
-def test_a_command_that_reads_and_exits_runs_without_the_collector_and_a_long_one_with_it(
-    monkeypatch: pytest.MonkeyPatch, word: str, collecting: bool
+def test_a_command_that_reads_and_exits_runs_without_the_collector_and_leaves_without_the_teardown(
+    monkeypatch: pytest.MonkeyPatch, word: str, quick: bool
 ) -> None:
-    seen: list[bool] = []
-    monkeypatch.setattr(entry, "load_commands", lambda _word: lambda: seen.append(gc.isenabled()))
+    collecting: list[bool] = []
+    left: list[str | int | None] = []
+
+    def application() -> None:
+        collecting.append(gc.isenabled())
+        raise SystemExit(3)  # as click ends a command
+
+    def leave(code: str | int | None) -> None:
+        left.append(code)
+        raise SystemExit(code)  # not the process's end: this test's
+
+    monkeypatch.setattr(entry, "load_commands", lambda _word: application)
+    monkeypatch.setattr(entry, "exit_without_teardown", leave)
     monkeypatch.setattr(entry, "install_dump_on_signal", lambda: None)
     monkeypatch.setattr(entry, "install_log_redaction", lambda: None)
     monkeypatch.setattr(sys, "stdout", sys.stdout)  # main wraps both streams; restored after
     monkeypatch.setattr(sys, "stderr", sys.stderr)
     monkeypatch.setattr(sys, "argv", ["flagbot", "--config", "x.toml", word])
     gc.enable()
-    entry.main()
-    assert seen == [collecting]
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    assert done.value.code == 3
+    assert collecting == [not quick]
+    assert left == ([3] if quick else [])
+
+
+def test_a_quick_command_still_runs_the_atexit_handlers_and_keeps_its_output_and_status(
+    tmp_path: Path,
+) -> None:
+    """`exit_without_teardown` for real, in a process of its own: the help text is all there,
+    an atexit handler ran after it, and a refusal keeps its status (2: no such config file)."""
+    probe = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "sys.argv = ['flagbot', *sys.argv[1:]]\n"
+        "from bot.main import main\n"
+        "main()\n"
+    )
+    helped = subprocess.run(
+        [sys.executable, "-c", probe, "help", "try"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert helped.returncode == 0, helped.stderr
+    assert "usage: try CHANGE" in helped.stdout
+    assert helped.stdout.rstrip().endswith("atexit ran")
+    refused = subprocess.run(
+        [sys.executable, "-c", probe, "--config", str(tmp_path / "none.toml"), "status"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "config file not found" in refused.stderr
+    assert refused.stdout.rstrip().endswith("atexit ran")
 
 
 def test_the_read_and_exit_commands_are_commands_of_the_table() -> None:
