@@ -446,11 +446,11 @@ class LoadWorkers:
         """End every worker and reap it: killed, then its pipe closed, so nothing more is read.
 
         Why an idle worker at a plan's end is killed too, rather than left to read EOF and exit:
-        right after each run it collects its whole heap (`bot.bench.worker.worker_main`), and a
-        plan ends a few milliseconds after its last run, so it read EOF only once that
-        collection was done: the wait was 17-38 ms per plan, where a killed worker's exit takes
-        ~4 ms. Its results are in and it holds nothing but its memory, so the kill loses
-        nothing; it is reaped before this returns."""
+        a plan ends a few milliseconds after its last run, and the worker reads EOF only once
+        its post-run collection is done (`bot.bench.worker.worker_main`; the wait was 17-38 ms
+        per plan while that collection covered the whole heap), then closes its event loop and
+        thread pool, where a killed worker's exit takes ~4 ms. Its results are in and it holds
+        nothing but its memory, so the kill loses nothing; it is reaped before this returns."""
         workers, self._workers = self._workers, []
         for proc, conn in workers:
             proc.kill()
