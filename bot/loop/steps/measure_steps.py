@@ -16,7 +16,7 @@ from bot.bench.chart import render_chart
 from bot.bench.compare_sets import Compared, compare_by_id, save_comparison, side_of
 from bot.bench.planning import UnknownProfileError, plan_for
 from bot.bench.power import Sizing, size_reference
-from bot.bench.run import BenchPlan, run_plan
+from bot.bench.run import BenchPlan, BenchRun, run_plan
 from bot.bench.samples import level_of
 from bot.bench.verdict import ComparisonResult, VerdictSettings
 from bot.loop.actions import StepContext, action
@@ -32,7 +32,7 @@ from bot.loop.steps.common import (
 from bot.loop.steps.schedule_steps import run_thread
 from bot.loop.steps.target_steps import back_to_before
 from bot.sglang.expectation import ExpectationResult
-from bot.store.bench_repo import LoadedSet, load_set
+from bot.store.bench_repo import LoadedSet
 from bot.store.models import MeasurementSet, utcnow
 from bot.store.snapshots import get_snapshot
 from bot.target.evidence import ChartBlock, ComparisonRow, MetricComparison, TableBlock, VerdictBlock
@@ -103,7 +103,7 @@ async def measure(
     result: dict[str, Any] = {"set_id": run.set.id}
     note = "means over repeats"
     if size and run.set.id is not None:
-        sizing = await _size(ctx, run.set.id)
+        sizing = _size(ctx, run)
         result["sizing"] = sizing.to_json()
         note = f"sized for power: {sizing.reason}"
         if sizing.more:
@@ -117,10 +117,15 @@ async def measure(
     return result
 
 
-async def _size(ctx: StepContext, set_id: int) -> Sizing:
-    loaded = await ctx.store.run(load_set, ctx.store.store, set_id)
-    if loaded is None:
-        raise ValueError(f"measurement set #{set_id} vanished while sizing it")
+def _size(ctx: StepContext, run: BenchRun) -> Sizing:
+    """The before side's repeats, sized from the set `run` just measured and stored.
+
+    Why from the run rather than the store: the run of a new set holds its final row and every
+    measurement it stored, as stored (metrics made JSON before the insert), in the order
+    `load_set` reads a level's (by repeat); the sizing reads only their metrics and client
+    flags, not the start's snapshot. Reading the set, its measurements and the snapshot back
+    was three statements for the same answer."""
+    loaded = LoadedSet(run.set, tuple(run.measurements))
     return size_reference(side_of(loaded), VerdictSettings.from_config(ctx.settings.verdicts))
 
 
