@@ -157,7 +157,8 @@ def start_step(
         )
         session.add(step)
         session.commit()
-        session.refresh(step)
+        # not refreshed: its id comes back with the INSERT and every other value was set (and
+        # redacted) here; a re-read was one more SELECT at each of a run's steps
         return step
 
 
@@ -192,8 +193,7 @@ def finish_step(
         session.add(step)
         session.add(experiment)
         session.commit()
-        session.refresh(step)
-        return step
+        return step  # as stored, without a re-read: see `start_step`
 
 
 def list_steps(store: Store, experiment_id: int) -> list[ExperimentStep]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from alembic import command
-from sqlalchemy import inspect
+from sqlalchemy import event, inspect
 from sqlmodel import Session, col, select
 
 from bot.store import AsyncStore, AuditEvent, Baseline, Experiment, Measurement, Snapshot, Store
@@ -384,6 +384,37 @@ def test_finish_step_checkpoints_the_experiment(store: Store) -> None:
         (1, "failed"),
         (1, "stopped"),
     ]
+
+
+def test_a_step_is_started_and_finished_without_reading_it_back(store: Store) -> None:
+    """The runner checkpoints twice a step; each call ends with its write, and what it returns is
+    the row as stored (every value is set before the commit: nothing for a refresh to learn)."""
+    experiment_id = an_experiment(store)
+    statements: list[list[str]] = []
+
+    def noted(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        statements[-1].append(statement.split(None, 1)[0].upper())
+
+    event.listen(store.engine, "before_cursor_execute", noted)
+    try:
+        statements.append([])
+        started = start_step(store, experiment_id, index=0, name="apply", action="apply_flags", args={"x": 1})
+        statements.append([])
+        done = finish_step(store, started.id or 0, status="ok", result={"r": [1, 2]}, state={"s": {"t": 1}})
+    finally:
+        event.remove(store.engine, "before_cursor_execute", noted)
+
+    assert [calls[-1] for calls in statements] == ["INSERT", "UPDATE"]  # no SELECT after the write
+    [stored] = list_steps(store, experiment_id)
+    for row in (started, done):
+        assert row.id == stored.id and row.started_at == stored.started_at
+    assert (done.status, done.result, done.error, done.finished_at, done.args) == (
+        stored.status,
+        stored.result,
+        stored.error,
+        stored.finished_at,
+        stored.args,
+    )
 
 
 @pytest.mark.parametrize("bad", ["result", "state"])
