@@ -19,8 +19,8 @@ profile of bench/digest_scale.py's 100,000 experiments it was the largest single
 `collections_off` serves a console command that reads and exits (`flagbot status`, `log`,
 `explain`): importing the store, the settings, SSH and its own modules makes some hundred
 thousand objects that live as long as the process, and the collections their creation triggers
-found nothing to free while costing `status` about 0.15 s of CPU, 15 % of its run
-(bench/cli_startup.py; 278 young, 25 middle and 2 full collections, 0.12 s by `gc.callbacks`).
+found nothing to free while costing `status` about 0.12 s of CPU (278 young, 25 middle and 2
+full collections, timed by `gc.callbacks`).
 Such a process ends within seconds; reference counting still frees everything that is not in a
 cycle, and the cycles it leaves are freed when it exits.
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import logging
 import os
 import sys
 import threading
@@ -95,12 +94,11 @@ def exit_status(code: str | int | None) -> int:
 
 
 def exit_without_teardown(code: str | int | None) -> NoReturn:
-    """End the process now, with `sys.exit(code)`'s status: the `atexit` handlers run, logging and
-    the console streams are flushed, the interpreter's teardown is skipped. Only for a process
+    """End the process now, with `sys.exit(code)`'s status: the `atexit` handlers run (logging's
+    flush among them), the console streams are flushed, the interpreter's teardown is skipped. Only for a process
     whose work is done: no other thread may still be writing."""
     status = exit_status(code)
-    atexit._run_exitfuncs()  # logging.shutdown is one of them
-    logging.shutdown()
+    atexit._run_exitfuncs()  # logging registers its flush (logging.shutdown) here at import
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         with suppress(Exception):
             if stream is not None:

@@ -57,7 +57,8 @@ COMMAND_MODULES: dict[str, str] = {
 
 READ_AND_EXIT_COMMANDS = frozenset({"status", "log", "help", "explain", "observe", "grep", "logs", "predict"})
 """Commands that read, print and exit within seconds: run without the cyclic garbage collector
-(`bot.heap.collections_off`). Not the loop's commands (an experiment runs for many minutes),
+(`bot.heap.collections_off`) and leave without the interpreter's teardown
+(`bot.heap.exit_without_teardown`). Not the loop's commands (an experiment runs for many minutes),
 `serve` or `digest` (`bot.heap.collections_paused` covers its bulk read)."""
 
 ALL_COMMANDS_MODULE = "bot.cli.app"
