@@ -20,6 +20,7 @@ from bot.commands.values import check_duration
 from bot.config import Settings
 from bot.loop.params import ParamError, complete_params, parse_params
 from bot.loop.playbook import (
+    PACKAGED_DIR,
     BrokenPlaybook,
     Playbook,
     PlaybookSet,
@@ -55,13 +56,14 @@ def set_broken_announcer(announce: Callable[[str], None]) -> None:
 def load_set(settings: Settings, *, announce: bool = True) -> PlaybookSet:
     """Every playbook (built-in and the user's) and every file that did not load, parsed again
     only when a file changed: parsing the YAML costs ~30 ms of the event loop, paid by every other
-    command's acknowledgement. A broken file breaks only itself; its error is announced once per
+    command's acknowledgement. The package's own files are not stat'ed (they change only with
+    flagbot): listing and stat'ing them was a third of a refused `try`'s acknowledgement. A broken file breaks only itself; its error is announced once per
     process (unless `announce` is false: `playbooks` shows it in its listing instead)."""
     dirs = playbook_dirs(settings.playbook_dirs)
     files = [
         (str(path), stat.st_mtime_ns, stat.st_size)
         for directory in dirs
-        if directory.is_dir()
+        if directory != PACKAGED_DIR and directory.is_dir()
         for path in sorted(directory.iterdir())
         if path.suffix in (".yaml", ".yml") and (stat := path.stat())
     ]

@@ -119,7 +119,11 @@ async def check_call_gates(ctx: AppContext, call: PlaybookCall, *, now: datetime
     if not freezes and limit is None:
         return
     at = now or utcnow()
-    facts = await ctx.store.run(gate_facts, ctx.store.store, call.target, since=at - WINDOW)
+    # a burst of commands on one target shares one read (a window start a moment earlier
+    # counts at least the restarts this call's own would)
+    facts = await ctx.store.run_shared(
+        ("gate_facts", call.target), gate_facts, ctx.store.store, call.target, since=at - WINDOW
+    )
     check_call_not_frozen_by(ctx.settings, call, facts.freeze_event, now=at)
     if limit is not None:
         refusal = allowance(facts.restarts, limit=limit, needed=1, now=at).refusal(

@@ -26,6 +26,9 @@ REFERENCE = re.compile(r"^\$(?P<name>[a-z_][a-z0-9_]*)$")
 BUILTIN_DIR = (Path(__file__).parents[1] / "playbooks").resolve()
 """The built-in playbooks: `bot/playbooks` links to the top-level `playbooks/` in a checkout and
 is package data in a wheel."""
+PACKAGED_DIR = BUILTIN_DIR
+"""Where the installed package's own playbooks are (tests may point `BUILTIN_DIR` elsewhere; this
+stays): files that change only with flagbot itself, so a running process need not stat them."""
 
 
 class PlaybookError(ValueError):

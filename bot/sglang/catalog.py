@@ -496,8 +496,10 @@ def version_key(version: str) -> VersionKey:
     return release, pre, post, dev
 
 
+@cache
 def packaged_versions() -> tuple[str, ...]:
-    """The SGLang versions whose flag lists are shipped, in version order."""
+    """The SGLang versions whose flag lists are shipped, in version order (listed once per
+    process: the package's data does not change under it, and every command's check asks)."""
     names = (
         entry.name.removeprefix("sglang-").removesuffix("-flags.json")
         for entry in resources.files(_data).iterdir()

@@ -27,8 +27,7 @@ from bot.app.context import AppContext
 from bot.config import Settings
 from bot.slack.rate_limit import ReadLimiter
 from bot.store import AsyncStore
-from bot.store.seen_keys import DELIVERY_PREFIX, forget_deliveries
-from bot.store.seen_keys import first_time as first_time_stored
+from bot.store.seen_keys import DELIVERY_PREFIX, first_times, forget_deliveries
 
 log = logging.getLogger(__name__)
 QUIET_S = 0.15
@@ -60,6 +59,9 @@ class SlackServices:
     read_limiter: ReadLimiter = field(default_factory=ReadLimiter)
     """Each user's read commands of the last minute (`[slack] read_commands_per_minute`)."""
     _seen_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _unstored: list[tuple[str, str, asyncio.Future[bool]]] = field(default_factory=list)
+    """Keys waiting for the store's trip in flight to end; they go together in the next one."""
+    _storing: bool = False
     _last_request: float = float("-inf")
     _pruned_at: float = float("-inf")
 
@@ -116,7 +118,46 @@ class SlackServices:
             self.seen[key] = actor
             while len(self.seen) > SEEN_IN_MEMORY:
                 del self.seen[next(iter(self.seen))]
-        return await self.store.run(first_time_stored, self.store.store, key, actor=actor)
+        return await self._stored_first_time(key, actor)
+
+    async def _stored_first_time(self, key: str, actor: str) -> bool:
+        """Ask the store, grouped: while one trip records keys, the keys that arrive wait and go
+        together in the next. Why: each trip to the store's worker thread costs the event loop
+        a hand-over of the GIL, which in a burst of commands held each ack by milliseconds
+        (50 trips in a burst of 50; grouped, a handful)."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._unstored.append((key, actor, future))
+        if not self._storing:
+            self._storing = True
+            task: asyncio.Task[object] = asyncio.create_task(self._store_keys())
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return await future
+
+    async def _store_keys(self) -> None:
+        try:
+            while self._unstored:
+                batch, self._unstored = self._unstored, []
+                try:
+                    fresh = await self.store.run(
+                        first_times, self.store.store, [(key, actor) for key, actor, _ in batch]
+                    )
+                except Exception as exc:  # each waiting handler sees the store's error
+                    for _key, _actor, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_key, _actor, future), first in zip(batch, fresh, strict=True):
+                    if not future.done():
+                        future.set_result(first)
+        except BaseException as exc:  # cancelled (shutdown): no handler is left waiting
+            for _key, _actor, future in self._unstored:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
+            self._unstored = []
+            raise
+        finally:
+            self._storing = False
 
     async def first_delivery(self, kind: str, ident: str, actor: str) -> bool:
         """True the first time Slack delivers this command or event (`ident`: its trigger id or

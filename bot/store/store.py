@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import fcntl
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
@@ -158,11 +158,31 @@ class AsyncStore:
         self.store = store
         workers = 1 if store.backend == "sqlite" else 4
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flagbot-db")
+        self._in_flight: dict[Hashable, asyncio.Future[Any]] = {}
 
     async def run(self, func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run any Store method (or a function of the store) off the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+
+    async def run_shared(self, key: Hashable, func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """`run` a read, or, when a read under the same `key` is in flight, wait for that one and
+        share its result (or its error). For reads whose callers accept an answer read a moment
+        before they asked: a burst of commands on one target then asks the store once, not once
+        per command, each trip costing the event loop a hand-over to the store's thread."""
+        pending = self._in_flight.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self.run(func, *args, **kwargs))
+            self._in_flight[key] = pending
+
+            def _done(finished: asyncio.Future[Any]) -> None:
+                if self._in_flight.get(key) is finished:
+                    del self._in_flight[key]
+                if not finished.cancelled():
+                    finished.exception()  # retrieved: every waiter may have been cancelled
+
+            pending.add_done_callback(_done)
+        return cast(R, await asyncio.shield(pending))
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=True)

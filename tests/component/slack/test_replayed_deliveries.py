@@ -9,10 +9,12 @@ the channel, and it needs no host.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,7 @@ from bot.slack.services import SlackServices
 from bot.store import AsyncStore, Store
 from bot.store.hypotheses import list_hypotheses
 from bot.store.models import utcnow
-from bot.store.seen_keys import DELIVERY_KEEP, first_time, forget_deliveries
+from bot.store.seen_keys import DELIVERY_KEEP, first_time, first_times, forget_deliveries
 from flagbot_lab.standin.outbound import BotRequest
 from flagbot_lab.standin.socket_mode import Envelope
 from tests.support.slack_bot import APP_TOKEN, PING_INTERVAL_S, SIGNING_SECRET, TOKEN, RunningBot, running_bot
@@ -172,3 +174,45 @@ async def test_delivery_keys_are_dropped_after_a_day_and_button_keys_kept(store:
     assert forget_deliveries(sync, now=later) == 1
     assert first_time(sync, "delivery:command:T1", actor="U1")  # gone: the table does not grow forever
     assert not first_time(sync, "click:n7keep", actor="U1")  # a button acts once, however late
+
+
+class CountedStore(AsyncStore):
+    """The store, counting the trips that record idempotency keys."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.key_trips = 0
+
+    async def run(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        if func is first_times:
+            self.key_trips += 1
+        return await super().run(func, *args, **kwargs)
+
+
+async def test_a_burst_of_deliveries_records_its_keys_in_a_few_trips_and_each_acts_once(
+    settings: Settings, store: AsyncStore
+) -> None:
+    counted = CountedStore(store.store)
+    try:
+        services = SlackServices(settings, counted)
+        keys = [f"T{i}" for i in range(30)]
+        got = await asyncio.gather(*(services.first_delivery("command", key, "U1") for key in [*keys, "T3"]))
+        assert got == [True] * 30 + [False]
+        assert 1 <= counted.key_trips <= 3  # the first key's trip, then the rest together
+        restarted = SlackServices(settings, counted)  # a new process on the same database
+        again = await asyncio.gather(
+            *(restarted.first_delivery("command", key, "U2") for key in ["T0", "T29", "T30"])
+        )
+        assert again == [False, False, True]
+    finally:
+        await counted.aclose()
+
+
+async def test_a_store_that_fails_fails_each_waiting_delivery(settings: Settings, store: AsyncStore) -> None:
+    services = SlackServices(settings, store)
+    await store.aclose()  # its worker is gone: every trip fails
+    outcomes = await asyncio.gather(
+        *(services.first_delivery("command", f"T{i}", "U1") for i in range(4)), return_exceptions=True
+    )
+    assert all(isinstance(outcome, RuntimeError) for outcome in outcomes)
+    assert not services._storing and not services._unstored

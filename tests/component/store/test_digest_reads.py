@@ -3,9 +3,7 @@ on both backends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,18 +13,9 @@ from bot.store import Store
 from bot.store.digest_reads import experiment_states, experiments_between, set_peaks_between
 from bot.store.experiments import create_experiment
 from bot.store.models import MeasurementSet
-from tests.support.schedule import migrated_store
 from tests.unit.loop.test_run_facts import STATES
 
 START = datetime(2026, 11, 23, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    opened = migrated_store(request.param, tmp_path, url)
-    yield opened
-    opened.close()
 
 
 def _seed(store: Store) -> dict[int, dict[str, Any]]:

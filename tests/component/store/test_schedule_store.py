@@ -31,14 +31,6 @@ from tests.support.schedule import T0, concluded_check, migrated_store
 from tests.support.waits import until
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    url = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
-    opened = migrated_store(request.param, tmp_path, url)
-    yield opened
-    opened.close()
-
-
 def test_revision_0006_creates_and_drops_only_its_tables(store: Store) -> None:
     from alembic import command
 

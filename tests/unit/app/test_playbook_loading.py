@@ -79,3 +79,28 @@ def test_run_revert_reads_flags_as_revert_does(tmp_path: Path, told: list[str]) 
     )
     call = resolve_playbook(settings, parse_command("run revert flags=--tp,--enable-metrics"))
     assert call.params["flags"] == "--tp-size,--enable-metrics"  # canonical, as `revert flags=` reads them
+
+
+def test_the_packaged_playbooks_are_not_listed_again_and_a_user_edit_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each command's check loads the set: the package's own directory is listed once (its files
+    change only with flagbot), the user's directories every time, so an edit is seen at once."""
+
+    settings = settings_with(tmp_path)
+    load_set(settings, announce=False)
+    listed: list[Path] = []
+    real_iterdir = Path.iterdir
+
+    def counted(self: Path) -> Iterator[Path]:
+        listed.append(self)
+        return real_iterdir(self)
+
+    monkeypatch.setattr(Path, "iterdir", counted)
+    again = load_set(settings, announce=False)
+    assert listed == [tmp_path / "books"] and "tpyo" not in again.books  # nothing changed: no parse
+    (tmp_path / "books" / "tpyo.yaml").write_text(
+        "name: tpyo\nsteps:\n  - action: snapshot_before\n", encoding="utf-8"
+    )
+    mended = load_set(settings, announce=False)
+    assert "tpyo" in mended.books and not mended.broken
