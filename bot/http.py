@@ -8,6 +8,8 @@ verification it does is the same as httpx's default (certifi's bundle, hostnames
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import ssl
 from collections.abc import Mapping
 from functools import cache
@@ -29,6 +31,19 @@ def tls_context() -> ssl.SSLContext:
     """httpx's verifying context (certifi's CA bundle; `SSL_CERT_FILE` and the like are not read,
     as the clients ignore the environment), built once: an SSLContext is safe to share."""
     return httpx.create_ssl_context(trust_env=False)
+
+
+def warm() -> None:
+    """Pay now, while a long-running process starts, what its first client would pay on the
+    event loop in the middle of a run: the TLS context; httpx's transport, whose first build
+    imports httpcore (and through it trio, when trio is installed: ~0.1-0.3 s); and what the
+    first request loads (anyio's asyncio backend and its events, the IDNA codec for host names).
+    Measured in `flagbot serve`: that import held a burst of Slack acks behind it."""
+    tls_context()
+    httpx.AsyncHTTPTransport(verify=tls_context(), trust_env=False)
+    for module in ("anyio._core._synchronization", "anyio._backends._asyncio", "encodings.idna"):
+        with contextlib.suppress(ImportError):  # anyio's own layout, which may change
+            importlib.import_module(module)
 
 
 def async_client(**options: Unpack[Options]) -> httpx.AsyncClient:

@@ -42,6 +42,7 @@ from bot.app.waiters import waiting_text
 from bot.commands import CommandError, Invocation, command_words, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError
 from bot.config import Settings
+from bot.http import warm as warm_http
 from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
 from bot.slack.digest import digest_answer
@@ -95,7 +96,8 @@ def threaded(invocation: Invocation) -> bool:
 def preload() -> None:
     """Import now what the commands import when first used (SSH, the statistics behind `log`, the
     playbooks' actions: seconds of CPU). An import runs on the event loop and holds it: done in
-    the middle of a burst of commands, it would hold every acknowledgement behind it."""
+    the middle of a burst of commands, it would hold every acknowledgement behind it. Also what
+    the first HTTP client of a run imports (`bot.http.warm`)."""
     for module in (
         "bot.app.target_commands",
         "bot.app.bench",
@@ -107,6 +109,7 @@ def preload() -> None:
     ):
         importlib.import_module(module)
     ensure_builtin_actions()
+    warm_http()
 
 
 def check(settings: Settings, invocation: Invocation) -> None:
