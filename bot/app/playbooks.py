@@ -57,8 +57,9 @@ def load_set(settings: Settings, *, announce: bool = True) -> PlaybookSet:
     """Every playbook (built-in and the user's) and every file that did not load, parsed again
     only when a file changed: parsing the YAML costs ~30 ms of the event loop, paid by every other
     command's acknowledgement. The package's own files are not stat'ed (they change only with
-    flagbot): listing and stat'ing them was a third of a refused `try`'s acknowledgement. A broken file breaks only itself; its error is announced once per
-    process (unless `announce` is false: `playbooks` shows it in its listing instead)."""
+    flagbot): listing and stat'ing them was a third of a refused `try`'s acknowledgement. A
+    broken file breaks only itself; its error is announced once per process (unless `announce`
+    is false: `playbooks` shows it in its listing instead)."""
     dirs = playbook_dirs(settings.playbook_dirs)
     files = [
         (str(path), stat.st_mtime_ns, stat.st_size)

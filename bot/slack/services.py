@@ -135,6 +135,7 @@ class SlackServices:
         return await future
 
     async def _store_keys(self) -> None:
+        batch: list[tuple[str, str, asyncio.Future[bool]]] = []
         try:
             while self._unstored:
                 batch, self._unstored = self._unstored, []
@@ -151,7 +152,7 @@ class SlackServices:
                     if not future.done():
                         future.set_result(first)
         except BaseException as exc:  # cancelled (shutdown): no handler is left waiting
-            for _key, _actor, future in self._unstored:
+            for _key, _actor, future in [*batch, *self._unstored]:
                 if not future.done():
                     future.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
             self._unstored = []
