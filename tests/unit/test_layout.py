@@ -64,3 +64,17 @@ def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme
     assert "make test-unit" in readme
+
+
+def test_test_modules_outside_packages_have_unique_basenames() -> None:
+    """pytest's default import mode imports a test file outside a package under its bare name, so
+    two such files of one name stop the whole collection; a run of one tier would not notice."""
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        if (path.parent / "__init__.py").exists():
+            continue
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(path.name, path)
+    assert clashes == []
