@@ -8,11 +8,13 @@ expectations; the prediction runs it at every jitter of the band, and calibratio
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from bot.sglang.capacity_model.applied_change import AppliedChange
 from bot.sglang.capacity_model.figures import (
     GIB,
+    PRINT_ROUNDING_GIB,
     StartFigures,
     Step,
     Unknown,
@@ -155,20 +157,19 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
         )
     )
     # the hybrid state cache
-    state_size: int | None = None
-    state_gib = 0.0
-    reservation = 0.0
-    kv_rest = rest
-    ratio = MAMBA_BASE_RATIO
-    if inputs.state_bytes is not None:
-        found = state_cache_after(inputs, args, applied.touched, rest, parsed, cite)
-        if isinstance(found, Unknown):
-            return _unknown_outcome(found, parsed, steps)
-        state_size, state_gib, reservation, ratio, state_steps = found
-        steps += state_steps
-        kv_rest = (
-            rest - reservation - (state_gib if rules == "0.5.23" else state_size * inputs.state_bytes / GIB)
-        )
+    pools = _state_after(inputs, args, applied.touched, rest, parsed, cite)
+    if isinstance(pools, Unknown):
+        return _unknown_outcome(pools, parsed, steps)
+    shift, why = calibration(inputs, mfs, rest, pools.kv_rest)
+    if shift:
+        rest -= shift
+        steps.append(Step("rest calibrated", why, f"{SRC_KV_POOL} ({cite})"))
+        pools = _state_after(inputs, args, applied.touched, rest, parsed, cite)
+        if isinstance(pools, Unknown):
+            return _unknown_outcome(pools, parsed, steps)
+    steps += pools.steps
+    state_size, state_gib, reservation, ratio = pools.size, pools.gib, pools.reservation, pools.ratio
+    kv_rest = pools.kv_rest
     # the KV pool
     old_bytes = kv_bytes(old, f.kv_dtype, old)
     new_bytes = kv_bytes(args, f.kv_dtype, old)
@@ -244,6 +245,80 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
         inputs, args, jitter, tokens, mrr, kv_gib, state_gib + reservation, ctx_value, steps
     )
     return Outcome(mfs, parsed, tokens, mrr, state_size, kv_gib, state_gib, available, tuple(steps))
+
+
+@dataclass(frozen=True)
+class _StatePools:
+    """The hybrid state cache after the change and what it leaves the KV pool."""
+
+    size: int | None
+    gib: float
+    reservation: float
+    ratio: int
+    kv_rest: float
+    steps: tuple[Step, ...]
+
+
+def _state_after(
+    inputs: ArithmeticInputs,
+    args: Mapping[str, Any],
+    touched: frozenset[str],
+    rest: float,
+    parsed: int | None,
+    cite: str,
+) -> _StatePools | Unknown:
+    """The state cache sized from `rest` (`state_cache_after`), and the rest left for KV: 0.5.9 /
+    0.5.10's profile counts `size` slots, 0.5.23's `size + 1`, both less the reservation."""
+    if inputs.state_bytes is None:
+        return _StatePools(None, 0.0, 0.0, MAMBA_BASE_RATIO, rest, ())
+    found = state_cache_after(inputs, args, touched, rest, parsed, cite)
+    if isinstance(found, Unknown):
+        return found
+    size, gib, reservation, ratio, steps = found
+    counted = gib if inputs.rules == "0.5.23" else size * inputs.state_bytes / GIB
+    return _StatePools(size, gib, reservation, ratio, rest - reservation - counted, tuple(steps))
+
+
+def calibration(inputs: ArithmeticInputs, mfs: float, rest: float, kv_rest: float) -> tuple[float, str]:
+    """(GiB to take off the rest, why): where today's pools leave an amount unexplained that is
+    within the printing's rounding (`ArithmeticInputs.rounding_gib`), two estimates of the new
+    KV memory hold. The absolute one (`kv_rest`, from the printed free memory) carries the
+    rounding of `pre`, `post` and of every state slot it subtracts; the one from today's pools
+    (`kv_rest` less the unexplained amount) carries the rounding of today's KV pool over what the
+    change moves, and of the slots that change. On a KV pool that is a sliver of the rest (a hybrid
+    model with a large state cache) the second is the tighter; elsewhere they agree to a token.
+    The truth lies in both bounds: the rest is moved to the middle of where they meet (to the
+    middle between them if they miss, which the printing's rounding alone cannot cause)."""
+    unexplained = inputs.rounding_gib
+    f = inputs.figures
+    if not unexplained or not f.kv_gib or f.pre_model_load_gib is None:
+        return 0.0, ""
+    figure = PRINT_ROUNDING_GIB / 2  # each printed GB figure is off by up to this
+    old_mfs = float(f.server_args["mem_fraction_static"])
+    page = int(f.server_args.get("page_size") or 1)
+    floor_gib = page * inputs.cell_bytes / GIB / 2  # today's pool is floored to whole pages
+    slot_gib = 2 * figure / ((f.mamba_cache_size or 0) + 1)  # conv + ssm over the printed slots
+    state = inputs.state_bytes or 0.0
+    slots_now = (rest - kv_rest) * GIB / state if state else 0.0
+    slots_today = inputs.today_state_gib * GIB / state if state else 0.0
+    absolute = kv_rest
+    absolute_bound = figure + figure * (1 - mfs) + slots_now * slot_gib + absolute * 2 * figure / f.kv_gib
+    from_today = kv_rest - unexplained + floor_gib
+    today_bound = (
+        abs(from_today - f.kv_gib) * 2 * figure / f.kv_gib
+        + abs(slots_now - slots_today) * slot_gib
+        + figure * abs(mfs - old_mfs)
+        + floor_gib
+    )
+    low = max(absolute - absolute_bound, from_today - today_bound)
+    high = min(absolute + absolute_bound, from_today + today_bound)
+    target = (low + high) / 2
+    shift = absolute - target
+    return shift, (
+        f"today's pools leave {unexplained:+.3f} GiB unexplained, within the rounding of the printed GB; "
+        f"the KV memory from the printed free memory, {absolute:.3f} +- {absolute_bound:.3f} GiB, and from "
+        f"today's pools, {from_today:.3f} +- {today_bound:.3f} GiB, meet at {target:.3f}: the rest moves by {-shift:+.3f} GiB"
+    )
 
 
 def _available(

@@ -49,6 +49,10 @@ class ArithmeticInputs:
     0.5.10 count `size` slots, 0.5.23 `size + 1`), as `recompute_profile` subtracts it."""
     today_reservation_gib: float = 0.0
     """Today's speculative intermediate states, allocated next to the printed state pool."""
+    rounding_gib: float = 0.0
+    """What today's pools leave unexplained when it is within the printing's rounding (the
+    workspace is then 0): the run weighs it against the printed figures' rounding bounds
+    (`arithmetic.calibration`) instead of dropping it."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,16 @@ def prepare_inputs(figures: StartFigures) -> ArithmeticInputs | Unknown:
     page = int(figures.server_args.get("page_size") or 1)
     noise = PRINT_ROUNDING_GIB * 2 + (page + 1) * cell / GIB + (state_bytes or 0.0) / GIB
     workspace = unexplained if abs(unexplained) > noise else 0.0
-    return ArithmeticInputs(figures, rules, cell, state_bytes, workspace, today_state, today_reservation)
+    return ArithmeticInputs(
+        figures,
+        rules,
+        cell,
+        state_bytes,
+        workspace,
+        today_state,
+        today_reservation,
+        rounding_gib=unexplained - workspace,
+    )
 
 
 def _today_reservation_0_5_23(figures: StartFigures, state_bytes: float) -> float | Unknown:
