@@ -39,9 +39,11 @@ from bot.app.settle import settled_text
 from bot.app.targets import target_of
 from bot.app.validate import check_invocation
 from bot.app.waiters import waiting_text
+from bot.bench.chart import preload as preload_chart
 from bot.commands import CommandError, Invocation, command_words, help_text, parse_command
 from bot.commands.target_catalog import UnknownTargetError
 from bot.config import Settings
+from bot.heap import settle
 from bot.http import warm as warm_http
 from bot.loop.actions import ensure_builtin_actions
 from bot.loop.report import RunOutcome
@@ -95,9 +97,15 @@ def threaded(invocation: Invocation) -> bool:
 
 def preload() -> None:
     """Import now what the commands import when first used (SSH, the statistics behind `log`, the
-    playbooks' actions: seconds of CPU). An import runs on the event loop and holds it: done in
-    the middle of a burst of commands, it would hold every acknowledgement behind it. Also what
-    the first HTTP client of a run imports (`bot.http.warm`)."""
+    playbooks' actions, matplotlib for a verdict's chart: seconds of CPU). An import runs on the
+    event loop, or holds the GIL in the thread that draws the chart: done in the middle of a burst
+    of commands, it would hold every acknowledgement behind it. Also what the first HTTP client of a
+    run imports (`bot.http.warm`). Then the start-up heap is collected and frozen
+    (`bot.heap.settle`): those objects live as long as the bot, and a full collection scanning
+    them (~50 ms on the 2-core machine) would hold every ack in flight. Once per process."""
+    global _preloaded
+    if _preloaded:
+        return
     for module in (
         "bot.app.target_commands",
         "bot.app.bench",
@@ -105,11 +113,16 @@ def preload() -> None:
         "bot.slack.thread_commands",
         "bot.target.session",
         "bot.bench.run",
-        "bot.bench.chart",
     ):
         importlib.import_module(module)
     ensure_builtin_actions()
     warm_http()
+    preload_chart()
+    settle()
+    _preloaded = True
+
+
+_preloaded = False
 
 
 def check(settings: Settings, invocation: Invocation) -> None:
