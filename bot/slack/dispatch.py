@@ -102,7 +102,7 @@ def preload() -> None:
     of commands, it would hold every acknowledgement behind it. Also what the first HTTP client of a
     run imports (`bot.http.warm`). Then the start-up heap is collected and frozen
     (`bot.heap.settle`): those objects live as long as the bot, and a full collection scanning
-    them (~50 ms on the 2-core machine) would hold every ack in flight. Once per process."""
+    them (50-100 ms on the 2-core machine) would hold every ack in flight. Once per process."""
     global _preloaded
     if _preloaded:
         return
