@@ -66,15 +66,20 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "make test-unit" in readme
 
 
-def test_test_modules_outside_packages_have_unique_basenames() -> None:
-    """pytest's default import mode imports a test file outside a package under its bare name, so
-    two such files of one name stop the whole collection; a run of one tier would not notice."""
+def test_test_modules_have_unique_import_names() -> None:
+    """pytest's default import mode imports a test file under its name within its packages (the
+    folders up from it that hold an `__init__.py`): a bare basename outside any. Two files of one
+    such name stop the whole collection, and a run of one tier would not notice."""
     seen: dict[str, Path] = {}
     clashes = []
     for path in sorted((ROOT / "tests").rglob("test_*.py")):
-        if (path.parent / "__init__.py").exists():
-            continue
-        if path.name in seen:
-            clashes.append(f"{seen[path.name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
-        seen.setdefault(path.name, path)
+        parts = [path.stem]
+        folder = path.parent
+        while (folder / "__init__.py").exists():
+            parts.insert(0, folder.name)
+            folder = folder.parent
+        name = ".".join(parts)
+        if name in seen:
+            clashes.append(f"{name}: {seen[name].relative_to(ROOT)} and {path.relative_to(ROOT)}")
+        seen.setdefault(name, path)
     assert clashes == []

@@ -286,7 +286,8 @@ def calibration(inputs: ArithmeticInputs, mfs: float, rest: float, kv_rest: floa
     rounding of `pre`, `post` and of every state slot it subtracts; the one from today's pools
     (`kv_rest` less the unexplained amount) carries the rounding of today's KV pool over what the
     change moves, and of the slots that change. On a KV pool that is a sliver of the rest (a hybrid
-    model with a large state cache) the second is the tighter; elsewhere they agree to a token.
+    model with a large state cache) the second is the tighter; on a dense model they differ by
+    the rounding of the free memory lines, ~0.01 GiB.
     The truth lies in both bounds: the rest is moved to the middle of where they meet (to the
     middle between them if they miss, which the printing's rounding alone cannot cause)."""
     unexplained = inputs.rounding_gib
@@ -302,7 +303,9 @@ def calibration(inputs: ArithmeticInputs, mfs: float, rest: float, kv_rest: floa
     slots_now = (rest - kv_rest) * GIB / state if state else 0.0
     slots_today = inputs.today_state_gib * GIB / state if state else 0.0
     absolute = kv_rest
-    absolute_bound = figure + figure * (1 - mfs) + slots_now * slot_gib + absolute * 2 * figure / f.kv_gib
+    absolute_bound = (
+        figure + figure * (1 - mfs) + slots_now * slot_gib + abs(absolute) * 2 * figure / f.kv_gib
+    )
     from_today = kv_rest - unexplained + floor_gib
     today_bound = (
         abs(from_today - f.kv_gib) * 2 * figure / f.kv_gib

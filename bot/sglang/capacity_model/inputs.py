@@ -73,7 +73,7 @@ class Outcome:
 def prepare_inputs(figures: StartFigures) -> ArithmeticInputs | Unknown:
     """Check today's figures and derive the KV cell, the state per request and the workspace
     (`ArithmeticInputs.workspace_gib`); an unexplained amount within the printing's rounding and one KV
-    page or state slot is noise, taken as 0."""
+    page or state slot is no workspace: it is kept as `rounding_gib`, for the run to weigh."""
     rules = rule_set(figures.version)
     if rules is None:
         return Unknown(f"SGLang {figures.version or '(version not known)'}: its capacity rules were not read")

@@ -16,11 +16,14 @@ AFTER_PRELOAD = textwrap.dedent(
 
     preload()
     frozen, tracked = gc.get_freeze_count(), len(gc.get_objects())
+    full = []
+    gc.callbacks.append(lambda phase, info: full.append(1) if phase == "stop" and info["generation"] == 2 else None)
     preload()  # a second app in the same process (tests build many): nothing is done again
     print(json.dumps({
         "frozen": frozen,
         "tracked": tracked,
         "frozen_again": gc.get_freeze_count(),
+        "collected_again": len(full),
         "matplotlib": "matplotlib.pyplot" in sys.modules,
     }))
     """
@@ -35,4 +38,5 @@ def test_preload_imports_the_chart_and_freezes_the_start_up_heap() -> None:
     assert found["matplotlib"]  # the verdict's chart does not import it in a run's thread
     assert found["frozen"] > 50_000  # the imported modules' objects, out of the collector's scans
     assert found["tracked"] < found["frozen"] // 100  # a full collection now scans almost nothing
+    assert found["collected_again"] == 0  # no second full collection
     assert found["frozen_again"] == found["frozen"]
