@@ -157,14 +157,18 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
         )
     )
     # the hybrid state cache
-    pools = _state_after(inputs, args, applied.touched, rest, parsed, cite)
+    old_mfs = float(old["mem_fraction_static"])
+    moved = rest - (f.post_model_load_gib - f.pre_model_load_gib * (1 - old_mfs) - inputs.workspace_gib)
+    pools = _state_after(inputs, args, applied.touched, rest, parsed, cite, _slots_rest(inputs, rest, moved))
     if isinstance(pools, Unknown):
         return _unknown_outcome(pools, parsed, steps)
     shift, why = calibration(inputs, mfs, rest, pools.kv_rest)
     if shift:
         rest -= shift
         steps.append(Step("rest calibrated", why, f"{SRC_KV_POOL} ({cite})"))
-        pools = _state_after(inputs, args, applied.touched, rest, parsed, cite)
+        pools = _state_after(
+            inputs, args, applied.touched, rest, parsed, cite, _slots_rest(inputs, rest, moved)
+        )
         if isinstance(pools, Unknown):
             return _unknown_outcome(pools, parsed, steps)
     steps += pools.steps
@@ -259,6 +263,32 @@ class _StatePools:
     steps: tuple[Step, ...]
 
 
+def _slots_rest(inputs: ArithmeticInputs, rest: float, moved: float) -> float:
+    """The rest the 0.5.9 / 0.5.10 ratio rule sizes the state cache from: `rest`, moved (when it
+    must) to where today's rest, `rest - moved`, gives today's printed slot count by that rule.
+    Why: today's count is exact, the rest read from the printed lines is not; near a slot
+    boundary the rounding alone would move the count by one, and the KV pool by one slot's
+    memory, for a change that moves no memory at all. `rest` itself still sizes the KV pool.
+    Only when today's start used the ratio rule (no explicit size, the radix cache on)."""
+    f = inputs.figures
+    old = f.server_args
+    if (
+        inputs.rules == "0.5.23"
+        or inputs.state_bytes is None
+        or not f.mamba_cache_size
+        or as_int(old.get("max_mamba_cache_size")) is not None
+        or switched_on(old.get("disable_radix_cache"))
+    ):
+        return rest
+    ratio = float(old.get("mamba_full_memory_ratio") or 0.9)
+    per_slot = round(inputs.state_bytes) * (1 + ratio) / ratio / GIB  # rest per slot, in GiB
+    today_total = rest - moved - inputs.today_reservation_gib
+    low, high = f.mamba_cache_size * per_slot, (f.mamba_cache_size + 1) * per_slot
+    margin = min(PRINT_ROUNDING_GIB / 10, per_slot / 4)  # inside, clear of the float boundary
+    anchored = min(max(today_total, low + margin), high - margin)
+    return rest + (anchored - today_total)
+
+
 def _state_after(
     inputs: ArithmeticInputs,
     args: Mapping[str, Any],
@@ -266,12 +296,14 @@ def _state_after(
     rest: float,
     parsed: int | None,
     cite: str,
+    slots_rest: float | None = None,
 ) -> _StatePools | Unknown:
-    """The state cache sized from `rest` (`state_cache_after`), and the rest left for KV: 0.5.9 /
-    0.5.10's profile counts `size` slots, 0.5.23's `size + 1`, both less the reservation."""
+    """The state cache sized from `rest` (`state_cache_after`; the ratio rule from `slots_rest`
+    when given, `_slots_rest`), and the rest left for KV: 0.5.9 / 0.5.10's profile counts `size`
+    slots, 0.5.23's `size + 1`, both less the reservation."""
     if inputs.state_bytes is None:
         return _StatePools(None, 0.0, 0.0, MAMBA_BASE_RATIO, rest, ())
-    found = state_cache_after(inputs, args, touched, rest, parsed, cite)
+    found = state_cache_after(inputs, args, touched, rest, parsed, cite, slots_rest=slots_rest)
     if isinstance(found, Unknown):
         return found
     size, gib, reservation, ratio, steps = found

@@ -38,6 +38,8 @@ def state_cache_after(
     rest: float,
     parsed: int | None,
     cite: str,
+    *,
+    slots_rest: float | None = None,
 ) -> tuple[int, float, float, int, list[Step]] | Unknown:
     """The hybrid state cache after the change: (max_mamba_cache_size, the pool's GiB with its
     padding slot, the speculative reservation's GiB, state slots per request, steps).
@@ -91,15 +93,17 @@ def state_cache_after(
     dp = dp_attention_workers(args)
     explicit_size = as_int(args.get("max_mamba_cache_size"))
     reservation = reservation_gib(args, per_req, rules)
-    total = rest - reservation
     if explicit_size is not None:
         size, rule_text = explicit_size // dp, f"--max-mamba-cache-size {explicit_size} // {dp}"
     elif switched_on(args.get("disable_radix_cache")) and parsed is not None:
         size, rule_text = parsed // dp, f"no radix cache: max_running_requests {parsed} // {dp}"
     else:
         r = float(args.get("mamba_full_memory_ratio") or 0.9)
-        size = max(0, int(total * r / (1 + r) * GIB) // round(per_req))
-        rule_text = f"int(({rest:.3f} - reservation {reservation:.3f}) x {r}/(1+{r}) GiB) // {per_req / 2**20:.2f} MiB"
+        sizing = rest if slots_rest is None else slots_rest
+        size = max(0, int((sizing - reservation) * r / (1 + r) * GIB) // round(per_req))
+        rule_text = f"int(({sizing:.3f} - reservation {reservation:.3f}) x {r}/(1+{r}) GiB) // {per_req / 2**20:.2f} MiB"
+        if abs(sizing - rest) > 1e-9:
+            rule_text += f" (the rest moved {sizing - rest:+.3f} GiB to where today's rest gives today's {inputs.figures.mamba_cache_size} slots)"
     steps.append(
         Step(
             "max_mamba_cache_size",

@@ -264,6 +264,44 @@ def test_a_sliver_of_kv_pool_is_predicted_from_todays_pools_not_from_the_rounded
     assert "within the rounding of the printed GB" in calibrated[0].formula
 
 
+def test_a_change_that_moves_no_memory_keeps_todays_ratio_sized_state_cache() -> None:
+    """0.5.10's ratio rule floors the state cache to whole slots. Today's true rest sits 0.02 slot
+    above a slot boundary, and the printed lines read it 0.006 GiB low: sized from them, the cache
+    would lose a slot and the KV pool gain one slot's memory (4,500 tokens) for a change that
+    moves no memory. Today's printed slot count anchors the rule (`_slots_rest`)."""
+    per_req, cell, mfs, conv_share = 55059781, 12288, 0.7787, 0.037
+    pre, post = 115.4651, 56.1849  # printed 115.47 and 56.18
+    rest = post - pre * (1 - mfs)
+    reservation = per_req * 48 * 4 / GIB
+    size = int((rest - reservation) * 0.9 / 1.9 * GIB) // per_req
+    tokens = int((rest - reservation - size * per_req / GIB) * GIB) // cell
+    printed_rest = round(post, 2) - round(pre, 2) * (1 - mfs)
+    assert int((printed_rest - reservation) * 0.9 / 1.9 * GIB) // per_req == size - 1  # the premise
+    state_gib = round((size + 1) * per_req * conv_share / GIB, 2) + round(
+        (size + 1) * per_req * (1 - conv_share) / GIB, 2
+    )
+    printed = dataclasses.replace(
+        hybrid(context_length=None),
+        pre_model_load_gib=round(pre, 2),
+        post_model_load_gib=round(post, 2),
+        kv_tokens=tokens,
+        kv_gib=2 * round(tokens * cell / GIB / 2, 2),
+        mamba_cache_size=size,
+        mamba_state_gib=state_gib,
+        max_total_num_tokens=tokens,
+        max_running_requests=min(48, size // 4),
+        server_args={**hybrid().server_args, "mem_fraction_static": mfs},
+    )
+
+    prediction = predict(printed, [Change("add", "--context-length", "4096")], jitter_gib=0.0)
+
+    assert figure(prediction, "max_mamba_cache_size").value == size
+    # within the cell read to the byte from the printed pool (~40 tokens), far under a slot's 4,480
+    assert figure(prediction, "max_total_num_tokens").value == pytest.approx(tokens, abs=100)
+    rule = next(step for step in prediction.steps if step.name == "max_mamba_cache_size")
+    assert f"today's {size} slots" in rule.formula
+
+
 def hybrid_0_5_23(**server_args: Any) -> StartFigures:
     """seed-gb10 on 0.5.23 with EAGLE (4 draft tokens), the radix cache on and `auto` resolved to
     extra_buffer with the overlap schedule: 3 + 2 slots a request. `_handle_max_mamba_cache`'s
