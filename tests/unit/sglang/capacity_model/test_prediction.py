@@ -221,6 +221,28 @@ def test_0_5_10_reads_the_state_per_request_over_the_pools_size_plus_one_slots()
     assert figure(prediction, "state_memory_gb").value == pytest.approx(401 * PER_REQ / GIB)
 
 
+def as_printed(
+    per_req: float, cell: int, mfs: float, pre: float, post: float, size: int, tokens: int, conv_share: float
+) -> StartFigures:
+    """The seeds' hybrid start as SGLang 0.5.10 prints it from exact figures: `pre`, `post`, the
+    K and V sizes and the conv and ssm states each in GB with two decimals."""
+    state_gib = round((size + 1) * per_req * conv_share / GIB, 2) + round(
+        (size + 1) * per_req * (1 - conv_share) / GIB, 2
+    )
+    return dataclasses.replace(
+        hybrid(context_length=None),
+        pre_model_load_gib=round(pre, 2),
+        post_model_load_gib=round(post, 2),
+        kv_tokens=tokens,
+        kv_gib=2 * round(tokens * cell / GIB / 2, 2),  # K size + V size
+        mamba_cache_size=size,
+        mamba_state_gib=state_gib,
+        max_total_num_tokens=tokens,
+        max_running_requests=min(48, size // 4),
+        server_args={**hybrid().server_args, "mem_fraction_static": mfs},
+    )
+
+
 def test_a_sliver_of_kv_pool_is_predicted_from_todays_pools_not_from_the_rounded_free_memory() -> None:
     """The printed lines round every GB to two decimals. 400 state slots leave a KV pool of
     0.37 GiB: the rounding of `pre`, `post` and of 592 slots' worth of state (400 + the 192
@@ -234,21 +256,8 @@ def test_a_sliver_of_kv_pool_is_predicted_from_todays_pools_not_from_the_rounded
     reservation = per_req * 48 * 4 / GIB
     size = int((rest - reservation) * 0.9 / 1.9 * GIB) // int(per_req)
     tokens = int((rest - reservation - size * per_req / GIB) * GIB) // cell
-    state_gib = round((size + 1) * per_req * conv_share / GIB, 2) + round(
-        (size + 1) * per_req * (1 - conv_share) / GIB, 2
-    )
-    printed = dataclasses.replace(
-        hybrid(context_length=None),
-        pre_model_load_gib=round(pre, 2),
-        post_model_load_gib=round(post, 2),
-        kv_tokens=tokens,
-        kv_gib=2 * round(tokens * cell / GIB / 2, 2),  # K size + V size
-        mamba_cache_size=size,
-        mamba_state_gib=state_gib,
-        max_total_num_tokens=tokens,
-        max_running_requests=min(48, size // 4),
-        server_args={**hybrid().server_args, "mem_fraction_static": mfs},
-    )
+    printed = as_printed(per_req, cell, mfs, pre, post, size, tokens, conv_share)
+    state_gib = printed.mamba_state_gib or 0.0
     changes = [Change("add", "--context-length", "4096"), Change("add", "--max-mamba-cache-size", "400")]
     truth = int((rest - reservation - 400 * per_req / GIB) * GIB) // cell
     printed_rest = round(post, 2) - round(pre, 2) * (1 - mfs)
@@ -277,21 +286,7 @@ def test_a_change_that_moves_no_memory_keeps_todays_ratio_sized_state_cache() ->
     tokens = int((rest - reservation - size * per_req / GIB) * GIB) // cell
     printed_rest = round(post, 2) - round(pre, 2) * (1 - mfs)
     assert int((printed_rest - reservation) * 0.9 / 1.9 * GIB) // per_req == size - 1  # the premise
-    state_gib = round((size + 1) * per_req * conv_share / GIB, 2) + round(
-        (size + 1) * per_req * (1 - conv_share) / GIB, 2
-    )
-    printed = dataclasses.replace(
-        hybrid(context_length=None),
-        pre_model_load_gib=round(pre, 2),
-        post_model_load_gib=round(post, 2),
-        kv_tokens=tokens,
-        kv_gib=2 * round(tokens * cell / GIB / 2, 2),
-        mamba_cache_size=size,
-        mamba_state_gib=state_gib,
-        max_total_num_tokens=tokens,
-        max_running_requests=min(48, size // 4),
-        server_args={**hybrid().server_args, "mem_fraction_static": mfs},
-    )
+    printed = as_printed(per_req, cell, mfs, pre, post, size, tokens, conv_share)
 
     prediction = predict(printed, [Change("add", "--context-length", "4096")], jitter_gib=0.0)
 
