@@ -95,6 +95,10 @@ def threaded(invocation: Invocation) -> bool:
     return runs_playbook(invocation) or invocation.name in THREAD_COMMANDS
 
 
+_preloaded = False
+"""Whether `preload` has run in this process."""
+
+
 def preload() -> None:
     """Import now what the commands import when first used (SSH, the statistics behind `log`, the
     playbooks' actions, matplotlib for a verdict's chart: seconds of CPU). An import runs on the
@@ -120,9 +124,6 @@ def preload() -> None:
     preload_chart()
     settle()
     _preloaded = True
-
-
-_preloaded = False
 
 
 def check(settings: Settings, invocation: Invocation) -> None:

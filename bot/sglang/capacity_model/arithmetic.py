@@ -52,7 +52,7 @@ def recompute_profile(figures: StartFigures) -> tuple[int, str] | Unknown:
     assert figures.pre_model_load_gib is not None
     assert figures.post_model_load_gib is not None
     mfs = float(figures.server_args["mem_fraction_static"])
-    rest = figures.post_model_load_gib - figures.pre_model_load_gib * (1 - mfs)
+    rest = inputs.today_rest_gib
     state = inputs.today_state_gib
     tokens = int((rest - state) * GIB) // round(inputs.cell_bytes)
     formula = (
@@ -157,8 +157,7 @@ def run_arithmetic(inputs: ArithmeticInputs, applied: AppliedChange, jitter: flo
         )
     )
     # the hybrid state cache
-    old_mfs = float(old["mem_fraction_static"])
-    moved = rest - (f.post_model_load_gib - f.pre_model_load_gib * (1 - old_mfs) - inputs.workspace_gib)
+    moved = rest - (inputs.today_rest_gib - inputs.workspace_gib)
     pools = _state_after(inputs, args, applied.touched, rest, parsed, cite, _slots_rest(inputs, rest, moved))
     if isinstance(pools, Unknown):
         return _unknown_outcome(pools, parsed, steps)

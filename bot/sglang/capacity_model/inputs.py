@@ -49,6 +49,9 @@ class ArithmeticInputs:
     0.5.10 count `size` slots, 0.5.23 `size + 1`), as `recompute_profile` subtracts it."""
     today_reservation_gib: float = 0.0
     """Today's speculative intermediate states, allocated next to the printed state pool."""
+    today_rest_gib: float = 0.0
+    """The rest today's memory lines give, `post - pre x (1 - mem_fraction_static)`, before any
+    workspace: what a change's rest is measured against."""
     rounding_gib: float = 0.0
     """What today's pools leave unexplained when it is within the printing's rounding (the
     workspace is then 0): the run weighs it against the printed figures' rounding bounds
@@ -140,6 +143,7 @@ def prepare_inputs(figures: StartFigures) -> ArithmeticInputs | Unknown:
         workspace,
         today_state,
         today_reservation,
+        today_rest_gib=rest,
         rounding_gib=unexplained - workspace,
     )
 
